@@ -1,0 +1,35 @@
+"""cudastack: keep GPU machine-learning stacks working through upgrades.
+
+Public API::
+
+    from cudastack import build_target, run_doctor
+    report = run_doctor(build_target(python="/srv/venv/bin/python"))
+    for finding in report.findings: ...
+"""
+
+__version__ = "0.1.0"
+
+from cudastack.doctor import run_doctor  # noqa: E402
+from cudastack.errors import CudastackError, ReportError, TargetError, UsageError  # noqa: E402
+from cudastack.findings import CheckResult, ExitCode, Finding, Fix, Outcome, Severity  # noqa: E402
+from cudastack.report import SCHEMA_VERSION, Report  # noqa: E402
+from cudastack.target import Target, build_target  # noqa: E402
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CheckResult",
+    "CudastackError",
+    "ExitCode",
+    "Finding",
+    "Fix",
+    "Outcome",
+    "Report",
+    "ReportError",
+    "Severity",
+    "Target",
+    "TargetError",
+    "UsageError",
+    "__version__",
+    "build_target",
+    "run_doctor",
+]

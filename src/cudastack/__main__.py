@@ -1,0 +1,5 @@
+import sys
+
+from cudastack.cli import main
+
+sys.exit(main())

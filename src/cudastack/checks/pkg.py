@@ -1,0 +1,1026 @@
+"""PKG: package coherence, judged from installed metadata, version files and file layout."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+
+from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from cudastack.checks.registry import Context, SkipCheck, rule
+from cudastack.data import families as fam
+from cudastack.env.dists import Distribution
+from cudastack.findings import Finding, Fix, Severity
+
+
+def _v(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def _requirements(dist: Distribution) -> Iterator[tuple[str, Requirement | None]]:
+    for line in dist.requires:
+        try:
+            yield line, Requirement(line)
+        except InvalidRequirement:
+            yield line, None
+
+
+def _applies(req: Requirement, markers: dict[str, str], extras: frozenset[str]) -> bool:
+    if req.marker is None:
+        return True
+    for extra in ("", *sorted(extras)):
+        try:
+            if req.marker.evaluate({**markers, "extra": extra}):
+                return True
+        except (UndefinedComparison, UndefinedEnvironmentName):
+            return False
+    return False
+
+
+def requested_extras(ctx: Context) -> dict[str, frozenset[str]]:
+    """Extras in effect per distribution: the user's (``--extras``/config) plus those that other
+    installed distributions ask for (torch asks ``cuda-toolkit[cublas,...]``), to a fixpoint."""
+    markers = ctx.target.markers
+    extras: dict[str, set[str]] = defaultdict(set)
+    for name, ex in ctx.target.extras.items():
+        extras[canonicalize_name(name)].update(ex)
+    for _ in range(10):  # extras chains are short; bound the fixpoint
+        changed = False
+        for dist in ctx.inventory.dists.values():
+            for _line, req in _requirements(dist):
+                if req is None or not req.extras:
+                    continue
+                if _applies(req, markers, frozenset(extras.get(dist.key, ()))):
+                    key = canonicalize_name(req.name)
+                    new = set(req.extras) - extras[key]
+                    if new:
+                        extras[key] |= new
+                        changed = True
+        if not changed:
+            break
+    return {k: frozenset(v) for k, v in extras.items()}
+
+
+@rule(
+    code="PKG001",
+    name="unsatisfied-requirement",
+    severity=Severity.ERROR,
+    summary="An installed distribution requires a version that is not installed",
+)
+def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Every `Requires-Dist` of every installed distribution, with its markers evaluated for the
+    *target* interpreter and its extras evaluated for the extras in effect: those you declare
+    (`--extras sglang=all`, or `extras` in the config) and those other installed distributions
+    ask for (torch requires `cuda-toolkit[cublas,...]`, so cuda-toolkit's `cublas` extra counts).
+    Like `pip check`, but it says who asked, for what, and what is installed.
+
+    ## Why is this bad?
+    A serving framework pins the kernel packages whose API it calls. When an install moves one of
+    them (`flashinfer-python` 0.6.4 under an sglang that pins 0.6.3), the first request fails with
+    `TypeError: ... got an unexpected keyword argument` or `cannot import name`.
+
+    ## Example
+    `sglang 0.5.9 requires flashinfer-python==0.6.3, but 0.6.4 is installed`
+
+    ## Fix
+    Install the pinned version into the inspected interpreter (the fix line names it), or move
+    the requiring package to a release that accepts what is installed.
+
+    ## References
+    - https://github.com/vllm-project/vllm/issues/48054
+    - https://github.com/sgl-project/sglang/issues/5867
+    """
+    markers = ctx.target.markers
+    if not markers:
+        raise SkipCheck("the target's Python version is unknown, so markers cannot be evaluated")
+    extras = requested_extras(ctx)
+    guessed = not ctx.target.extras
+    for dist in sorted(ctx.inventory.dists.values(), key=lambda d: d.key):
+        for line, req in _requirements(dist):
+            if req is None:
+                continue  # reported by ENV002
+            if not _applies(req, markers, extras.get(dist.key, frozenset())):
+                continue
+            dep = ctx.inventory.get(req.name)
+            asked = f"{dist.name} {dist.version} requires {req}"
+            evidence = [f"Requires-Dist: {line}  ({dist.meta_dir}/METADATA)"]
+            if req.marker is not None:
+                evidence.append(f"marker `{req.marker}` is true for the target")
+            if dep is None:
+                yield Finding(
+                    code="PKG001",
+                    severity=Severity.ERROR,
+                    message=f"{asked}, which is not installed",
+                    subject=f"{dist.key} -> {canonicalize_name(req.name)}",
+                    distribution=dist.key,
+                    evidence=tuple(evidence),
+                    fix=ctx.install_fix(f"Install {req.name} as {dist.name} asks", [_spec(req)]),
+                    hints=_extras_hint(dist, guessed),
+                )
+                continue
+            version = _v(dep.version)
+            if version is None or not req.specifier or req.specifier.contains(version, prereleases=True):
+                continue
+            evidence.append(f"{dep.name} {dep.version} is installed ({dep.meta_dir})")
+            yield Finding(
+                code="PKG001",
+                severity=Severity.ERROR,
+                message=f"{asked}, but {dep.version} is installed",
+                subject=f"{dist.key} -> {dep.key}",
+                distribution=dist.key,
+                evidence=tuple(evidence),
+                fix=ctx.install_fix(
+                    f"Install the {req.name} that {dist.name} {dist.version} pins, or move {dist.name} "
+                    f"to a release that accepts {dep.version}",
+                    [_spec(req)],
+                ),
+                hints=_extras_hint(dist, guessed),
+            )
+
+
+def _spec(req: Requirement) -> str:
+    return f"{req.name}{req.specifier}" if req.specifier else req.name
+
+
+def _extras_hint(dist: Distribution, guessed: bool) -> tuple[str, ...]:
+    if guessed and dist.provides_extras:
+        return (
+            "installed metadata does not record requested extras; pass --extras "
+            f"{dist.key}=EXTRA to also check those of {dist.name}",
+        )
+    return ()
+
+
+@rule(
+    code="PKG002",
+    name="flashinfer-version-skew",
+    severity=Severity.ERROR,
+    summary="flashinfer-python, flashinfer-cubin and flashinfer-jit-cache differ in version",
+)
+def flashinfer_version_skew(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The public versions (local label stripped) of `flashinfer-python`, `flashinfer-cubin` and
+    `flashinfer-jit-cache`, whichever are installed, must be equal.
+
+    ## Why is this bad?
+    `flashinfer/jit/env.py` compares them at import and raises
+    `RuntimeError: flashinfer-cubin version (0.6.4) does not match flashinfer version (0.6.3)`.
+    sglang and vllm pin only `flashinfer-python`, and the siblings are not in its Requires-Dist,
+    so moving it leaves them stale. Bypassing with `FLASHINFER_DISABLE_VERSION_CHECK=1` loads
+    cubins built for another release (illegal memory accesses, missing SM90 cubins).
+
+    ## Example
+    `flashinfer-cubin 0.6.4 does not match flashinfer-python 0.6.3`
+
+    ## Fix
+    Install the sibling at flashinfer-python's version (jit-cache from flashinfer's own index).
+
+    ## References
+    - https://github.com/vllm-project/vllm/issues/49804
+    - https://github.com/flashinfer-ai/flashinfer/issues/4781
+    - https://github.com/sgl-project/sglang/pull/23100
+    """
+    main = ctx.inventory.get("flashinfer-python")
+    if main is None:
+        raise SkipCheck("flashinfer-python is not installed")
+    torch = ctx.inventory.torch
+    label = torch.cuda_label if torch else None
+    for sib_name in fam.FLASHINFER_FAMILY[1:]:
+        sib = ctx.inventory.get(sib_name)
+        if sib is None or sib.public_version == main.public_version:
+            continue
+        want = main.public_version
+        index = None
+        if sib_name == "flashinfer-jit-cache" and label:
+            spec = f"{sib_name}=={want}+{label}"
+            index = fam.FLASHINFER_INDEX.format(cuda_label=label)
+        else:
+            spec = f"{sib_name}=={want}"
+            last = _v(fam.FLASHINFER_CUBIN_LAST_ON_PYPI)
+            wantv = _v(want)
+            if label and last and wantv and wantv > last:
+                index = fam.FLASHINFER_INDEX.format(cuda_label=label)
+        hints: list[str] = []
+        if ctx.target.environ.get(fam.FLASHINFER_BYPASS_ENV):
+            hints.append(
+                f"{fam.FLASHINFER_BYPASS_ENV} is set: the import check is bypassed, and the kernels of "
+                f"{sib_name} {sib.version} run against flashinfer {main.version}"
+            )
+        yield Finding(
+            code="PKG002",
+            severity=Severity.ERROR,
+            message=(
+                f"{sib_name} {sib.public_version} does not match flashinfer-python {main.public_version}: "
+                f"`import flashinfer` raises RuntimeError"
+            ),
+            subject=sib.key,
+            distribution=sib.key,
+            evidence=(
+                f"{main.name} {main.version} ({main.meta_dir})",
+                f"{sib.name} {sib.version} ({sib.meta_dir})",
+                "flashinfer/jit/env.py requires equal public versions",
+            ),
+            fix=ctx.install_fix(
+                f"Install {sib_name} {want} to match flashinfer-python", [spec], index_url=index
+            ),
+            hints=tuple(hints),
+        )
+
+
+@rule(
+    code="PKG003",
+    name="flashinfer-jit-cache-cuda",
+    severity=Severity.ERROR,
+    summary="flashinfer-jit-cache was built for another CUDA than torch",
+)
+def flashinfer_jit_cache_cuda(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The `+cuXYZ` local label of `flashinfer-jit-cache` against the CUDA version torch was built
+    with (`torch/version.py`).
+
+    ## Why is this bad?
+    The jit-cache holds precompiled kernels for one CUDA; with another torch CUDA they are
+    compiled against the wrong runtime and fail to load, or flashinfer recompiles everything.
+
+    ## Example
+    `flashinfer-jit-cache 0.6.3+cu128 was built for CUDA 12.8; torch 2.9.1+cu130 uses CUDA 13.0`
+
+    ## Fix
+    Install the jit-cache of the same release for torch's CUDA from flashinfer's index.
+
+    ## References
+    - https://github.com/flashinfer-ai/flashinfer/issues/4781
+    """
+    jit = ctx.inventory.get("flashinfer-jit-cache")
+    if jit is None:
+        raise SkipCheck("flashinfer-jit-cache is not installed")
+    torch = ctx.inventory.torch
+    if torch is None or torch.cuda_label is None:
+        raise SkipCheck("torch is not installed or is not a CUDA build")
+    label = jit.local_label
+    if label is None:
+        raise SkipCheck(f"flashinfer-jit-cache {jit.version} carries no +cuXYZ label")
+    if label == torch.cuda_label:
+        return
+    yield Finding(
+        code="PKG003",
+        severity=Severity.ERROR,
+        message=f"flashinfer-jit-cache {jit.version} is for {label}; torch {torch.version} uses CUDA {torch.cuda}",
+        subject=jit.key,
+        distribution=jit.key,
+        evidence=(f"{jit.name} {jit.version} ({jit.meta_dir})", f"torch cuda = {torch.cuda!r} ({torch.source})"),
+        fix=ctx.install_fix(
+            f"Install flashinfer-jit-cache for {torch.cuda_label}",
+            [f"flashinfer-jit-cache=={jit.public_version}+{torch.cuda_label}"],
+            index_url=fam.FLASHINFER_INDEX.format(cuda_label=torch.cuda_label),
+        ),
+    )
+
+
+def _variant(version: str) -> str | None:
+    return version.split("+", 1)[1] if "+" in version else None
+
+
+def _companion_versions(ctx: Context, name: str) -> tuple[str, str] | None:
+    """(full version with variant, where it was read) for a torch companion."""
+    vf = ctx.inventory.version_files.get(f"{name}/version.py")
+    if vf is not None and vf.get_str("__version__"):
+        return vf.get_str("__version__") or "", vf.path
+    dist = ctx.inventory.get(name)
+    return (dist.version, dist.meta_dir) if dist else None
+
+
+def _companion_check(ctx: Context, code: str, name: str, expected_torch_minor: int | None, why: str) -> Iterator[Finding]:
+    torch = ctx.inventory.torch
+    comp = _companion_versions(ctx, name)
+    if comp is None:
+        raise SkipCheck(f"{name} is not installed")
+    if torch is None:
+        raise SkipCheck("torch is not installed")
+    version, source = comp
+    tv = _v(torch.version)
+    problems: list[str] = []
+    if expected_torch_minor is not None and tv is not None and (tv.major, tv.minor) != (2, expected_torch_minor):
+        problems.append(f"{name} {version.split('+')[0]} pairs with torch 2.{expected_torch_minor} ({why})")
+    cv, tvar = _variant(version), _variant(torch.version)
+    if cv and tvar and cv != tvar:
+        problems.append(f"{name} is a {cv} build, torch a {tvar} build")
+    if not problems:
+        return
+    label = tvar or "cpu"
+    want = (
+        f"{name}=={_paired_version(name, tv)}" if tv is not None and _paired_version(name, tv) else name
+    )
+    yield Finding(
+        code=code,
+        severity=Severity.ERROR,
+        message=f"{name} {version} does not fit torch {torch.version}: " + "; ".join(problems),
+        subject=canonicalize_name(name),
+        distribution=canonicalize_name(name),
+        evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})"),
+        fix=ctx.install_fix(
+            f"Reinstall {name} from the same index and variant as torch",
+            [want],
+            index_url=fam.PYTORCH_INDEX.format(label=label) if tvar else None,
+        ),
+    )
+
+
+def _paired_version(name: str, torch_version: Version) -> str | None:
+    if name == "torchvision":
+        return f"0.{torch_version.minor + fam.TORCHVISION_MINOR_OFFSET}.*"
+    if name == "torchaudio":
+        return f"2.{torch_version.minor}.*"
+    return None
+
+
+@rule(
+    code="PKG004",
+    name="torchvision-torch-mismatch",
+    severity=Severity.ERROR,
+    summary="torchvision was built for another torch release or variant",
+)
+def torchvision_torch(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    `torchvision/version.py` against `torch/version.py`: torchvision 0.N pairs with torch
+    2.(N-15), and both must be the same variant (`+cu130` with `+cu130`, `+cpu` with `+cpu`).
+
+    ## Why is this bad?
+    `torchvision/_C.so` fails to load and the error is swallowed; the next registration raises
+    `RuntimeError: operator torchvision::nms does not exist`.
+
+    ## Example
+    `torchvision 0.29.1+cu128 does not fit torch 2.14.1+cu130`
+
+    ## Fix
+    Reinstall torchvision from the same index and variant as torch.
+
+    ## References
+    - https://github.com/pytorch/pytorch/issues/122494
+    - https://github.com/pytorch/vision/issues/1405
+    """
+    comp = _companion_versions(ctx, "torchvision")
+    expected = None
+    if comp is not None:
+        v = _v(comp[0])
+        if v is not None and v.major == 0 and (v.major, v.minor) >= fam.TORCHVISION_FIRST_PAIRED:
+            expected = v.minor - fam.TORCHVISION_MINOR_OFFSET
+    yield from _companion_check(ctx, "PKG004", "torchvision", expected, "torchvision 0.N ↔ torch 2.(N-15)")
+
+
+@rule(
+    code="PKG005",
+    name="torchaudio-torch-mismatch",
+    severity=Severity.ERROR,
+    summary="torchaudio was built for another torch release or variant",
+)
+def torchaudio_torch(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    `torchaudio/version.py` against `torch/version.py`: torchaudio 2.N pairs with torch 2.N, and
+    both must be the same variant.
+
+    ## Why is this bad?
+    torchaudio's extension is built against one libtorch; another fails with an undefined symbol.
+
+    ## Example
+    `torchaudio 2.8.0+cu128 does not fit torch 2.9.1+cu130`
+
+    ## Fix
+    Reinstall torchaudio from the same index and variant as torch.
+
+    ## References
+    - https://github.com/pytorch/audio#dependencies
+    """
+    comp = _companion_versions(ctx, "torchaudio")
+    expected = None
+    if comp is not None:
+        v = _v(comp[0])
+        if v is not None and v.major == 2:
+            expected = v.minor
+    yield from _companion_check(ctx, "PKG005", "torchaudio", expected, "torchaudio 2.N ↔ torch 2.N")
+
+
+@rule(
+    code="PKG006",
+    name="xformers-build-mismatch",
+    severity=Severity.ERROR,
+    summary="xformers' C++/CUDA extensions were built for another torch or Python",
+)
+def xformers_build(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    `xformers/cpp_lib.json` (the build record: torch version with variant, CUDA, Python) against
+    the installed torch and the target interpreter. From xformers 0.0.34 on, the extensions use
+    torch's stable ABI, so a newer torch of the same variant is accepted.
+
+    ## Why is this bad?
+    The import succeeds but prints `WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions`
+    and memory-efficient attention silently degrades: the package runs degraded.
+
+    ## Example
+    `xformers 0.0.33 was built for torch 2.9.0+cu128, torch 2.9.1+cu130 is installed`
+
+    ## Fix
+    Install the xformers release built for the installed torch.
+
+    ## References
+    - https://github.com/facebookresearch/xformers/issues/982
+    - https://github.com/facebookresearch/xformers/issues/1241
+    """
+    vf = ctx.inventory.version_files.get("xformers/cpp_lib.json")
+    dist = ctx.inventory.get("xformers")
+    if dist is None:
+        raise SkipCheck("xformers is not installed")
+    if vf is None or vf.problem:
+        raise SkipCheck(f"xformers/cpp_lib.json is {'unreadable: ' + vf.problem if vf and vf.problem else 'absent'}")
+    build = vf.values.get("version")
+    if not isinstance(build, dict):
+        raise SkipCheck("xformers/cpp_lib.json has no 'version' record")
+    torch = ctx.inventory.torch
+    problems: list[str] = []
+    built_torch = build.get("torch")
+    if isinstance(built_torch, str) and torch is not None:
+        bt, it = _v(built_torch), _v(torch.version)
+        stable = (_v(dist.public_version) or Version("0")) >= Version(fam.XFORMERS_STABLE_ABI_SINCE)
+        if bt is not None and it is not None:
+            same_variant = _variant(built_torch) == _variant(torch.version)
+            ok = same_variant and (it.release >= bt.release if stable else it.public == bt.public)
+            if not ok:
+                problems.append(f"built for torch {built_torch}, torch {torch.version} is installed")
+    built_py = build.get("python")
+    have_py = ctx.target.python_version
+    if isinstance(built_py, str) and have_py and built_py.split(".")[:2] != have_py.split(".")[:2]:
+        problems.append(f"built for Python {built_py}, the target runs {have_py}")
+    if not problems:
+        return
+    yield Finding(
+        code="PKG006",
+        severity=Severity.ERROR,
+        message=f"xformers {dist.version} C++/CUDA extensions will not load: " + "; ".join(problems),
+        subject=dist.key,
+        distribution=dist.key,
+        evidence=(f"{vf.path}: version = {build}",) + ((f"torch {torch.version} ({torch.source})",) if torch else ()),
+        fix=ctx.install_fix("Install the xformers release built for the installed torch", ["xformers"],
+                            extra_args=("--no-deps", "--force-reinstall")),
+        hints=("the import succeeds with a warning and the package runs degraded",),
+    )
+
+
+@rule(
+    code="PKG007",
+    name="torchao-torch-mismatch",
+    severity=Severity.WARNING,
+    summary="torchao's C++ extensions were built for another torch",
+)
+def torchao_torch(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The installed torchao and torch against torchao's compatibility table (kept as data in
+    `cudastack/data/families.py`, from pytorch/ao#2919).
+
+    ## Why is this bad?
+    torchao prints `Skipping import of cpp extensions due to incompatible torch version` and runs
+    without its C++ kernels (older releases aborted the interpreter instead).
+
+    ## Example
+    `torchao 0.16.0 C++ extensions are built for torch 2.10.0; torch 2.9.1+cu130 is installed`
+
+    ## Fix
+    Install the torchao release built for the installed torch.
+
+    ## References
+    - https://github.com/pytorch/ao/issues/2919
+    - https://github.com/axolotl-ai-cloud/axolotl/issues/3432
+    """
+    ao = ctx.inventory.get("torchao")
+    if ao is None:
+        raise SkipCheck("torchao is not installed")
+    torch = ctx.inventory.torch
+    if torch is None:
+        raise SkipCheck("torch is not installed")
+    built = next((t for prefix, t in fam.TORCHAO_BUILT_FOR if ao.public_version.startswith(prefix)), None)
+    if built is None:
+        raise SkipCheck(f"torchao {ao.version} is not in the compatibility table ({fam.TORCHAO_ISSUE})")
+    tv = _v(torch.version)
+    if tv is not None and tv.base_version in built:
+        return
+    yield Finding(
+        code="PKG007",
+        severity=Severity.WARNING,
+        message=f"torchao {ao.version} C++ extensions are built for torch {', '.join(built)}; "
+        f"torch {torch.version} is installed",
+        subject=ao.key,
+        distribution=ao.key,
+        evidence=(f"torchao {ao.version} ({ao.meta_dir})", f"torch {torch.version} ({torch.source})",
+                  f"table: {fam.TORCHAO_ISSUE}"),
+        fix=Fix(summary="Install the torchao release whose row in the table names the installed torch "
+                f"({fam.TORCHAO_ISSUE})"),
+        hints=("the import succeeds with a warning and the package runs degraded",),
+    )
+
+
+@rule(
+    code="PKG008",
+    name="bitsandbytes-binary-missing",
+    severity=Severity.ERROR,
+    summary="bitsandbytes has no binary for torch's CUDA",
+)
+def bitsandbytes_binary(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The `libbitsandbytes_cudaXYZ.so` files bitsandbytes installed (RECORD) against the CUDA
+    version it will look for: `BNB_CUDA_VERSION` in the target's environment, else torch's CUDA.
+
+    ## Why is this bad?
+    bitsandbytes fails at import or first use with `Could not find the bitsandbytes CUDA binary at
+    .../libbitsandbytes_cuda130.so`.
+
+    ## Example
+    `bitsandbytes 0.43.1 has no libbitsandbytes_cuda130.so (it ships cuda118 ... cuda124)`
+
+    ## Fix
+    Install a bitsandbytes release that ships a binary for torch's CUDA.
+
+    ## References
+    - https://github.com/bitsandbytes-foundation/bitsandbytes/issues/1180
+    - https://github.com/bitsandbytes-foundation/bitsandbytes/pull/1615
+    """
+    bnb = ctx.inventory.get("bitsandbytes")
+    if bnb is None:
+        raise SkipCheck("bitsandbytes is not installed")
+    if bnb.record is None:
+        raise SkipCheck("bitsandbytes has no RECORD (see ENV003)")
+    override = ctx.target.environ.get(fam.BNB_ENV)
+    torch = ctx.inventory.torch
+    if override:
+        want, why = override.strip(), f"{fam.BNB_ENV}={override}"
+    elif torch is not None and torch.cuda_label:
+        want, why = torch.cuda_label[2:], f"torch {torch.version} uses CUDA {torch.cuda}"
+    else:
+        raise SkipCheck("torch is not a CUDA build and BNB_CUDA_VERSION is unset")
+    have = sorted({m.group(1) for p in bnb.native_files() if (m := fam.BNB_LIBRARY.search(p))}, key=int)
+    if want in have:
+        return
+    yield Finding(
+        code="PKG008",
+        severity=Severity.ERROR,
+        message=f"bitsandbytes {bnb.version} has no libbitsandbytes_cuda{want}.so ({why})",
+        subject=bnb.key,
+        distribution=bnb.key,
+        evidence=(f"RECORD of {bnb.meta_dir} lists CUDA binaries: {', '.join('cuda' + h for h in have) or 'none'}",
+                  why),
+        fix=ctx.install_fix(f"Install a bitsandbytes release with a CUDA {want} binary", ["bitsandbytes"],
+                            extra_args=("--upgrade",)),
+    )
+
+
+def _nvidia_major(dist: Distribution) -> tuple[int | None, str]:
+    """CUDA major of an nvidia-* distribution, read from its files before its name."""
+    for entry in dist.record or ():
+        m = fam.NVIDIA_CU_DIR.search(entry.path)
+        if m:
+            return int(m.group(1)), f"installs under nvidia/cu{m.group(1)}/ ({entry.path})"
+    for entry in dist.record or ():
+        m = fam.CUDA_MAJOR_SONAMES.search(entry.path)
+        if m:
+            return int(m.group(2)), f"ships {entry.path}"
+    m = fam.NVIDIA_SUFFIX.search(dist.key)
+    if m:
+        return int(m.group(1)), f"name suffix -cu{m.group(1)}"
+    return None, "no CUDA major in its files or name"
+
+
+def _component(key: str) -> str:
+    return fam.NVIDIA_SUFFIX.sub("", key)
+
+
+def nvidia_majors(ctx: Context) -> dict[str, list[tuple[Distribution, int, str]]]:
+    """Installed nvidia-* components → [(distribution, CUDA major, evidence)]."""
+    out: dict[str, list[tuple[Distribution, int, str]]] = defaultdict(list)
+    for dist in ctx.inventory.dists.values():
+        if not dist.key.startswith("nvidia-"):
+            continue
+        major, why = _nvidia_major(dist)
+        if major is not None:
+            out[_component(dist.key)].append((dist, major, why))
+    return out
+
+
+@rule(
+    code="PKG009",
+    name="cuda-major-mixed",
+    severity=Severity.ERROR,
+    summary="One CUDA component is installed for more than one CUDA major",
+)
+def cuda_major_mixed(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    nvidia-* distributions grouped by component (`nvidia-nccl-cu12` and `nvidia-nccl-cu13` are
+    both `nccl`), with the CUDA major read from their files — `nvidia/cu13/lib/...`, or a soname
+    such as `libcublas.so.12` — before their names, because CUDA-13 wheels drop the `-cu13`
+    suffix and carry misleading versions (`nvidia-cusolver 12.0.4` is a CUDA-13 build).
+
+    ## Why is this bad?
+    Distributions with different names are never uninstalled by pip when the other one is
+    installed; torch's preload can then pick the wrong major and `libtorch_cuda.so` fails with
+    `undefined symbol: ncclCommResume`.
+
+    ## Example
+    `nccl is installed for CUDA 12 (nvidia-nccl-cu12 2.29.3) and CUDA 13 (nvidia-nccl-cu13 2.29.7)`
+
+    ## Fix
+    Uninstall the variant that does not match torch's CUDA.
+
+    ## References
+    - https://github.com/pytorch/pytorch/issues/186591
+    - https://github.com/vllm-project/vllm/issues/36099
+    """
+    torch = ctx.inventory.torch
+    torch_major = torch.cuda_major if torch else None
+    for comp, items in sorted(nvidia_majors(ctx).items()):
+        majors = {m for _, m, _ in items}
+        if len(majors) < 2:
+            continue
+        stray = [d.name for d, m, _ in items if torch_major is not None and m != torch_major]
+        yield Finding(
+            code="PKG009",
+            severity=Severity.ERROR,
+            message=f"{comp.removeprefix('nvidia-')} is installed for CUDA "
+            + " and ".join(f"{m} ({d.name} {d.version})" for d, m, _ in sorted(items, key=lambda t: t[1])),
+            subject=comp,
+            distribution=items[0][0].key,
+            evidence=tuple(f"{d.name} {d.version}: CUDA {m}, {why}" for d, m, why in items)
+            + ((f"torch {torch.version} uses CUDA {torch.cuda}",) if torch and torch.cuda else ()),
+            fix=ctx.uninstall_fix(
+                "Uninstall the variant that does not match torch's CUDA" if stray else "Keep one CUDA major",
+                stray or [d.name for d, _, _ in items],
+            ),
+        )
+
+
+@rule(
+    code="PKG010",
+    name="cuda-major-stray",
+    severity=Severity.WARNING,
+    summary="nvidia-* components of another CUDA major than torch's are installed",
+)
+def cuda_major_stray(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    nvidia-* distributions whose CUDA major (read from files, as in PKG009) differs from the
+    CUDA torch was built with.
+
+    ## Why is this bad?
+    They are usually leftovers of an upgrade (CUDA 12.8 → 13). They waste gigabytes, and torch's
+    preload glob `libcudart.so.*[0-9]` or an `LD_LIBRARY_PATH` entry can pick them up.
+
+    ## Example
+    `nvidia-cublas-cu12 12.8.4.1 is for CUDA 12; torch 2.9.1+cu130 uses CUDA 13`
+
+    ## Fix
+    Uninstall them if nothing else (cupy-cuda12x, a CUDA-12 kernel wheel) needs them.
+
+    ## References
+    - https://github.com/pytorch/pytorch/issues/147001
+    """
+    torch = ctx.inventory.torch
+    if torch is None or torch.cuda_major is None:
+        raise SkipCheck("torch is not installed or is not a CUDA build")
+    mixed = {c for c, items in nvidia_majors(ctx).items() if len({m for _, m, _ in items}) > 1}
+    for comp, items in sorted(nvidia_majors(ctx).items()):
+        if comp in mixed:
+            continue  # PKG009 reports it
+        for dist, major, why in items:
+            if major == torch.cuda_major:
+                continue
+            yield Finding(
+                code="PKG010",
+                severity=Severity.WARNING,
+                message=f"{dist.name} {dist.version} is for CUDA {major}; torch {torch.version} uses CUDA {torch.cuda}",
+                subject=dist.key,
+                distribution=dist.key,
+                evidence=(f"{dist.name}: {why}", f"torch cuda = {torch.cuda!r} ({torch.source})"),
+                fix=ctx.uninstall_fix("Uninstall it if nothing else needs it", [dist.name]),
+            )
+
+
+@rule(
+    code="PKG011",
+    name="cupy-variants-mixed",
+    severity=Severity.ERROR,
+    summary="More than one CuPy distribution is installed",
+)
+def cupy_variants(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Installed distributions named `cupy`, `cupy-cuda11x`, `cupy-cuda12x`, `cupy-cuda13x`, ...
+
+    ## Why is this bad?
+    They all install into the same `cupy/` tree, so the files on disk are a mix of both; CuPy
+    warns `CuPy may not function correctly because multiple CuPy packages are installed`.
+
+    ## Example
+    `cupy-cuda12x 13.6.0 and cupy-cuda13x 13.6.0 share cupy/`
+
+    ## Fix
+    Uninstall all of them, then install the one for torch's CUDA.
+
+    ## References
+    - https://github.com/gpustack/gpustack/issues/5459
+    """
+    found = sorted((d for d in ctx.inventory.dists.values() if fam.CUPY_VARIANTS.match(d.key)), key=lambda d: d.key)
+    if len(found) < 2:
+        return
+    torch = ctx.inventory.torch
+    keep = f"cupy-cuda{torch.cuda_major}x" if torch and torch.cuda_major else None
+    uninstall = ctx.uninstall_fix("Uninstall every CuPy variant", [d.name for d in found])
+    install = ctx.install_fix("then install one", [keep]) if keep else None
+    yield Finding(
+        code="PKG011",
+        severity=Severity.ERROR,
+        message=" and ".join(f"{d.name} {d.version}" for d in found) + " are installed and share cupy/",
+        subject="cupy",
+        distribution=found[0].key,
+        evidence=tuple(f"{d.name} {d.version} ({d.meta_dir})" for d in found),
+        fix=Fix(
+            summary="Uninstall every CuPy variant, then install the one for torch's CUDA",
+            commands=uninstall.commands + (install.commands if install else ()),
+        ),
+    )
+
+
+@rule(
+    code="PKG012",
+    name="torch-cuda-runtime-mismatch",
+    severity=Severity.ERROR,
+    summary="The pip CUDA runtime does not match the CUDA torch was built with",
+)
+def torch_cuda_runtime(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The `libcudart.so.N` files that installed nvidia-* wheels provide against torch's CUDA major.
+    When no pip CUDA runtime is installed at all (conda, a system toolkit), this rule skips: the
+    loader layer judges system libraries.
+
+    ## Why is this bad?
+    torch's CUDA libraries need `libcudart.so.<its major>`; with only the other major installed,
+    `import torch` fails with `libcudart.so.13: cannot open shared object file`.
+
+    ## Example
+    `torch 2.9.1+cu130 needs libcudart.so.13; the nvidia wheels provide only libcudart.so.12`
+
+    ## Fix
+    Install the CUDA runtime of torch's major (`nvidia-cuda-runtime` for CUDA 13,
+    `nvidia-cuda-runtime-cu12` for 12), or reinstall torch so its dependencies are pulled.
+
+    ## References
+    - https://github.com/sgl-project/sglang/issues/10951
+    - https://github.com/cupy/cupy/issues/9318
+    """
+    torch = ctx.inventory.torch
+    if torch is None or torch.cuda_major is None:
+        raise SkipCheck("torch is not installed or is not a CUDA build")
+    providers: dict[int, list[str]] = defaultdict(list)
+    for dist in ctx.inventory.dists.values():
+        if not dist.key.startswith("nvidia-"):
+            continue
+        for path in dist.native_files():
+            m = fam.CUDART_SONAME.search(path)
+            if m:
+                providers[int(m.group(1))].append(f"{dist.name} {dist.version}: {path}")
+    if not providers:
+        raise SkipCheck("no pip CUDA runtime is installed; the loader layer judges system libraries")
+    if torch.cuda_major in providers:
+        return
+    pkg = "nvidia-cuda-runtime" if torch.cuda_major >= 13 else f"nvidia-cuda-runtime-cu{torch.cuda_major}"
+    yield Finding(
+        code="PKG012",
+        severity=Severity.ERROR,
+        message=f"torch {torch.version} needs libcudart.so.{torch.cuda_major}; the nvidia wheels provide only "
+        + ", ".join(f"libcudart.so.{m}" for m in sorted(providers)),
+        subject="libcudart",
+        distribution="torch",
+        evidence=(f"torch cuda = {torch.cuda!r} ({torch.source})",) + tuple(p for v in providers.values() for p in v),
+        fix=ctx.install_fix(f"Install the CUDA {torch.cuda_major} runtime", [f"{pkg}=={torch.cuda_major}.*"]),
+    )
+
+
+def _file_hash(path: str, algo: str) -> str | None:
+    try:
+        h = hashlib.new(algo)
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except (OSError, ValueError):
+        return None
+    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+
+
+@rule(
+    code="PKG013",
+    name="file-owned-twice",
+    severity=Severity.WARNING,
+    summary="Two distributions installed the same file with different content",
+)
+def file_owned_twice(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    RECORD files of all distributions in the same site directory: a path listed by two of them
+    with different hashes. The file on disk is hashed to say whose bytes are there. Identical
+    files (CUDA-12 nvidia wheels all ship the same `nvidia/__init__.py`) are fine.
+
+    ## Why is this bad?
+    The later install overwrote the earlier one's file; uninstalling either removes it from
+    both, and the one that lost runs with another package's code or library.
+
+    ## Example
+    `cupy/_core/core.so is installed by cupy-cuda12x and cupy-cuda13x; the bytes on disk are cupy-cuda13x's`
+
+    ## Fix
+    Uninstall both distributions, then install the one you want.
+
+    ## References
+    - https://github.com/gpustack/gpustack/issues/5459
+    - https://github.com/pytorch/pytorch/issues/186591
+    """
+    owners: dict[tuple[str, str], list[tuple[Distribution, str | None]]] = {}
+    for dist in ctx.inventory.dists.values():
+        for entry in dist.record or ():
+            if entry.path.endswith(".pyc") or "/__pycache__/" in entry.path:
+                continue
+            owners.setdefault((dist.site_dir, entry.path), []).append((dist, entry.hash))
+    by_pair: dict[tuple[str, ...], list[tuple[str, str, list[tuple[Distribution, str | None]]]]] = defaultdict(list)
+    for (site, rel), owned in owners.items():
+        if len(owned) < 2:
+            continue
+        hashes = {h for _, h in owned}
+        if len(hashes) == 1 and None not in hashes:
+            continue
+        by_pair[tuple(sorted(d.key for d, _ in owned))].append((site, rel, owned))
+    for pair, files in sorted(by_pair.items()):
+        site, rel, owned = files[0]
+        path = os.path.normpath(os.path.join(site, rel))
+        on_disk = "unknown"
+        for dist, h in owned:
+            if h and "=" in h:
+                algo, _, digest = h.partition("=")
+                if _file_hash(path, algo) == digest:
+                    on_disk = dist.name
+                    break
+        yield Finding(
+            code="PKG013",
+            severity=Severity.WARNING,
+            message=f"{len(files)} file(s) are installed by both {' and '.join(pair)} with different content; "
+            f"e.g. {rel}: the bytes on disk are {on_disk}'s",
+            subject=" + ".join(pair),
+            distribution=pair[0],
+            path=path,
+            evidence=tuple(f"{rel}: {d.name} RECORD hash {h}" for d, h in owned)
+            + tuple(f"also: {r}" for _, r, _ in files[1:6]),
+            fix=ctx.uninstall_fix("Uninstall both, then install the one you want", list(pair)),
+        )
+
+
+_EXT_TAG = re.compile(r"\.(cpython-[^.]+|abi3|cp\d+[^.]*|pypy[^.]*)\.so$")
+
+
+@rule(
+    code="PKG014",
+    name="extension-suffix-not-importable",
+    severity=Severity.ERROR,
+    summary="An extension module's filename suffix is not one the target interpreter imports",
+)
+def extension_suffix(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Every tagged extension module in RECORD (`*.cpython-310-x86_64-linux-gnu.so`, `*.abi3.so`)
+    against the target interpreter's `importlib.machinery.EXTENSION_SUFFIXES`.
+
+    ## Why is this bad?
+    Python never looks at a file whose suffix it does not know: the import fails with
+    `ModuleNotFoundError: No module named 'sgl_kernel.infllm_ops'` though the file is there.
+    This happens when a wheel tagged `cp310-abi3` carries a `cpython-310` module.
+
+    ## Example
+    `sgl_kernel/infllm_ops.cpython-310-x86_64-linux-gnu.so is not importable by Python 3.12`
+
+    ## Fix
+    Install a wheel built for the target interpreter; the maintainers must build the module as abi3.
+
+    ## References
+    - https://github.com/sgl-project/sglang/issues/37640
+    """
+    suffixes = ctx.target.extension_suffixes
+    if not suffixes:
+        raise SkipCheck("the target interpreter's extension suffixes are unknown")
+    for dist in sorted(ctx.inventory.dists.values(), key=lambda d: d.key):
+        bad = [
+            e.path
+            for e in dist.record or ()
+            if (m := _EXT_TAG.search(e.path)) and not e.path.endswith(tuple(suffixes))
+        ]
+        if not bad:
+            continue
+        yield Finding(
+            code="PKG014",
+            severity=Severity.ERROR,
+            message=f"{len(bad)} extension module(s) of {dist.name} {dist.version} have a suffix Python "
+            f"{ctx.target.python_version} does not import, e.g. {bad[0].rsplit('/', 1)[-1]}",
+            subject=dist.key,
+            distribution=dist.key,
+            path=dist.abspath(bad[0]),
+            evidence=(f"target suffixes: {', '.join(suffixes)} ({ctx.target.extension_suffixes_source})",
+                      f"wheel tags: {', '.join(dist.wheel_tags) or 'unknown'}")
+            + tuple(bad[:10]),
+            fix=ctx.install_fix(f"Install a {dist.name} wheel built for this interpreter", [dist.name],
+                                extra_args=("--force-reinstall", "--no-deps")),
+        )
+
+
+@rule(
+    code="PKG015",
+    name="duplicate-distribution",
+    severity=Severity.WARNING,
+    summary="A distribution is installed more than once on sys.path",
+)
+def duplicate_distribution(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Two `.dist-info`/`.egg-info` directories of the same normalized name on the target's
+    `sys.path` (in one site directory, or in a venv and the base it includes).
+
+    ## Why is this bad?
+    Metadata and code can come from different copies: `importlib.metadata.version()` reports
+    one, the import loads files of the other. An interrupted upgrade often leaves this behind.
+
+    ## Example
+    `torch 2.9.1 in .../site-packages shadows torch 2.8.0 in the same directory`
+
+    ## Fix
+    Remove the stale metadata directory (or reinstall the package to let the installer clean up).
+
+    ## References
+    - https://github.com/pypa/pip/issues/4625
+    """
+    for dup in ctx.inventory.shadowed:
+        win = ctx.inventory.dists[dup.key]
+        where = "in the same directory" if dup.site_dir == win.site_dir else f"in {dup.site_dir}"
+        yield Finding(
+            code="PKG015",
+            severity=Severity.WARNING,
+            message=f"{win.name} {win.version} ({win.meta_dir}) shadows {dup.name} {dup.version} {where}",
+            subject=dup.key,
+            distribution=dup.key,
+            path=dup.meta_dir,
+            evidence=(f"first on sys.path: {win.meta_dir}", f"shadowed: {dup.meta_dir}"),
+            fix=Fix(summary="Remove the stale metadata directory", commands=(f"rm -r {dup.meta_dir!r}",))
+            if dup.site_dir == win.site_dir
+            else None,
+        )
+
+
+@rule(
+    code="PKG016",
+    name="pip-over-conda",
+    severity=Severity.WARNING,
+    summary="pip installed over a package that conda manages",
+)
+def pip_over_conda(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    In a conda environment, distributions recorded in `conda-meta/` whose installed dist-info
+    was written by another installer (pip, uv).
+
+    ## Why is this bad?
+    conda still believes its own version is installed; `conda install` or `conda update` later
+    overwrites pip's files, or pip's uninstall removes files conda owns. Fixes must then go
+    through conda, not pip.
+
+    ## Example
+    `torch is managed by conda (pytorch 2.5.1) but its dist-info was written by pip`
+
+    ## Fix
+    Install the package through conda, or remove the conda package before pip installs it.
+
+    ## References
+    - https://www.anaconda.com/blog/using-pip-in-a-conda-environment
+    """
+    if not ctx.inventory.conda:
+        raise SkipCheck("not a conda environment")
+    aliases = {"pytorch": "torch"}
+    conda = {canonicalize_name(aliases.get(p.name, p.name)): p for p in ctx.inventory.conda}
+    for key, pkg in sorted(conda.items()):
+        dist = ctx.inventory.get(key)
+        if dist is None or (dist.installer or "conda") == "conda":
+            continue
+        yield Finding(
+            code="PKG016",
+            severity=Severity.WARNING,
+            message=f"{dist.name} is managed by conda ({pkg.name} {pkg.version}) but {dist.installer} "
+            f"installed {dist.version} over it",
+            subject=dist.key,
+            distribution=dist.key,
+            evidence=(f"{pkg.path}", f"{dist.meta_dir}/INSTALLER: {dist.installer}"),
+            fix=Fix(summary="Reinstall it through conda so conda's records match the files",
+                    commands=(f"conda install -p {ctx.target.prefix} {pkg.name}={dist.public_version}",)),
+        )

@@ -1,0 +1,176 @@
+"""Rules, their registry, the context they read, and the runner that records what each did."""
+
+from __future__ import annotations
+
+import inspect
+import shlex
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from cudastack.env.inventory import Inventory
+from cudastack.findings import CheckResult, Finding, Fix, Outcome, Severity
+from cudastack.target import Target
+
+
+class SkipCheck(Exception):  # noqa: N818 - control flow, not an error
+    """Raised by a rule that cannot judge this target; the message is the reason."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rule:
+    """A check with typed metadata; its docstring is its documentation."""
+
+    code: str
+    name: str
+    severity: Severity
+    """Default severity of its findings."""
+    summary: str
+    func: Callable[[Context], Iterable[Finding]] = field(repr=False)
+
+    @property
+    def doc(self) -> str:
+        return inspect.cleandoc(self.func.__doc__ or self.summary)
+
+    @property
+    def family(self) -> str:
+        return self.code.rstrip("0123456789")
+
+
+_RULES: dict[str, Rule] = {}
+
+
+def rule(*, code: str, name: str, severity: Severity, summary: str) -> Callable[
+    [Callable[[Context], Iterable[Finding]]], Callable[[Context], Iterable[Finding]]
+]:
+    """Register a rule function under a stable code (never reused for another meaning)."""
+
+    def wrap(func: Callable[[Context], Iterable[Finding]]) -> Callable[[Context], Iterable[Finding]]:
+        if code in _RULES:
+            raise RuntimeError(f"rule code {code} registered twice")
+        _RULES[code] = Rule(code=code, name=name, severity=severity, summary=summary, func=func)
+        return func
+
+    return wrap
+
+
+def all_rules() -> list[Rule]:
+    return [_RULES[c] for c in sorted(_RULES)]
+
+
+def get_rule(code_or_name: str) -> Rule | None:
+    key = code_or_name.strip()
+    if key.upper() in _RULES:
+        return _RULES[key.upper()]
+    return next((r for r in _RULES.values() if r.name == key.lower()), None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Context:
+    """What a rule may read: the target and its inventory. Rules never touch the host directly."""
+
+    target: Target
+    inventory: Inventory
+
+    def installer_prefix(self) -> list[str]:
+        """How to run an installer against *this* environment (never a bare ``pip``)."""
+        python = self.target.python
+        if python is None:
+            site = self.target.site_dirs[0] if self.target.site_dirs else "SITE_PACKAGES"
+            return ["python", "-m", "pip", "install", "--target", site]
+        if self.inventory.get("pip") is None:
+            return ["uv", "pip", "install", "--python", python]
+        return [python, "-m", "pip", "install"]
+
+    def install_fix(
+        self,
+        summary: str,
+        specs: Sequence[str],
+        *,
+        index_url: str | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> Fix:
+        """A fix that installs ``specs`` into the target, respecting conda ownership."""
+        conda = self.inventory.conda_names()
+        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.utils import canonicalize_name
+
+        conda_specs: list[str] = []
+        pip_specs: list[str] = []
+        for spec in specs:
+            try:
+                name = canonicalize_name(Requirement(spec).name)
+            except InvalidRequirement:
+                name = ""
+            (conda_specs if name in conda and self._conda_owned(name) else pip_specs).append(spec)
+        commands: list[str] = []
+        if pip_specs:
+            argv = self.installer_prefix() + list(extra_args)
+            if index_url:
+                argv += ["--extra-index-url", index_url]
+            commands.append(shlex.join(argv + pip_specs))
+        if conda_specs:
+            prefix = self.target.prefix
+            commands.append(
+                shlex.join(["conda", "install", "-p", prefix] + [s.replace("==", "=") for s in conda_specs])
+            )
+        return Fix(summary=summary, commands=tuple(commands))
+
+    def uninstall_fix(self, summary: str, names: Sequence[str]) -> Fix:
+        python = self.target.python
+        if python is None:
+            argv = ["rm", "-r"] + [d for n in names for d in self._meta_dirs(n)]
+        elif self.inventory.get("pip") is None:
+            argv = ["uv", "pip", "uninstall", "--python", python, *names]
+        else:
+            argv = [python, "-m", "pip", "uninstall", "-y", *names]
+        return Fix(summary=summary, commands=(shlex.join(argv),))
+
+    def _meta_dirs(self, name: str) -> list[str]:
+        dist = self.inventory.get(name)
+        return [dist.meta_dir] if dist else []
+
+    def _conda_owned(self, key: str) -> bool:
+        dist = self.inventory.get(key)
+        return dist is None or (dist.installer or "").strip() == "conda"
+
+
+def _selected(code: str, select: Sequence[str], ignore: dict[str, str]) -> str | None:
+    """``None`` if the rule runs, else the reason it does not (longest matching prefix wins)."""
+    best_sel = max((len(s) for s in select if code.startswith(s)), default=-1) if select else 0
+    best_ign = max((len(i) for i in ignore if code.startswith(i)), default=-1)
+    if select and best_sel < 0:
+        return "not selected (--select)"
+    if best_ign >= 0 and best_ign >= best_sel:
+        prefix = max((i for i in ignore if code.startswith(i)), key=len)
+        return f"ignored: {ignore[prefix]}"
+    return None
+
+
+def run_rules(
+    ctx: Context,
+    *,
+    select: Sequence[str] = (),
+    ignore: dict[str, str] | None = None,
+) -> list[CheckResult]:
+    """Run every selected rule; a crash inside a rule is recorded, never propagated."""
+    ignore = ignore or {}
+    results: list[CheckResult] = []
+    for r in all_rules():
+        why_not = _selected(r.code, select, ignore)
+        if why_not is not None:
+            results.append(CheckResult(code=r.code, name=r.name, outcome=Outcome.SKIP, reason=why_not))
+            continue
+        try:
+            found = tuple(r.func(ctx))
+        except SkipCheck as skip:
+            results.append(CheckResult(code=r.code, name=r.name, outcome=Outcome.SKIP, reason=str(skip)))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a bug in one rule must not hide the others
+            tb = traceback.extract_tb(exc.__traceback__)[-1]
+            reason = f"{type(exc).__name__}: {exc} (at {tb.filename.rsplit('/', 1)[-1]}:{tb.lineno})"
+            results.append(CheckResult(code=r.code, name=r.name, outcome=Outcome.ERROR, reason=reason))
+            continue
+        outcome = Outcome.FAIL if found else Outcome.PASS
+        results.append(CheckResult(code=r.code, name=r.name, outcome=outcome, findings=found))
+    return results

@@ -1,0 +1,72 @@
+"""Command line: ``main(argv) -> int``; one module per subcommand. Only cli/ and render/ print."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from cudastack import __version__
+from cudastack.errors import CudastackError
+from cudastack.findings import ExitCode
+
+
+def _error(message: str, hint: str | None = None, cause: str | None = None) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    if cause:
+        print(f"  Caused by: {cause}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from cudastack.cli import doctor, rules
+
+    parser = argparse.ArgumentParser(
+        prog="cudastack",
+        description="Keep GPU machine-learning stacks working through upgrades.",
+        epilog="Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage, 3 cudastack failed, "
+        "4 refused, 5 rolled back, 6 rollback incomplete.",
+    )
+    parser.add_argument("--version", action="version", version=f"cudastack {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    doctor.add_parser(sub)
+    rules.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (never raises, never calls exit)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help/--version exit 0, usage errors exit 2
+        return int(exc.code or 0) if isinstance(exc.code, int) else int(ExitCode.USAGE)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return int(ExitCode.USAGE)
+    try:
+        return int(args.run(args))
+    except CudastackError as exc:
+        from cudastack.errors import UsageError
+
+        _error(exc.message, exc.hint)
+        if isinstance(exc, UsageError | FileNotFoundError):
+            return int(ExitCode.USAGE)
+        return int(ExitCode.USAGE) if exc.__class__.__name__ == "ReportError" else int(ExitCode.INTERNAL)
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.CLEAN)
+    except Exception as exc:  # noqa: BLE001 - last resort: report our own bug clearly
+        tb = traceback.format_exc(limit=-3).strip().splitlines()
+        _error(
+            f"cudastack failed: {type(exc).__name__}: {exc}",
+            hint="this is a bug in cudastack; please report it with the output of --format json",
+            cause=" | ".join(line.strip() for line in tb[-4:-1]),
+        )
+        return int(ExitCode.INTERNAL)

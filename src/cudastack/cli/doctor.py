@@ -1,0 +1,113 @@
+"""``cudastack doctor``: inspect an environment without importing anything from it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from cudastack.errors import UsageError
+from cudastack.findings import Severity
+
+
+def add_target_arguments(p: argparse.ArgumentParser) -> None:
+    """The target options every command shares."""
+    g = p.add_argument_group("target")
+    g.add_argument("--python", metavar="PATH", help="interpreter of the environment to inspect (default: this one)")
+    g.add_argument("--site-packages", metavar="DIR", help="inspect a bare site-packages directory")
+    g.add_argument("--python-version", metavar="X.Y", help="Python version of a bare --site-packages target")
+    g.add_argument(
+        "--extras",
+        metavar="DIST=EXTRA[,EXTRA]",
+        action="append",
+        default=[],
+        help="extras the distribution was installed with, e.g. sglang=all (repeatable)",
+    )
+
+
+def add_output_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output")
+    g.add_argument("--format", choices=("human", "json"), default="human")
+    g.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    g.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    g.add_argument("-v", "--verbose", action="store_true", help="show info findings, all evidence and skipped checks")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("doctor", help="predict what will break in an environment, and why",
+                       description="Inspect a Python environment for GPU stack breakage, reading files only.")
+    add_target_arguments(p)
+    g = p.add_argument_group("rules")
+    g.add_argument("--select", metavar="CODE", action="append", default=[], help="run only these codes/prefixes")
+    g.add_argument("--ignore", metavar="CODE[=REASON]", action="append", default=[], help="skip a code/prefix")
+    g.add_argument("--fail-on", choices=("info", "warning", "error"), help="lowest severity that fails (default error)")
+    g.add_argument("--baseline", metavar="FILE", help="fail only on findings not in this saved JSON report")
+    g.add_argument("--config", metavar="FILE", help="config file (default: nearest cudastack.toml / pyproject.toml)")
+    add_output_arguments(p)
+    p.set_defaults(run=run)
+
+
+def parse_extras(items: list[str]) -> dict[str, frozenset[str]]:
+    out: dict[str, frozenset[str]] = {}
+    for item in items:
+        name, sep, extras = item.partition("=")
+        if not sep and "[" in name and name.endswith("]"):
+            name, _, extras = name[:-1].partition("[")
+            sep = "="
+        if not sep or not name.strip() or not extras.strip():
+            raise UsageError(f"--extras {item!r}: expected DIST=EXTRA[,EXTRA] or 'DIST[EXTRA]'")
+        out[name.strip()] = out.get(name.strip(), frozenset()) | frozenset(e.strip() for e in extras.split(",") if e.strip())
+    return out
+
+
+def _split_codes(items: list[str]) -> list[str]:
+    return [c.strip().upper() for item in items for c in item.split(",") if c.strip()]
+
+
+def use_color(choice: str, stream: Any) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def run(args: argparse.Namespace) -> int:
+    from cudastack.config import load_config
+    from cudastack.doctor import read_baseline, run_doctor
+    from cudastack.target import build_target
+
+    config = load_config(explicit=args.config)
+    extras = {**config.extras, **parse_extras(args.extras)}
+    target = build_target(
+        python=args.python, site_packages=args.site_packages, python_version=args.python_version, extras=extras
+    )
+    select = _split_codes(args.select) or list(config.select)
+    ignore = dict(config.ignore)
+    for item in args.ignore:
+        code, _, reason = item.partition("=")
+        for c in _split_codes([code]):
+            ignore[c] = reason.strip() or "ignored on the command line"
+    fail_on = Severity.parse(args.fail_on) if args.fail_on else (config.fail_on or Severity.ERROR)
+    baseline = read_baseline(args.baseline) if args.baseline else frozenset()
+    report = run_doctor(target, select=select, ignore=ignore, fail_on=fail_on, baseline=baseline)
+    emit(report, args)
+    return int(report.exit_code)
+
+
+def emit(report: Any, args: argparse.Namespace) -> None:
+    """Write the report in the chosen format to stdout or ``--output``."""
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+    try:
+        if args.format == "json":
+            from cudastack.render.json import render_json
+
+            out.write(render_json(report))
+        else:
+            from cudastack.render.human import render_human
+
+            render_human(report, out, color=use_color(args.color, out), verbose=args.verbose)
+    finally:
+        if out is not sys.stdout:
+            out.close()

@@ -1,0 +1,1 @@
+"""Knowledge as data: every table carries the source it was taken from."""

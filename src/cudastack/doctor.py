@@ -1,0 +1,83 @@
+"""``cudastack doctor`` as a library call: inventory → checks → report. Never prints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from cudastack.checks import Context, run_rules
+from cudastack.env.inventory import read_inventory
+from cudastack.errors import ReportError
+from cudastack.findings import Severity
+from cudastack.report import SCHEMA_VERSION, Report
+from cudastack.target import Target
+
+
+def describe_target(target: Target) -> dict[str, object]:
+    """The target as it appears in every report."""
+    interp = target.interpreter
+    return {
+        "origin": target.origin,
+        "python": interp.executable if interp else None,
+        "python_version": target.python_version,
+        "python_version_source": target.python_version_source,
+        "implementation": interp.implementation if interp else None,
+        "prefix": target.prefix,
+        "site_dirs": list(target.site_dirs),
+        "extension_suffixes": list(target.extension_suffixes),
+        "extension_suffixes_source": target.extension_suffixes_source,
+        "platform": target.platform,
+        "glibc": target.glibc,
+        "extras": {k: sorted(v) for k, v in sorted(target.extras.items())},
+    }
+
+
+def read_baseline(path: str) -> frozenset[tuple[str, str, str]]:
+    """Keys of the findings in a saved ``--format json`` report."""
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read())
+    except OSError as exc:
+        raise ReportError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ReportError(f"baseline {path} is not JSON: {exc}") from None
+    if not isinstance(data, dict) or "schema_version" not in data or not isinstance(data.get("findings"), list):
+        raise ReportError(f"baseline {path} is not a cudastack report (no schema_version/findings)")
+    major = str(data["schema_version"]).split(".")[0]
+    if major != SCHEMA_VERSION.split(".")[0]:
+        raise ReportError(
+            f"baseline {path} has schema_version {data['schema_version']}, this cudastack reads {SCHEMA_VERSION}",
+            hint="regenerate it with: cudastack doctor --format json > " + path,
+        )
+    keys: set[tuple[str, str, str]] = set()
+    for f in data["findings"]:
+        if isinstance(f, dict) and isinstance(f.get("code"), str) and isinstance(f.get("subject"), str):
+            keys.add((f["code"], f["subject"], f.get("path") or ""))
+    return frozenset(keys)
+
+
+def run_doctor(
+    target: Target,
+    *,
+    select: Sequence[str] = (),
+    ignore: dict[str, str] | None = None,
+    fail_on: Severity = Severity.ERROR,
+    baseline: frozenset[tuple[str, str, str]] = frozenset(),
+) -> Report:
+    """Inspect ``target`` and return the report (nothing of the target is imported)."""
+    inventory = read_inventory(target)
+    checks = run_rules(Context(target=target, inventory=inventory), select=select, ignore=ignore)
+    findings = sorted(
+        (f for c in checks for f in c.findings),
+        key=lambda f: (-f.severity, f.distribution or "", f.code, f.subject),
+    )
+    return Report(
+        command="doctor",
+        target=describe_target(target),
+        findings=tuple(findings),
+        checks=tuple(checks),
+        fail_on=fail_on,
+        stack=inventory.stack(),
+        baseline_keys=baseline,
+        extra={"distributions": len(inventory.dists)},
+    )

@@ -1,0 +1,1 @@
+"""What is installed: interpreter, site directories, distributions and version files."""

@@ -1,0 +1,335 @@
+"""Installed distributions, read from their metadata files and never imported.
+
+``.dist-info`` (PEP 376/627/610) and legacy ``.egg-info`` directories are parsed with small pure
+functions; anything malformed becomes a :class:`Problem` for the ENV checks instead of an exception.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+# Header fields that may repeat (core metadata spec); others keep their last value.
+_MULTI = frozenset(
+    {"requires-dist", "provides-extra", "classifier", "project-url", "dynamic", "license-file"}
+)
+_NATIVE = re.compile(r"\.so(\.[0-9][0-9.]*)?$|\.cubin$|\.fatbin$")
+_MAX_METADATA_BYTES = 16 << 20
+_MAX_RECORD_BYTES = 64 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something wrong with a distribution's own files (turned into an ENV finding)."""
+
+    kind: str
+    """``metadata-encoding``, ``metadata-malformed``, ``metadata-missing``, ``record-missing``,
+    ``record-malformed``, ``unreadable``, ``version-invalid``, ``direct-url-malformed``."""
+    path: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEntry:
+    path: str
+    """As written in RECORD: relative to the site directory (may start with ``../``)."""
+    hash: str | None
+    """``sha256=<urlsafe b64>`` or ``None``."""
+    size: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Distribution:
+    """One installed distribution."""
+
+    name: str
+    """Name as written in METADATA."""
+    key: str
+    """Normalized (PEP 503) name: ``flashinfer-python``."""
+    version: str
+    """Version as written in METADATA, local label included when present."""
+    meta_dir: str
+    """The ``.dist-info`` / ``.egg-info`` path."""
+    site_dir: str
+    """The directory on ``sys.path`` holding it (RECORD paths are relative to it)."""
+    format: str
+    """``dist-info`` or ``egg-info``."""
+    requires: tuple[str, ...] = ()
+    """Requires-Dist lines, markers and extras included."""
+    provides_extras: tuple[str, ...] = ()
+    requires_python: str | None = None
+    record: tuple[RecordEntry, ...] | None = None
+    """``None`` when the distribution has no RECORD (or installed-files.txt)."""
+    wheel_tags: tuple[str, ...] = ()
+    installer: str | None = None
+    direct_url: dict[str, object] | None = field(default=None, hash=False)
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def parsed_version(self) -> Version | None:
+        try:
+            return Version(self.version)
+        except InvalidVersion:
+            return None
+
+    @property
+    def public_version(self) -> str:
+        """Version without its local label: ``0.6.3+cu130`` → ``0.6.3``."""
+        return self.version.split("+", 1)[0]
+
+    @property
+    def local_label(self) -> str | None:
+        """Local version label: ``2.9.1+cu130`` → ``cu130``."""
+        return self.version.split("+", 1)[1] if "+" in self.version else None
+
+    @property
+    def editable_path(self) -> str | None:
+        """Source directory of an editable install (PEP 610 ``dir_info.editable``)."""
+        du = self.direct_url
+        if not du:
+            return None
+        info = du.get("dir_info")
+        url = du.get("url")
+        if isinstance(info, dict) and info.get("editable") and isinstance(url, str):
+            if url.startswith("file://"):
+                from urllib.parse import unquote, urlparse
+
+                return unquote(urlparse(url).path)
+        return None
+
+    def abspath(self, rel: str) -> str:
+        """Absolute path of a RECORD entry."""
+        return os.path.normpath(os.path.join(self.site_dir, rel))
+
+    def native_files(self) -> Iterator[str]:
+        """Absolute paths of the shared objects, cubins and fatbins the distribution installed."""
+        if self.record is not None:
+            for entry in self.record:
+                if _NATIVE.search(entry.path):
+                    yield self.abspath(entry.path)
+
+
+def parse_metadata(raw: bytes) -> tuple[dict[str, list[str]], list[str]]:
+    """Parse the header block of a METADATA / PKG-INFO file (RFC 822 style).
+
+    Returns ``(fields, problems)``; field names are lower-cased, every value is a list. Pure.
+    """
+    problems: list[str] = []
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problems.append(f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); read as Latin-1")
+        text = raw.decode("latin-1")
+    fields: dict[str, list[str]] = {}
+    last: str | None = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            break  # end of headers; the body is the long description
+        if line[0] in " \t":
+            if last is not None:
+                fields[last][-1] += "\n" + line.strip()
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip() or " " in name.strip():
+            problems.append(f"line {lineno} is not a 'Field: value' header: {line[:60]!r}")
+            last = None
+            continue
+        key = name.strip().lower()
+        value = value.strip()
+        if key in _MULTI:
+            fields.setdefault(key, []).append(value)
+        else:
+            fields[key] = [value]
+        last = key
+    return fields, problems
+
+
+def parse_record(text: str) -> tuple[list[RecordEntry], list[str]]:
+    """Parse a RECORD file (CSV of path, hash, size). Pure."""
+    entries: list[RecordEntry] = []
+    problems: list[str] = []
+    try:
+        for lineno, row in enumerate(csv.reader(text.splitlines()), 1):
+            if not row:
+                continue
+            if len(row) > 3 or not row[0]:
+                problems.append(f"line {lineno} has {len(row)} fields")
+                continue
+            hash_ = row[1] if len(row) > 1 and row[1] else None
+            size: int | None = None
+            if len(row) > 2 and row[2]:
+                try:
+                    size = int(row[2])
+                except ValueError:
+                    problems.append(f"line {lineno}: size {row[2]!r} is not a number")
+            entries.append(RecordEntry(row[0], hash_, size))
+    except csv.Error as exc:
+        problems.append(f"CSV error: {exc}")
+    return entries, problems
+
+
+def parse_requires_txt(text: str) -> list[str]:
+    """Translate an egg-info ``requires.txt`` into Requires-Dist strings. Pure."""
+    out: list[str] = []
+    section_marker = ""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            extra, _, marker = line[1:-1].partition(":")
+            parts = []
+            if extra:
+                parts.append(f'extra == "{extra}"')
+            if marker:
+                parts.append(f"({marker})")
+            section_marker = " and ".join(parts)
+            continue
+        out.append(f"{line}; {section_marker}" if section_marker else line)
+    return out
+
+
+def _read(path: str, limit: int) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(limit)
+
+
+def _name_version_from_dirname(dirname: str) -> tuple[str, str]:
+    stem = dirname.rsplit(".", 1)[0]
+    name, _, version = stem.partition("-")
+    return name, version.split("-")[0] if version else ""
+
+
+def read_distribution(site_dir: str, dirname: str) -> Distribution:
+    """Read one ``*.dist-info`` or ``*.egg-info`` entry of ``site_dir``."""
+    meta_dir = os.path.join(site_dir, dirname)
+    is_egg = dirname.endswith(".egg-info")
+    problems: list[Problem] = []
+    dir_name, dir_version = _name_version_from_dirname(dirname)
+
+    if is_egg and os.path.isfile(meta_dir):
+        meta_file = meta_dir  # a single-file egg-info is the PKG-INFO itself
+    else:
+        meta_file = os.path.join(meta_dir, "PKG-INFO" if is_egg else "METADATA")
+    fields: dict[str, list[str]] = {}
+    try:
+        raw = _read(meta_file, _MAX_METADATA_BYTES)
+    except FileNotFoundError:
+        problems.append(Problem("metadata-missing", meta_file, "file is missing"))
+    except OSError as exc:
+        problems.append(Problem("unreadable", meta_file, exc.strerror or str(exc)))
+    else:
+        fields, msgs = parse_metadata(raw)
+        for msg in msgs:
+            kind = "metadata-encoding" if msg.startswith("not UTF-8") else "metadata-malformed"
+            problems.append(Problem(kind, meta_file, msg))
+
+    def one(key: str) -> str | None:
+        vals = fields.get(key)
+        return vals[-1] if vals else None
+
+    name = one("name") or dir_name
+    version = one("version") or dir_version
+    if not one("name") or not one("version"):
+        if not any(p.kind in ("metadata-missing", "unreadable") for p in problems):
+            problems.append(
+                Problem("metadata-malformed", meta_file, "no Name/Version header; taken from the directory name")
+            )
+    try:
+        Version(version)
+    except InvalidVersion:
+        problems.append(Problem("version-invalid", meta_file, f"version {version!r} is not PEP 440"))
+
+    requires = list(fields.get("requires-dist", ()))
+    record: tuple[RecordEntry, ...] | None = None
+    tags: list[str] = []
+    installer: str | None = None
+    direct_url: dict[str, object] | None = None
+    if is_egg:
+        if os.path.isdir(meta_dir):
+            try:
+                requires = parse_requires_txt(
+                    _read(os.path.join(meta_dir, "requires.txt"), _MAX_METADATA_BYTES).decode("utf-8", "replace")
+                )
+            except OSError:
+                pass
+            try:
+                files = _read(os.path.join(meta_dir, "installed-files.txt"), _MAX_RECORD_BYTES)
+            except OSError:
+                pass
+            else:
+                rel = os.path.relpath(meta_dir, site_dir)
+                record = tuple(
+                    RecordEntry(os.path.normpath(os.path.join(rel, line)), None, None)
+                    for line in files.decode("utf-8", "replace").splitlines()
+                    if line.strip()
+                )
+    else:
+        record_path = os.path.join(meta_dir, "RECORD")
+        try:
+            text = _read(record_path, _MAX_RECORD_BYTES).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            problems.append(Problem("record-missing", record_path, "file is missing"))
+        except OSError as exc:
+            problems.append(Problem("unreadable", record_path, exc.strerror or str(exc)))
+        else:
+            entries, msgs = parse_record(text)
+            record = tuple(entries)
+            problems.extend(Problem("record-malformed", record_path, m) for m in msgs[:5])
+        try:
+            wheel, _ = parse_metadata(_read(os.path.join(meta_dir, "WHEEL"), 1 << 16))
+            tags = wheel.get("tag", [])
+        except OSError:
+            pass
+        try:
+            installer = _read(os.path.join(meta_dir, "INSTALLER"), 256).decode("utf-8", "replace").strip() or None
+        except OSError:
+            pass
+        du_path = os.path.join(meta_dir, "direct_url.json")
+        try:
+            du = json.loads(_read(du_path, 1 << 20))
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            problems.append(Problem("direct-url-malformed", du_path, str(exc)))
+        else:
+            if isinstance(du, dict):
+                direct_url = du
+            else:
+                problems.append(Problem("direct-url-malformed", du_path, "not a JSON object"))
+
+    return Distribution(
+        name=name,
+        key=canonicalize_name(name),
+        version=version,
+        meta_dir=meta_dir,
+        site_dir=site_dir,
+        format="egg-info" if is_egg else "dist-info",
+        requires=tuple(requires),
+        provides_extras=tuple(fields.get("provides-extra", ())),
+        requires_python=one("requires-python"),
+        record=record,
+        wheel_tags=tuple(tags),
+        installer=installer,
+        direct_url=direct_url,
+        problems=tuple(problems),
+    )
+
+
+def iter_distributions(site_dirs: Iterable[str]) -> Iterator[Distribution]:
+    """Every distribution in ``site_dirs``, in ``sys.path`` order (shadowed copies included)."""
+    for site_dir in site_dirs:
+        try:
+            names = sorted(os.listdir(site_dir))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                yield read_distribution(site_dir, name)

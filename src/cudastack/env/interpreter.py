@@ -1,0 +1,165 @@
+"""The target interpreter: found, probed in isolation, never asked to import the environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cudastack.errors import TargetError
+
+_PROBE = Path(__file__).with_name("_probe.py")
+_PROBE_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interpreter:
+    """What the target interpreter told us about itself (``python -I -S _probe.py``)."""
+
+    executable: str
+    """Path of the interpreter as given (not resolved: a venv's ``bin/python`` symlink stays)."""
+    version: str
+    implementation: str
+    cache_tag: str | None
+    abiflags: str
+    gil_disabled: bool
+    prefix: str
+    base_prefix: str
+    stdlib: str | None
+    site_dirs: tuple[str, ...]
+    """Site directories before ``.pth`` processing, in ``sys.path`` order."""
+    extension_suffixes: tuple[str, ...]
+    ldlibrary: str | None
+    libdir: str | None
+    enable_shared: bool
+    libc: str
+    """``os.confstr('CS_GNU_LIBC_VERSION')`` of that interpreter, e.g. ``glibc 2.36``."""
+    markers: dict[str, str] = field(hash=False)
+    """PEP 508 marker environment (without ``extra``)."""
+
+    @property
+    def is_venv(self) -> bool:
+        return os.path.realpath(self.prefix) != os.path.realpath(self.base_prefix)
+
+
+def _from_probe(executable: str, data: dict[str, object]) -> Interpreter:
+    def s(key: str) -> str:
+        value = data.get(key)
+        return value if isinstance(value, str) else ""
+
+    def opt(key: str) -> str | None:
+        value = data.get(key)
+        return value if isinstance(value, str) and value else None
+
+    def strs(key: str) -> tuple[str, ...]:
+        value = data.get(key)
+        return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+    markers = data.get("markers")
+    return Interpreter(
+        executable=executable,
+        version=s("version"),
+        implementation=s("implementation"),
+        cache_tag=opt("cache_tag"),
+        abiflags=s("abiflags"),
+        gil_disabled=bool(data.get("gil_disabled")),
+        prefix=s("prefix"),
+        base_prefix=s("base_prefix"),
+        stdlib=opt("stdlib"),
+        site_dirs=strs("site_dirs"),
+        extension_suffixes=strs("extension_suffixes"),
+        ldlibrary=opt("ldlibrary"),
+        libdir=opt("libdir"),
+        enable_shared=bool(data.get("enable_shared")),
+        libc=s("libc"),
+        markers={str(k): str(v) for k, v in markers.items()} if isinstance(markers, dict) else {},
+    )
+
+
+def current_interpreter() -> Interpreter:
+    """The interpreter cudastack runs in, probed in-process (no subprocess needed)."""
+    from cudastack.env import _probe
+
+    return _from_probe(sys.executable, _probe.probe())
+
+
+def probe_interpreter(executable: str | os.PathLike[str]) -> Interpreter:
+    """Run ``executable -I -S _probe.py`` and parse its answer.
+
+    ``-I`` ignores ``PYTHON*`` variables and the user site; ``-S`` skips ``site``, so no ``.pth``
+    file of the target runs. The probe itself is cudastack's own stdlib-only script.
+    """
+    exe = os.fspath(executable)
+    if os.sep not in exe:
+        found = shutil.which(exe)
+        if found is None:
+            raise TargetError(f"interpreter {exe!r} not found on PATH")
+        exe = found
+    if not os.path.exists(exe):
+        raise TargetError(f"interpreter {exe} does not exist")
+    if os.path.isdir(exe):
+        raise TargetError(
+            f"{exe} is a directory, not an interpreter",
+            hint=f"pass the interpreter ({exe}/bin/python) or use --site-packages for a bare directory",
+        )
+    if os.path.abspath(exe) == os.path.abspath(sys.executable):
+        return current_interpreter()
+    try:
+        proc = subprocess.run(
+            [exe, "-I", "-S", str(_PROBE)],
+            capture_output=True,
+            timeout=_PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except OSError as exc:
+        raise TargetError(f"cannot run interpreter {exe}: {exc.strerror or exc}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise TargetError(f"interpreter {exe} did not answer within {_PROBE_TIMEOUT_S} s") from exc
+    if proc.returncode != 0:
+        stderr = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise TargetError(
+            f"probing interpreter {exe} failed (`{exe} -I -S {_PROBE.name}` exited {proc.returncode})",
+            hint=stderr[-1] if stderr else None,
+        )
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError as exc:
+        raise TargetError(f"interpreter {exe} gave an unreadable answer to the probe") from exc
+    if not isinstance(data, dict):
+        raise TargetError(f"interpreter {exe} gave an unreadable answer to the probe")
+    return _from_probe(exe, data)
+
+
+def is_tool_environment(prefix: str) -> bool:
+    """True when ``prefix`` is a pipx or ``uv tool`` environment (cudastack's own, not a target)."""
+    p = Path(prefix)
+    return (p / "uv-receipt.toml").is_file() or (p / "pipx_metadata.json").is_file()
+
+
+def find_default_interpreter(environ: dict[str, str]) -> tuple[str, str]:
+    """Which interpreter to inspect when none was named, and why (like ``uv pip``).
+
+    From an ordinary environment that is the running interpreter. From cudastack's own tool
+    environment (pipx, ``uv tool``) the target is looked up as uv does: ``VIRTUAL_ENV``, then
+    ``CONDA_PREFIX``, then ``python3`` on ``PATH``.
+    """
+    if not is_tool_environment(sys.prefix):
+        return sys.executable, "the interpreter running cudastack"
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        prefix = environ.get(var)
+        if prefix:
+            exe = os.path.join(prefix, "bin", "python")
+            if os.path.exists(exe):
+                return exe, f"${var}"
+    found = shutil.which("python3", path=environ.get("PATH"))
+    if found:
+        return found, "python3 on PATH"
+    raise TargetError(
+        "no target environment found",
+        hint="cudastack runs from its own tool environment: pass --python PATH or activate a venv",
+    )

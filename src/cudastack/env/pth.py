@@ -1,0 +1,88 @@
+"""Static reading of ``.pth`` files and setuptools' ``__editable__`` finders (nothing executed).
+
+``site.addpackage`` adds each line of a ``.pth`` file that names an existing directory to
+``sys.path`` and *executes* lines starting with ``import``; we record those instead of running them.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PthResult:
+    """What the ``.pth`` files of one site directory contribute."""
+
+    paths: tuple[str, ...]
+    """Directories they add to ``sys.path``, in the order ``site`` would add them."""
+    imports: tuple[tuple[str, str], ...]
+    """``(pth file, line)`` for each executable line that was not run."""
+    editable_mappings: tuple[tuple[str, str], ...]
+    """``(top-level name, source path)`` read from ``__editable___*_finder.py`` modules."""
+    unreadable: tuple[tuple[str, str], ...]
+    """``(file, reason)`` for ``.pth``/finder files that could not be read."""
+
+
+def parse_editable_finder(source: str) -> dict[str, str]:
+    """``MAPPING = {'pkg': '/src/pkg'}`` of a setuptools editable finder, read with ``ast``."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "MAPPING" for t in targets) and node.value:
+                try:
+                    value = ast.literal_eval(node.value)
+                except (ValueError, SyntaxError):
+                    return {}
+                if isinstance(value, dict):
+                    return {str(k): str(v) for k, v in value.items()}
+    return {}
+
+
+def read_pth_files(site_dir: str) -> PthResult:
+    """Read every ``*.pth`` in ``site_dir`` in ``site``'s (sorted) order."""
+    paths: list[str] = []
+    imports: list[tuple[str, str]] = []
+    mappings: list[tuple[str, str]] = []
+    unreadable: list[tuple[str, str]] = []
+    try:
+        names = sorted(n for n in os.listdir(site_dir) if n.endswith(".pth"))
+    except OSError:
+        names = []
+    for name in names:
+        full = os.path.join(site_dir, name)
+        try:
+            with open(full, "rb") as fh:
+                raw = fh.read(1 << 20)
+        except OSError as exc:
+            unreadable.append((full, exc.strerror or str(exc)))
+            continue
+        text = raw.decode("utf-8", errors="replace")
+        for line in text.splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            if line.startswith(("import ", "import\t")):
+                imports.append((full, line.strip()))
+                continue
+            entry = os.path.normpath(os.path.join(site_dir, line.rstrip()))
+            if os.path.isdir(entry) and entry not in paths:
+                paths.append(entry)
+    for name in os.listdir(site_dir) if os.path.isdir(site_dir) else ():
+        if name.startswith("__editable___") and name.endswith("_finder.py"):
+            full = os.path.join(site_dir, name)
+            try:
+                with open(full, encoding="utf-8", errors="replace") as fh:
+                    mappings.extend(sorted(parse_editable_finder(fh.read()).items()))
+            except OSError as exc:
+                unreadable.append((full, exc.strerror or str(exc)))
+    return PthResult(
+        paths=tuple(paths),
+        imports=tuple(imports),
+        editable_mappings=tuple(mappings),
+        unreadable=tuple(unreadable),
+    )

@@ -1,0 +1,36 @@
+"""Exceptions raised by cudastack.
+
+One root, :class:`CudastackError`; each subclass also derives from the stdlib type a caller would
+expect, so ``except ValueError`` keeps working::
+
+    CudastackError
+    ├── UsageError (ValueError)            bad arguments or configuration: exit code 2
+    ├── TargetError (FileNotFoundError)    the environment to inspect cannot be found or probed
+    └── ReportError (ValueError)           a saved report/baseline cannot be read
+
+A broken file *in the inspected environment* is never an exception: it is a finding. An exception
+that is not a :class:`CudastackError` means cudastack itself failed (exit code 3).
+"""
+
+from __future__ import annotations
+
+
+class CudastackError(Exception):
+    """Root of every error cudastack raises on purpose."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(CudastackError, ValueError):
+    """The command line or the configuration is wrong."""
+
+
+class TargetError(CudastackError, FileNotFoundError):
+    """The target environment does not exist or its interpreter cannot be probed."""
+
+
+class ReportError(CudastackError, ValueError):
+    """A saved report (``--baseline``) is unreadable or of another schema."""

@@ -1,0 +1,84 @@
+"""The human rendering: header with the stack, findings grouped by package, most severe first."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import IO
+
+from cudastack.findings import Finding, Outcome, Severity
+from cudastack.report import Report
+
+_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def render_human(report: Report, out: IO[str], *, color: bool, verbose: bool = False) -> None:
+    """Write the report for a person. rich is imported here only, where it is used."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.text import Text
+
+    console = Console(file=out, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True,
+                      width=None if color else 10_000)
+    t = report.target
+    console.print(Text("cudastack " + report.command, style="bold"))
+    py = t.get("python") or "(no interpreter)"
+    console.print(f"  target     {escape(str(py))}  [dim]({escape(str(t.get('origin')))})[/dim]")
+    console.print(f"  python     {t.get('python_version') or 'unknown'}  [dim]{escape(str(t.get('python_version_source')))}[/dim]")
+    console.print(f"  platform   {t.get('platform')}, glibc {t.get('glibc') or 'unknown'}")
+    if report.stack:
+        parts = [f"{k} {v}" for k, v in report.stack.items() if k != "torch.cuda"]
+        if "torch.cuda" in report.stack:
+            parts.insert(1, f"CUDA {report.stack['torch.cuda']} (torch)")
+        console.print("  stack      " + escape(", ".join(parts)))
+    n = report.extra.get("distributions")
+    if n is not None:
+        console.print(f"  [dim]{n} distributions read, nothing imported[/dim]")
+    console.print()
+
+    groups: dict[str, list[Finding]] = defaultdict(list)
+    for f in report.findings:
+        if f.severity >= Severity.WARNING or verbose:
+            groups[f.distribution or "(environment)"].append(f)
+    order = sorted(groups, key=lambda g: (-max(f.severity for f in groups[g]), g))
+    for group in order:
+        console.print(Text(group, style="bold underline"))
+        for f in sorted(groups[group], key=lambda f: (-f.severity, f.code)):
+            tag = " (in baseline)" if report.is_baselined(f) else ""
+            console.print(
+                Text.assemble(("  " + str(f.severity) + " ", _STYLE[f.severity]), (f.code, "bold"), " ", f.message, (tag, "dim"))
+            )
+            for ev in f.evidence[: None if verbose else 4]:
+                console.print(Text("      " + ev, style="dim"))
+            if not verbose and len(f.evidence) > 4:
+                console.print(Text(f"      … {len(f.evidence) - 4} more (--verbose)", style="dim"))
+            for h in f.hints:
+                console.print(Text.assemble(("    hint: ", "cyan"), h))
+            if f.caused_by:
+                console.print(Text(f"    caused by {f.caused_by.code} {f.caused_by.subject}", style="dim"))
+            if f.fix:
+                console.print(Text.assemble(("    fix: ", "green"), f.fix.summary))
+                for cmd in f.fix.commands:
+                    console.print(Text("      $ " + cmd))
+        console.print()
+
+    errored = [c for c in report.checks if c.outcome is Outcome.ERROR]
+    for c in errored:
+        console.print(Text.assemble(("error: ", "bold red"), f"check {c.code} ({c.name}) failed inside cudastack: {c.reason}"))
+    if verbose:
+        for c in report.checks:
+            if c.outcome is Outcome.SKIP:
+                console.print(Text(f"  skipped {c.code} {c.name}: {c.reason}", style="dim"))
+    counts = report.counts()
+    hidden = counts["info"] if not verbose else 0
+    ran = sum(1 for c in report.checks if c.outcome in (Outcome.PASS, Outcome.FAIL))
+    skipped = sum(1 for c in report.checks if c.outcome is Outcome.SKIP)
+    summary = (
+        f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
+        f"{f' ({hidden} shown with --verbose)' if hidden else ''}; {ran} checks ran, {skipped} skipped"
+    )
+    baselined = sum(1 for f in report.findings if report.is_baselined(f))
+    if baselined:
+        summary += f"; {baselined} in baseline"
+    style = "bold red" if report.gating else "bold green"
+    verdict = "FAIL" if report.gating else "OK"
+    console.print(Text.assemble((verdict + " ", style), summary, (f"  (exit {int(report.exit_code)}, fail-on {report.fail_on})", "dim")))
