@@ -58,7 +58,13 @@ class Target:
         """The environment's prefix (the site dir itself for a bare directory)."""
         if self.interpreter is not None:
             return self.interpreter.prefix
-        return self.site_dirs[0] if self.site_dirs else ""
+        if not self.site_dirs:
+            return ""
+        site = Path(self.site_dirs[0])
+        # <prefix>/lib/pythonX.Y/site-packages: the layout of venvs and conda environments
+        if site.name == "site-packages" and site.parent.name.startswith("python") and site.parent.parent.name == "lib":
+            return str(site.parent.parent.parent)
+        return str(site)
 
 
 def detect_glibc(environ: dict[str, str], interpreter: Interpreter | None) -> str | None:

@@ -269,8 +269,8 @@ def conda_meta(ctx: Context) -> Iterator[Finding]:
     ## References
     - https://docs.conda.io/projects/conda/en/latest/user-guide/concepts/environments.html
     """
-    if ctx.target.interpreter is None:
-        raise SkipCheck("no interpreter: the conda prefix is unknown")
+    if not ctx.inventory.conda and not ctx.inventory.conda_problems:
+        raise SkipCheck("not a conda environment")
     for path, why in ctx.inventory.conda_problems:
         yield Finding(
             code="ENV006",

@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data import families as fam
 from cudastack.env.dists import Distribution
-from cudastack.findings import Finding, Fix, Severity
+from cudastack.findings import Cause, Finding, Fix, Severity
 
 
 def _v(text: str) -> Version | None:
@@ -153,8 +153,12 @@ def _spec(req: Requirement) -> str:
     return f"{req.name}{req.specifier}" if req.specifier else req.name
 
 
+# Frameworks installed with extras (`sglang[all]`, `vllm[...]`) whose extras pin kernel packages.
+_FRAMEWORKS = frozenset({"sglang", "vllm"})
+
+
 def _extras_hint(dist: Distribution, guessed: bool) -> tuple[str, ...]:
-    if guessed and dist.provides_extras:
+    if guessed and dist.provides_extras and dist.key in _FRAMEWORKS:
         return (
             "installed metadata does not record requested extras; pass --extras "
             f"{dist.key}=EXTRA to also check those of {dist.name}",
@@ -797,6 +801,11 @@ def torch_cuda_runtime(ctx: Context) -> Iterator[Finding]:
     if torch.cuda_major in providers:
         return
     pkg = "nvidia-cuda-runtime" if torch.cuda_major >= 13 else f"nvidia-cuda-runtime-cu{torch.cuda_major}"
+    cause = None
+    torch_dist = ctx.inventory.get("torch")
+    for _line, req in _requirements(torch_dist) if torch_dist else ():
+        if req is not None and canonicalize_name(req.name) == pkg and ctx.inventory.get(pkg) is None:
+            cause = Cause(code="PKG001", subject=f"torch -> {pkg}")  # torch asked for it: one root
     yield Finding(
         code="PKG012",
         severity=Severity.ERROR,
@@ -806,6 +815,7 @@ def torch_cuda_runtime(ctx: Context) -> Iterator[Finding]:
         distribution="torch",
         evidence=(f"torch cuda = {torch.cuda!r} ({torch.source})",) + tuple(p for v in providers.values() for p in v),
         fix=ctx.install_fix(f"Install the CUDA {torch.cuda_major} runtime", [f"{pkg}=={torch.cuda_major}.*"]),
+        caused_by=cause,
     )
 
 
@@ -919,7 +929,9 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
         bad = [
             e.path
             for e in dist.record or ()
-            if (m := _EXT_TAG.search(e.path)) and not e.path.endswith(tuple(suffixes))
+            # `.so` alone is always a suffix, but it would import the module under the name
+            # `infllm_ops.cpython-310-x86_64-linux-gnu`: the tagged suffix itself must be listed.
+            if (m := _EXT_TAG.search(e.path)) and m.group(0) not in suffixes
         ]
         if not bad:
             continue

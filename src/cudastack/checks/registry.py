@@ -76,8 +76,7 @@ class Context:
         """How to run an installer against *this* environment (never a bare ``pip``)."""
         python = self.target.python
         if python is None:
-            site = self.target.site_dirs[0] if self.target.site_dirs else "SITE_PACKAGES"
-            return ["python", "-m", "pip", "install", "--target", site]
+            return ["uv", "pip", "install", *self._bare_target_args()]
         if self.inventory.get("pip") is None:
             return ["uv", "pip", "install", "--python", python]
         return [python, "-m", "pip", "install"]
@@ -119,16 +118,22 @@ class Context:
     def uninstall_fix(self, summary: str, names: Sequence[str]) -> Fix:
         python = self.target.python
         if python is None:
-            argv = ["rm", "-r"] + [d for n in names for d in self._meta_dirs(n)]
+            argv = ["uv", "pip", "uninstall", "--target", self._bare_site(), *names]
         elif self.inventory.get("pip") is None:
             argv = ["uv", "pip", "uninstall", "--python", python, *names]
         else:
             argv = [python, "-m", "pip", "uninstall", "-y", *names]
         return Fix(summary=summary, commands=(shlex.join(argv),))
 
-    def _meta_dirs(self, name: str) -> list[str]:
-        dist = self.inventory.get(name)
-        return [dist.meta_dir] if dist else []
+    def _bare_site(self) -> str:
+        return self.target.site_dirs[0] if self.target.site_dirs else "SITE_PACKAGES"
+
+    def _bare_target_args(self) -> list[str]:
+        """A bare site-packages has no interpreter: uv installs into it with --target."""
+        args = ["--target", self._bare_site()]
+        if self.target.python_version:
+            args += ["--python-version", ".".join(self.target.python_version.split(".")[:2])]
+        return args
 
     def _conda_owned(self, key: str) -> bool:
         dist = self.inventory.get(key)

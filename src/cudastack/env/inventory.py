@@ -123,8 +123,8 @@ def read_inventory(target: Target) -> Inventory:
             winners[dist.key] = dist
     conda: list[CondaPackage] = []
     conda_problems: list[tuple[str, str]] = []
-    if target.interpreter is not None:
-        conda, conda_problems = read_conda_meta(target.interpreter.prefix)
+    if target.prefix:
+        conda, conda_problems = read_conda_meta(target.prefix)
     return Inventory(
         target=target,
         dists=winners,

@@ -1,0 +1,40 @@
+"""Every scenario in tests/scenarios: the doctor reports exactly the expected codes.
+
+Each scenario states a real situation (from FAILURES.md) and the *set* of codes expected: a
+missing code is a miss, an extra one a false alarm; both fail.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudastack.cli import main
+from tests import scenario
+
+
+@pytest.mark.parametrize("name", scenario.all_names())
+def test_scenario_reports_exactly_the_expected_codes(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, validate_report: Any
+) -> None:
+    spec = scenario.load(name)
+    site = scenario.materialize(spec, tmp_path / "env")
+    for key, value in spec.get("environ", {}).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)  # no stray config from the checkout
+    out = tmp_path / "report.json"
+    version = spec.get("python_version", "3.11")
+    rc = main(["doctor", "--site-packages", str(site), "--python-version", version,
+               "--format", "json", "-o", str(out), "--fail-on", "info"])
+    data = json.loads(out.read_text())
+    validate_report(data)
+    codes = sorted({f["code"] for f in data["findings"]})
+    assert codes == sorted(spec["expect"]), f"{name}: {spec['why']}\n" + "\n".join(
+        f"{f['code']}: {f['message']}" for f in data["findings"]
+    )
+    assert not [c for c in data["checks"] if c["outcome"] == "error"], data["checks"]
+    assert rc == (1 if spec["expect"] else 0)
+    assert data["summary"]["exit_code"] == rc
