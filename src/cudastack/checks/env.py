@@ -104,7 +104,9 @@ def unreadable_metadata(ctx: Context) -> Iterator[Finding]:
 )
 def record_missing(ctx: Context) -> Iterator[Finding]:
     """## What it checks
-    Every `.dist-info` has a RECORD file (egg-info: `installed-files.txt`).
+    Every `.dist-info` has a RECORD file. Legacy `.egg-info` directories are not judged: a
+    `setup.py develop` checkout never has `installed-files.txt`, and pip removes it through its
+    `.egg-link`/`.pth` instead.
 
     ## Why is this bad?
     Without it, pip refuses to uninstall (`Cannot uninstall X, RECORD file not found`), file
@@ -120,7 +122,7 @@ def record_missing(ctx: Context) -> Iterator[Finding]:
     - https://packaging.python.org/en/latest/specifications/recording-installed-packages/
     """
     for dist in sorted(ctx.inventory.dists.values(), key=lambda d: d.key):
-        if dist.record is not None:
+        if dist.record is not None or dist.format != "dist-info":
             continue
         if any(p.kind in ("metadata-missing", "unreadable") and p.path.endswith("METADATA") for p in dist.problems):
             continue
@@ -131,8 +133,7 @@ def record_missing(ctx: Context) -> Iterator[Finding]:
             subject=dist.key,
             distribution=dist.key,
             path=dist.meta_dir,
-            evidence=tuple(f"{p.path}: {p.detail}" for p in dist.problems if p.kind == "record-missing")
-            or (f"{dist.meta_dir} has no installed-files.txt",),
+            evidence=tuple(f"{p.path}: {p.detail}" for p in dist.problems if p.kind == "record-missing"),
             fix=ctx.install_fix(f"Reinstall {dist.name}", [f"{dist.name}=={dist.public_version}"],
                                 extra_args=("--force-reinstall", "--no-deps")),
         )

@@ -13,19 +13,36 @@ import sysconfig
 from importlib.machinery import EXTENSION_SUFFIXES
 
 
+def venv_prefix() -> "str | None":
+    """The venv prefix as site.venv() finds it (pyvenv.cfg beside or above the executable).
+
+    Under -S, site.venv() never runs (and it would execute .pth files), so sys.prefix is still
+    the base installation's on CPython <= 3.13: find the venv the same way, without side effects.
+    """
+    exe_dir = os.path.dirname(os.path.abspath(sys.executable))
+    site_prefix = os.path.dirname(exe_dir)
+    for conf in (os.path.join(exe_dir, "pyvenv.cfg"), os.path.join(site_prefix, "pyvenv.cfg")):
+        if os.path.isfile(conf):
+            return site_prefix
+    return None
+
+
 def probe() -> dict:  # type: ignore[type-arg]
     import site  # importing site under -S defines its functions without running main()
 
     impl = sys.implementation
     version = "%d.%d.%d" % sys.version_info[:3]
+    base_prefix = getattr(sys, "base_prefix", sys.prefix)
+    prefix = venv_prefix() or sys.prefix
     try:
-        site_dirs = list(site.getsitepackages())
-    except AttributeError:  # pragma: no cover - very old virtualenv's site.py
+        site_dirs = list(site.getsitepackages([prefix]))
+    except (AttributeError, TypeError):  # pragma: no cover - very old virtualenv's site.py
         site_dirs = []
-    paths = sysconfig.get_paths()
+    paths = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})
     for key in ("purelib", "platlib"):
         if paths.get(key) and paths[key] not in site_dirs:
             site_dirs.append(paths[key])
+    site_dirs = [d for d in site_dirs if os.path.isdir(d)] or site_dirs[:1]
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (AttributeError, ValueError, OSError):
@@ -37,10 +54,10 @@ def probe() -> dict:  # type: ignore[type-arg]
         "cache_tag": impl.cache_tag,
         "abiflags": getattr(sys, "abiflags", ""),
         "gil_disabled": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
-        "prefix": sys.prefix,
-        "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+        "prefix": prefix,
+        "base_prefix": base_prefix,
         "exec_prefix": sys.exec_prefix,
-        "stdlib": paths.get("stdlib"),
+        "stdlib": sysconfig.get_paths().get("stdlib"),
         "site_dirs": site_dirs,
         "extension_suffixes": list(EXTENSION_SUFFIXES),
         "ldlibrary": sysconfig.get_config_var("LDLIBRARY"),
