@@ -23,19 +23,32 @@ from cudastack.env.versionfiles import VERSION_FILES
 CACHE = Path(os.environ.get("CUDASTACK_TEST_WHEELS", Path.home() / ".cache" / "cudastack-test-wheels"))
 
 
-class Unavailable(Exception):
+class UnavailableError(Exception):
     """The wheels cannot be had here (no index, no network): tests skip with this reason."""
 
 
 def resolve(requirements: list[str]) -> list[dict[str, object]]:
-    """``pip install --dry-run --report`` for the running interpreter; raises Unavailable."""
+    """``pip install --dry-run --report`` for the running interpreter; raises UnavailableError."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-         "--report", "-", *requirements],
-        capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            "-",
+            *requirements,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     if proc.returncode != 0:
-        raise Unavailable(f"pip could not resolve {' '.join(requirements)}: {proc.stderr.strip()[-300:]}")
+        raise UnavailableError(f"pip could not resolve {' '.join(requirements)}: {proc.stderr.strip()[-300:]}")
     return list(json.loads(proc.stdout)["install"])
 
 
@@ -51,10 +64,13 @@ def wheel_path(item: dict[str, object]) -> Path:
     if not dest.exists():
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(CACHE), url],
-            capture_output=True, text=True, timeout=600, check=False,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
         )
         if proc.returncode != 0 or not dest.exists():
-            raise Unavailable(f"cannot download {name}: {proc.stderr.strip()[-300:]}")
+            raise UnavailableError(f"cannot download {name}: {proc.stderr.strip()[-300:]}")
     return dest
 
 

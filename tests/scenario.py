@@ -39,7 +39,9 @@ def write_dist(site: Path, spec: dict[str, Any]) -> Path:
     if spec.get("metadata", True):
         (meta / "METADATA").write_bytes(metadata)
     (meta / "INSTALLER").write_text(spec.get("installer", "pip") + "\n")
-    (meta / "WHEEL").write_text("Wheel-Version: 1.0\n" + "".join(f"Tag: {t}\n" for t in spec.get("tags", ["py3-none-any"])))
+    (meta / "WHEEL").write_text(
+        "Wheel-Version: 1.0\n" + "".join(f"Tag: {t}\n" for t in spec.get("tags", ["py3-none-any"]))
+    )
     rows: list[str] = []
     files: dict[str, Any] = dict(spec.get("files", {}))
     for rel in spec.get("paths", []):

@@ -9,11 +9,11 @@ Public API::
 
 __version__ = "0.1.0"
 
-from cudastack.doctor import run_doctor  # noqa: E402
-from cudastack.errors import CudastackError, ReportError, TargetError, UsageError  # noqa: E402
-from cudastack.findings import CheckResult, ExitCode, Finding, Fix, Outcome, Severity  # noqa: E402
-from cudastack.report import SCHEMA_VERSION, Report  # noqa: E402
-from cudastack.target import Target, build_target  # noqa: E402
+from cudastack.doctor import run_doctor
+from cudastack.errors import CudastackError, ReportError, TargetError, UsageError
+from cudastack.findings import CheckResult, ExitCode, Finding, Fix, Outcome, Severity
+from cudastack.report import SCHEMA_VERSION, Report
+from cudastack.target import Target, build_target
 
 __all__ = [
     "SCHEMA_VERSION",

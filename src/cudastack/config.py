@@ -61,7 +61,7 @@ def parse_config(data: dict[str, object], source: str) -> Config:
     ignore: dict[str, str] = {}
     for code, reason in ignore_raw.items():
         if not isinstance(reason, str) or not reason.strip():
-            raise UsageError(f"{source}: ignore {code} needs a reason: {code} = \"why this is acceptable\"")
+            raise UsageError(f'{source}: ignore {code} needs a reason: {code} = "why this is acceptable"')
         ignore[code.upper()] = reason.strip()
     fail_on = data.get("fail-on")
     try:

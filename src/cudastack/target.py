@@ -219,9 +219,7 @@ def build_target(
         base.append(os.path.join(interp.base_prefix, "lib", f"python{major_minor}", "site-packages"))
     site_dirs, pth = _expand_site_dirs(base)
     if python_version and not interp.version.startswith(python_version):
-        raise UsageError(
-            f"--python-version {python_version} contradicts {interp.executable} (Python {interp.version})"
-        )
+        raise UsageError(f"--python-version {python_version} contradicts {interp.executable} (Python {interp.version})")
     return Target(
         origin=origin,
         interpreter=interp,

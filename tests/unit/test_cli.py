@@ -21,8 +21,9 @@ def drift_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """pkg001_pin_drift + a stray cu12 cuBLAS: one error (PKG001) and one warning (PKG010)."""
     monkeypatch.chdir(tmp_path)
     spec = scenario.load("pkg001_pin_drift")
-    spec["dist"].append({"name": "nvidia-cublas-cu12", "version": "12.8.4.1",
-                         "paths": ["nvidia/cublas/lib/libcublas.so.12"]})
+    spec["dist"].append(
+        {"name": "nvidia-cublas-cu12", "version": "12.8.4.1", "paths": ["nvidia/cublas/lib/libcublas.so.12"]}
+    )
     return scenario.materialize(spec, tmp_path / "env")
 
 
@@ -47,8 +48,18 @@ def test_exit_code_follows_fail_on(drift_site: Path, capsys: pytest.CaptureFixtu
 
 
 def test_select_and_ignore_by_prefix_record_why(drift_site: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, data = run_json(["doctor", "--site-packages", str(drift_site), "--select", "PKG",
-                         "--ignore", "PKG001=sglang pin is patched locally"], capsys)
+    rc, data = run_json(
+        [
+            "doctor",
+            "--site-packages",
+            str(drift_site),
+            "--select",
+            "PKG",
+            "--ignore",
+            "PKG001=sglang pin is patched locally",
+        ],
+        capsys,
+    )
     assert (rc, codes(data)) == (0, ["PKG010"])
     checks = {c["code"]: c for c in data["checks"]}
     assert checks["PKG001"]["outcome"] == "skip"
@@ -71,7 +82,9 @@ def test_config_file_in_pyproject_is_found_from_a_subdirectory(
     assert (rc, data["summary"]["fail_on"]) == (1, "warning")
 
 
-def test_cudastack_toml_wins_over_pyproject(drift_site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cudastack_toml_wins_over_pyproject(
+    drift_site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.cudastack]\nselect = ["ENV"]\n')
     (tmp_path / "cudastack.toml").write_text('select = ["PKG010"]\n')
     _, data = run_json(["doctor", "--site-packages", str(drift_site)], capsys)
@@ -98,7 +111,9 @@ def test_bad_config_is_a_usage_error(
     assert err.startswith("error: ") and message in err
 
 
-def test_baseline_fails_only_on_new_findings(drift_site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_baseline_fails_only_on_new_findings(
+    drift_site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     base = tmp_path / "baseline.json"
     rc = main(["doctor", "--site-packages", str(drift_site), "--format", "json", "-o", str(base)])
     assert rc == 1
@@ -114,8 +129,11 @@ def test_baseline_fails_only_on_new_findings(drift_site: Path, tmp_path: Path, c
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("{trunc", "is not JSON"), ('{"findings": []}', "not a cudastack report"),
-     ('{"schema_version": "9.0", "findings": []}', "schema_version 9.0")],
+    [
+        ("{trunc", "is not JSON"),
+        ('{"findings": []}', "not a cudastack report"),
+        ('{"schema_version": "9.0", "findings": []}', "schema_version 9.0"),
+    ],
 )
 def test_bad_baseline_is_a_clear_error(
     content: str, message: str, drift_site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -141,7 +159,9 @@ def test_human_output_groups_by_package_with_fix_lines(drift_site: Path, capsys:
     assert "\x1b[" not in out
 
 
-def test_no_color_env_and_always(drift_site: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_color_env_and_always(
+    drift_site: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     main(["doctor", "--site-packages", str(drift_site), "--color", "always"])
     assert "\x1b[" in capsys.readouterr().out
     monkeypatch.setenv("NO_COLOR", "1")
@@ -193,8 +213,13 @@ def test_rules_lists_every_code_and_documents_each(capsys: pytest.CaptureFixture
 
 def test_python_dash_m_and_console_script_agree(drift_site: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    proc = subprocess.run([sys.executable, "-m", "cudastack", "doctor", "--site-packages", str(drift_site),
-                           "--format", "json"], capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudastack", "doctor", "--site-packages", str(drift_site), "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["command"] == "doctor"
     assert proc.stderr == ""

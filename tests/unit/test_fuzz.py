@@ -11,7 +11,7 @@ from cudastack.env.versionfiles import parse_version_file
 
 REAL_METADATA = (
     b"Metadata-Version: 2.1\nName: torch\nVersion: 2.14.1\nRequires-Dist: filelock\n"
-    b"Requires-Dist: cuda-toolkit[cublas,cudart]==13.0.3; platform_system == \"Linux\"\n\nbody\n"
+    b'Requires-Dist: cuda-toolkit[cublas,cudart]==13.0.3; platform_system == "Linux"\n\nbody\n'
 )
 
 

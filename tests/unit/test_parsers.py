@@ -68,7 +68,10 @@ def test_torch_version_py_is_read_without_running_it() -> None:
 
 
 def test_torchvision_runtime_cuda_is_skipped_not_evaluated() -> None:
-    src = "__version__ = '0.29.1+cu130'\nfrom torchvision.extension import _check_cuda_version\ncuda = _check_cuda_version()\n"
+    src = (
+        "__version__ = '0.29.1+cu130'\n"
+        "from torchvision.extension import _check_cuda_version\ncuda = _check_cuda_version()\n"
+    )
     assert parse_py_assignments(src) == {"__version__": "0.29.1+cu130"}
 
 

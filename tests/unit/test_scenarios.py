@@ -27,8 +27,21 @@ def test_scenario_reports_exactly_the_expected_codes(
     monkeypatch.chdir(tmp_path)  # no stray config from the checkout
     out = tmp_path / "report.json"
     version = spec.get("python_version", "3.11")
-    rc = main(["doctor", "--site-packages", str(site), "--python-version", version,
-               "--format", "json", "-o", str(out), "--fail-on", "info"])
+    rc = main(
+        [
+            "doctor",
+            "--site-packages",
+            str(site),
+            "--python-version",
+            version,
+            "--format",
+            "json",
+            "-o",
+            str(out),
+            "--fail-on",
+            "info",
+        ]
+    )
     data = json.loads(out.read_text())
     validate_report(data)
     codes = sorted({f["code"] for f in data["findings"]})

@@ -26,8 +26,12 @@ def make_venv(path: Path, *, system_site_packages: bool = False) -> Path:
 
 def site_of(python: Path) -> Path:
     """The venv's own site-packages, asked of its interpreter *with* site (our own fresh venv)."""
-    out = subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     return Path(out)
 
 
@@ -50,7 +54,9 @@ def target_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-def test_python_option_probes_the_venv_without_running_its_pth(target_venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_python_option_probes_the_venv_without_running_its_pth(
+    target_venv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     marker = Path("/tmp/cudastack-pth-ran")
     marker.unlink(missing_ok=True)
     rc = main(["doctor", "--python", str(target_venv), "--format", "json", "--fail-on", "info"])
@@ -59,7 +65,7 @@ def test_python_option_probes_the_venv_without_running_its_pth(target_venv: Path
     assert rc == 1
     assert data["target"]["python"] == str(target_venv)
     assert data["target"]["origin"] == "--python"
-    assert data["target"]["python_version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert data["target"]["python_version"] == ".".join(map(str, sys.version_info[:3]))
     by_code = {f["code"]: f for f in data["findings"]}
     assert set(by_code) == {"PKG002", "ENV005"}
     # the venv has no pip: fixes go through uv, naming this interpreter
@@ -89,8 +95,7 @@ def test_tool_environment_finds_the_target_like_uv(tmp_path: Path) -> None:
     tool_python = make_venv(tmp_path / "tool", system_site_packages=True)
     (tmp_path / "tool" / "uv-receipt.toml").write_text("[tool]\n")
     target_python = make_venv(tmp_path / "target")
-    code = ("import os; from cudastack.env.interpreter import find_default_interpreter as f; "
-            "print(f(dict(os.environ)))")
+    code = "import os; from cudastack.env.interpreter import find_default_interpreter as f; print(f(dict(os.environ)))"
     env = {**os.environ, "PYTHONPATH": str(SRC), "VIRTUAL_ENV": str(tmp_path / "target")}
     out = subprocess.run([str(tool_python), "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     assert out.strip() == repr((str(target_python), "$VIRTUAL_ENV"))
@@ -110,7 +115,9 @@ def test_site_packages_alone_takes_the_version_from_pyvenv_cfg(tmp_path: Path) -
     assert t.prefix == str(tmp_path / "v")
 
 
-def test_site_packages_without_any_version_skips_what_needs_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_site_packages_without_any_version_skips_what_needs_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     site = tmp_path / "bare"
     scenario.write_dist(site, {"name": "a", "version": "1", "requires": ["b"]})
     rc = main(["doctor", "--site-packages", str(site), "--format", "json"])

@@ -44,9 +44,11 @@ def empty_target(ctx: Context) -> Iterator[Finding]:
         severity=Severity.ERROR,
         message="no distributions found in " + ", ".join(ctx.target.site_dirs or ("(no site directory)",)),
         subject="target",
-        evidence=(f"target chosen by {ctx.target.origin}",)
-        + tuple(f"{d} does not exist" for d in missing),
-        fix=Fix(summary="Name the environment the server runs in", commands=("cudastack doctor --python /path/to/venv/bin/python",)),
+        evidence=(f"target chosen by {ctx.target.origin}",) + tuple(f"{d} does not exist" for d in missing),
+        fix=Fix(
+            summary="Name the environment the server runs in",
+            commands=("cudastack doctor --python /path/to/venv/bin/python",),
+        ),
     )
 
 
@@ -91,8 +93,11 @@ def unreadable_metadata(ctx: Context) -> Iterator[Finding]:
             distribution=dist.key,
             path=dist.meta_dir,
             evidence=tuple(details),
-            fix=ctx.install_fix(f"Reinstall {dist.name}", [f"{dist.name}=={dist.public_version}"],
-                                extra_args=("--force-reinstall", "--no-deps")),
+            fix=ctx.install_fix(
+                f"Reinstall {dist.name}",
+                [f"{dist.name}=={dist.public_version}"],
+                extra_args=("--force-reinstall", "--no-deps"),
+            ),
         )
 
 
@@ -134,8 +139,11 @@ def record_missing(ctx: Context) -> Iterator[Finding]:
             distribution=dist.key,
             path=dist.meta_dir,
             evidence=tuple(f"{p.path}: {p.detail}" for p in dist.problems if p.kind == "record-missing"),
-            fix=ctx.install_fix(f"Reinstall {dist.name}", [f"{dist.name}=={dist.public_version}"],
-                                extra_args=("--force-reinstall", "--no-deps")),
+            fix=ctx.install_fix(
+                f"Reinstall {dist.name}",
+                [f"{dist.name}=={dist.public_version}"],
+                extra_args=("--force-reinstall", "--no-deps"),
+            ),
         )
 
 
@@ -174,13 +182,17 @@ def native_file_missing(ctx: Context) -> Iterator[Finding]:
         yield Finding(
             code="ENV004",
             severity=Severity.ERROR,
-            message=f"{len(bad)} native file(s) of {dist.name} {dist.version} cannot be read: {bad[0].rsplit('/', 1)[-1]}",
+            message=f"{len(bad)} native file(s) of {dist.name} {dist.version} cannot be read: "
+            f"{bad[0].rsplit('/', 1)[-1]}",
             subject=dist.key,
             distribution=dist.key,
             path=bad[0].split(": ", 1)[0],
             evidence=tuple(bad[:20]),
-            fix=ctx.install_fix(f"Reinstall {dist.name}", [f"{dist.name}=={dist.public_version}"],
-                                extra_args=("--force-reinstall", "--no-deps")),
+            fix=ctx.install_fix(
+                f"Reinstall {dist.name}",
+                [f"{dist.name}=={dist.public_version}"],
+                extra_args=("--force-reinstall", "--no-deps"),
+            ),
         )
 
 

@@ -235,9 +235,7 @@ def flashinfer_version_skew(ctx: Context) -> Iterator[Finding]:
                 f"{sib.name} {sib.version} ({sib.meta_dir})",
                 "flashinfer/jit/env.py requires equal public versions",
             ),
-            fix=ctx.install_fix(
-                f"Install {sib_name} {want} to match flashinfer-python", [spec], index_url=index
-            ),
+            fix=ctx.install_fix(f"Install {sib_name} {want} to match flashinfer-python", [spec], index_url=index),
             hints=tuple(hints),
         )
 
@@ -305,7 +303,9 @@ def _companion_versions(ctx: Context, name: str) -> tuple[str, str] | None:
     return (dist.version, dist.meta_dir) if dist else None
 
 
-def _companion_check(ctx: Context, code: str, name: str, expected_torch_minor: int | None, why: str) -> Iterator[Finding]:
+def _companion_check(
+    ctx: Context, code: str, name: str, expected_torch_minor: int | None, why: str
+) -> Iterator[Finding]:
     torch = ctx.inventory.torch
     comp = _companion_versions(ctx, name)
     if comp is None:
@@ -323,9 +323,7 @@ def _companion_check(ctx: Context, code: str, name: str, expected_torch_minor: i
     if not problems:
         return
     label = tvar or "cpu"
-    want = (
-        f"{name}=={_paired_version(name, tv)}" if tv is not None and _paired_version(name, tv) else name
-    )
+    want = f"{name}=={_paired_version(name, tv)}" if tv is not None and _paired_version(name, tv) else name
     yield Finding(
         code=code,
         severity=Severity.ERROR,
@@ -474,8 +472,11 @@ def xformers_build(ctx: Context) -> Iterator[Finding]:
         subject=dist.key,
         distribution=dist.key,
         evidence=(f"{vf.path}: version = {build}",) + ((f"torch {torch.version} ({torch.source})",) if torch else ()),
-        fix=ctx.install_fix("Install the xformers release built for the installed torch", ["xformers"],
-                            extra_args=("--no-deps", "--force-reinstall")),
+        fix=ctx.install_fix(
+            "Install the xformers release built for the installed torch",
+            ["xformers"],
+            extra_args=("--no-deps", "--force-reinstall"),
+        ),
         hints=("the import succeeds with a warning and the package runs degraded",),
     )
 
@@ -524,10 +525,15 @@ def torchao_torch(ctx: Context) -> Iterator[Finding]:
         f"torch {torch.version} is installed",
         subject=ao.key,
         distribution=ao.key,
-        evidence=(f"torchao {ao.version} ({ao.meta_dir})", f"torch {torch.version} ({torch.source})",
-                  f"table: {fam.TORCHAO_ISSUE}"),
-        fix=Fix(summary="Install the torchao release whose row in the table names the installed torch "
-                f"({fam.TORCHAO_ISSUE})"),
+        evidence=(
+            f"torchao {ao.version} ({ao.meta_dir})",
+            f"torch {torch.version} ({torch.source})",
+            f"table: {fam.TORCHAO_ISSUE}",
+        ),
+        fix=Fix(
+            summary="Install the torchao release whose row in the table names the installed torch "
+            f"({fam.TORCHAO_ISSUE})"
+        ),
         hints=("the import succeeds with a warning and the package runs degraded",),
     )
 
@@ -579,10 +585,13 @@ def bitsandbytes_binary(ctx: Context) -> Iterator[Finding]:
         message=f"bitsandbytes {bnb.version} has no libbitsandbytes_cuda{want}.so ({why})",
         subject=bnb.key,
         distribution=bnb.key,
-        evidence=(f"RECORD of {bnb.meta_dir} lists CUDA binaries: {', '.join('cuda' + h for h in have) or 'none'}",
-                  why),
-        fix=ctx.install_fix(f"Install a bitsandbytes release with a CUDA {want} binary", ["bitsandbytes"],
-                            extra_args=("--upgrade",)),
+        evidence=(
+            f"RECORD of {bnb.meta_dir} lists CUDA binaries: {', '.join('cuda' + h for h in have) or 'none'}",
+            why,
+        ),
+        fix=ctx.install_fix(
+            f"Install a bitsandbytes release with a CUDA {want} binary", ["bitsandbytes"], extra_args=("--upgrade",)
+        ),
     )
 
 
@@ -943,11 +952,16 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
             subject=dist.key,
             distribution=dist.key,
             path=dist.abspath(bad[0]),
-            evidence=(f"target suffixes: {', '.join(suffixes)} ({ctx.target.extension_suffixes_source})",
-                      f"wheel tags: {', '.join(dist.wheel_tags) or 'unknown'}")
+            evidence=(
+                f"target suffixes: {', '.join(suffixes)} ({ctx.target.extension_suffixes_source})",
+                f"wheel tags: {', '.join(dist.wheel_tags) or 'unknown'}",
+            )
             + tuple(bad[:10]),
-            fix=ctx.install_fix(f"Install a {dist.name} wheel built for this interpreter", [dist.name],
-                                extra_args=("--force-reinstall", "--no-deps")),
+            fix=ctx.install_fix(
+                f"Install a {dist.name} wheel built for this interpreter",
+                [dist.name],
+                extra_args=("--force-reinstall", "--no-deps"),
+            ),
         )
 
 
@@ -1033,6 +1047,8 @@ def pip_over_conda(ctx: Context) -> Iterator[Finding]:
             subject=dist.key,
             distribution=dist.key,
             evidence=(f"{pkg.path}", f"{dist.meta_dir}/INSTALLER: {dist.installer}"),
-            fix=Fix(summary="Reinstall it through conda so conda's records match the files",
-                    commands=(f"conda install -p {ctx.target.prefix} {pkg.name}={dist.public_version}",)),
+            fix=Fix(
+                summary="Reinstall it through conda so conda's records match the files",
+                commands=(f"conda install -p {ctx.target.prefix} {pkg.name}={dist.public_version}",),
+            ),
         )

@@ -40,9 +40,9 @@ class Rule:
 _RULES: dict[str, Rule] = {}
 
 
-def rule(*, code: str, name: str, severity: Severity, summary: str) -> Callable[
-    [Callable[[Context], Iterable[Finding]]], Callable[[Context], Iterable[Finding]]
-]:
+def rule(
+    *, code: str, name: str, severity: Severity, summary: str
+) -> Callable[[Callable[[Context], Iterable[Finding]]], Callable[[Context], Iterable[Finding]]]:
     """Register a rule function under a stable code (never reused for another meaning)."""
 
     def wrap(func: Callable[[Context], Iterable[Finding]]) -> Callable[[Context], Iterable[Finding]]:
@@ -98,7 +98,7 @@ class Context:
         pip_specs: list[str] = []
         for spec in specs:
             try:
-                name = canonicalize_name(Requirement(spec).name)
+                name: str = canonicalize_name(Requirement(spec).name)
             except InvalidRequirement:
                 name = ""
             (conda_specs if name in conda and self._conda_owned(name) else pip_specs).append(spec)

@@ -35,8 +35,11 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("doctor", help="predict what will break in an environment, and why",
-                       description="Inspect a Python environment for GPU stack breakage, reading files only.")
+    p = sub.add_parser(
+        "doctor",
+        help="predict what will break in an environment, and why",
+        description="Inspect a Python environment for GPU stack breakage, reading files only.",
+    )
     add_target_arguments(p)
     g = p.add_argument_group("rules")
     g.add_argument("--select", metavar="CODE", action="append", default=[], help="run only these codes/prefixes")
@@ -57,7 +60,9 @@ def parse_extras(items: list[str]) -> dict[str, frozenset[str]]:
             sep = "="
         if not sep or not name.strip() or not extras.strip():
             raise UsageError(f"--extras {item!r}: expected DIST=EXTRA[,EXTRA] or 'DIST[EXTRA]'")
-        out[name.strip()] = out.get(name.strip(), frozenset()) | frozenset(e.strip() for e in extras.split(",") if e.strip())
+        out[name.strip()] = out.get(name.strip(), frozenset()) | frozenset(
+            e.strip() for e in extras.split(",") if e.strip()
+        )
     return out
 
 

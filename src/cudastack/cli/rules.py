@@ -25,19 +25,25 @@ def run(args: argparse.Namespace) -> int:
         if r is None:
             raise UsageError(f"no rule {args.code!r}", hint="`cudastack rules` lists them")
         if args.format == "json":
-            json.dump({"code": r.code, "name": r.name, "severity": str(r.severity), "summary": r.summary, "doc": r.doc},
-                      sys.stdout, indent=2)
+            json.dump(
+                {"code": r.code, "name": r.name, "severity": str(r.severity), "summary": r.summary, "doc": r.doc},
+                sys.stdout,
+                indent=2,
+            )
             sys.stdout.write("\n")
         else:
             sys.stdout.write(f"# {r.code} {r.name}\n\n{r.summary}. Default severity: {r.severity}.\n\n{r.doc}\n")
         return 0
     rules = all_rules()
     if args.format == "json":
-        json.dump([{"code": r.code, "name": r.name, "severity": str(r.severity), "summary": r.summary} for r in rules],
-                  sys.stdout, indent=2)
+        json.dump(
+            [{"code": r.code, "name": r.name, "severity": str(r.severity), "summary": r.summary} for r in rules],
+            sys.stdout,
+            indent=2,
+        )
         sys.stdout.write("\n")
     else:
         width = max(len(r.name) for r in rules)
         for r in rules:
-            sys.stdout.write(f"{r.code}  {r.name:<{width}}  {str(r.severity):<7}  {r.summary}\n")
+            sys.stdout.write(f"{r.code}  {r.name:<{width}}  {r.severity!s:<7}  {r.summary}\n")
     return 0

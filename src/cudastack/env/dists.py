@@ -17,9 +17,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 # Header fields that may repeat (core metadata spec); others keep their last value.
-_MULTI = frozenset(
-    {"requires-dist", "provides-extra", "classifier", "project-url", "dynamic", "license-file"}
-)
+_MULTI = frozenset({"requires-dist", "provides-extra", "classifier", "project-url", "dynamic", "license-file"})
 _NATIVE = re.compile(r"\.so(\.[0-9][0-9.]*)?$|\.cubin$|\.fatbin$")
 _MAX_METADATA_BYTES = 16 << 20
 _MAX_RECORD_BYTES = 64 << 20

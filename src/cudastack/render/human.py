@@ -17,13 +17,21 @@ def render_human(report: Report, out: IO[str], *, color: bool, verbose: bool = F
     from rich.markup import escape
     from rich.text import Text
 
-    console = Console(file=out, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True,
-                      width=None if color else 10_000)
+    console = Console(
+        file=out,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        soft_wrap=True,
+        width=None if color else 10_000,
+    )
     t = report.target
     console.print(Text("cudastack " + report.command, style="bold"))
     py = t.get("python") or "(no interpreter)"
     console.print(f"  target     {escape(str(py))}  [dim]({escape(str(t.get('origin')))})[/dim]")
-    console.print(f"  python     {t.get('python_version') or 'unknown'}  [dim]{escape(str(t.get('python_version_source')))}[/dim]")
+    console.print(
+        f"  python     {t.get('python_version') or 'unknown'}  [dim]{escape(str(t.get('python_version_source')))}[/dim]"
+    )
     console.print(f"  platform   {t.get('platform')}, glibc {t.get('glibc') or 'unknown'}")
     if report.stack:
         parts = [f"{k} {v}" for k, v in report.stack.items() if k != "torch.cuda"]
@@ -45,7 +53,9 @@ def render_human(report: Report, out: IO[str], *, color: bool, verbose: bool = F
         for f in sorted(groups[group], key=lambda f: (-f.severity, f.code)):
             tag = " (in baseline)" if report.is_baselined(f) else ""
             console.print(
-                Text.assemble(("  " + str(f.severity) + " ", _STYLE[f.severity]), (f.code, "bold"), " ", f.message, (tag, "dim"))
+                Text.assemble(
+                    ("  " + str(f.severity) + " ", _STYLE[f.severity]), (f.code, "bold"), " ", f.message, (tag, "dim")
+                )
             )
             for ev in f.evidence[: None if verbose else 4]:
                 console.print(Text("      " + ev, style="dim"))
@@ -63,7 +73,9 @@ def render_human(report: Report, out: IO[str], *, color: bool, verbose: bool = F
 
     errored = [c for c in report.checks if c.outcome is Outcome.ERROR]
     for c in errored:
-        console.print(Text.assemble(("error: ", "bold red"), f"check {c.code} ({c.name}) failed inside cudastack: {c.reason}"))
+        console.print(
+            Text.assemble(("error: ", "bold red"), f"check {c.code} ({c.name}) failed inside cudastack: {c.reason}")
+        )
     if verbose:
         for c in report.checks:
             if c.outcome is Outcome.SKIP:
@@ -81,4 +93,8 @@ def render_human(report: Report, out: IO[str], *, color: bool, verbose: bool = F
         summary += f"; {baselined} in baseline"
     style = "bold red" if report.gating else "bold green"
     verdict = "FAIL" if report.gating else "OK"
-    console.print(Text.assemble((verdict + " ", style), summary, (f"  (exit {int(report.exit_code)}, fail-on {report.fail_on})", "dim")))
+    console.print(
+        Text.assemble(
+            (verdict + " ", style), summary, (f"  (exit {int(report.exit_code)}, fail-on {report.fail_on})", "dim")
+        )
+    )
