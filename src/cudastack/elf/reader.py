@@ -1,0 +1,376 @@
+"""A lean ELF reader for what the dynamic loader looks at, and nothing else.
+
+It reads the ELF header, the program headers, the section headers (for ``.dynsym``'s size and the
+``.nv_fatbin`` location), the dynamic segment, ``.dynstr``, ``.dynsym``, ``.gnu.version``,
+``.gnu.version_r`` and ``.gnu.version_d`` with ``os.pread`` — never the code or data. Every offset
+and count is bounds-checked against the file size, so a corrupt file raises
+:class:`ElfParseError` (a finding for the caller), never an unbounded read or another exception.
+
+References: System V gABI ch. 4/5 (https://www.sco.com/developers/gabi/latest/contents.html);
+symbol versioning: https://refspecs.linuxfoundation.org/LSB_5.0.0/LSB-Core-generic/LSB-Core-generic/symversion.html
+Why hand-written: see BENCHMARKS.md (pyelftools is ~30x slower on the same bytes).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+from cudastack.errors import CudastackError
+
+ELF_MAGIC = b"\x7fELF"
+ELFCLASS32, ELFCLASS64 = 1, 2
+ET_EXEC, ET_DYN = 2, 3
+PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
+SHT_DYNSYM = 11
+# d_tag values (gABI 5 "Dynamic Section", GNU extensions from glibc elf/elf.h)
+DT_NULL, DT_NEEDED, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT = 0, 1, 5, 6, 10, 11
+DT_HASH, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS, DT_FLAGS_1 = 4, 14, 15, 29, 30, 0x6FFFFFFB
+DT_GNU_HASH, DT_VERSYM = 0x6FFFFEF5, 0x6FFFFFF0
+DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
+DF_1_NODEFLIB = 0x800
+STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
+STV_DEFAULT, STV_PROTECTED = 0, 3
+SHN_UNDEF = 0
+VERSYM_HIDDEN = 0x8000
+VER_FLG_BASE = 0x1
+EM_NAMES = {3: "i386", 62: "x86-64", 183: "aarch64", 40: "arm", 21: "ppc64", 243: "riscv"}
+
+_MAX_TABLE = 512 << 20  # no dynamic table of a real object is near this; cap what one read may ask
+
+
+class ElfParseError(CudastackError, ValueError):
+    """The file is not an ELF object we can read (the message says why and where)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """An undefined dynamic symbol the object needs from somewhere."""
+
+    name: str
+    weak: bool
+    version: str | None = None
+    """Version name required (``GLIBCXX_3.4.32``), if the reference is versioned."""
+    version_file: str | None = None
+    """The soname the version is expected from (``libstdc++.so.6``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElfFile:
+    """What the dynamic loader sees of one ELF object."""
+
+    path: str
+    elf_class: int
+    """32 or 64."""
+    machine: int
+    """``e_machine``: 62 is x86-64."""
+    type: int
+    soname: str | None = None
+    needed: tuple[str, ...] = ()
+    rpath: tuple[str, ...] | None = None
+    runpath: tuple[str, ...] | None = None
+    flags_1: int = 0
+    interpreter: str | None = None
+    exports: dict[str, tuple[str | None, ...]] = field(default_factory=dict, repr=False, hash=False)
+    """Defined global/weak default/protected-visibility symbols → the versions they are defined with
+    (``None`` for unversioned). A hidden (non-default) version is listed as ``"@VER"``."""
+    imports: tuple[Import, ...] = field(default=(), repr=False)
+    verneed: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``(file, (version, ...))`` the object requires, from ``.gnu.version_r``."""
+    verdef: tuple[str, ...] = ()
+    """Version names the object defines (its base name excluded)."""
+    sections: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False, hash=False)
+    """Section name → (file offset, size), for sections the GPU layer reads."""
+
+    @property
+    def nodeflib(self) -> bool:
+        return bool(self.flags_1 & DF_1_NODEFLIB)
+
+    @property
+    def machine_name(self) -> str:
+        return EM_NAMES.get(self.machine, f"machine {self.machine}")
+
+
+class _Reader:
+    __slots__ = ("fd", "path", "size")
+
+    def __init__(self, fd: int, path: str, size: int) -> None:
+        self.fd, self.path, self.size = fd, path, size
+
+    def read(self, offset: int, length: int, what: str) -> bytes:
+        if offset < 0 or length < 0 or length > _MAX_TABLE or offset + length > self.size:
+            raise ElfParseError(
+                f"{what} at offset {offset:#x} (+{length:#x}) lies outside the file ({self.size:#x} bytes)"
+            )
+        data = os.pread(self.fd, length, offset)
+        if len(data) != length:
+            raise ElfParseError(f"short read of {what} at offset {offset:#x}")
+        return data
+
+
+def _cstr(table: bytes, off: int, what: str) -> str:
+    if off >= len(table):
+        raise ElfParseError(f"{what}: string offset {off:#x} outside the string table ({len(table):#x} bytes)")
+    end = table.find(b"\0", off)
+    if end < 0:
+        end = len(table)
+    return table[off:end].decode("utf-8", "surrogateescape")
+
+
+def read_elf(path: str, *, symbols: bool = True) -> ElfFile:
+    """Read the dynamic-linking view of ``path``. Raises :class:`ElfParseError` or ``OSError``."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        return _parse(_Reader(fd, path, size), symbols)
+    finally:
+        os.close(fd)
+
+
+def _parse(r: _Reader, want_symbols: bool) -> ElfFile:  # noqa: C901 - one linear walk of the format
+    ident = r.read(0, 16, "ELF identification") if r.size >= 16 else b""
+    if ident[:4] != ELF_MAGIC:
+        raise ElfParseError("not an ELF file (bad magic)")
+    cls, data = ident[4], ident[5]
+    if cls not in (ELFCLASS32, ELFCLASS64):
+        raise ElfParseError(f"unknown ELF class {cls}")
+    if data != 1:
+        raise ElfParseError("big-endian ELF objects are not supported")
+    is64 = cls == ELFCLASS64
+    e = "<" if data == 1 else ">"
+    if is64:
+        hdr = struct.unpack(e + "HHIQQQIHHHHHH", r.read(16, 48, "ELF header"))
+    else:
+        hdr = struct.unpack(e + "HHIIIIIHHHHHH", r.read(16, 36, "ELF header"))
+    e_type, e_machine, _, _, e_phoff, e_shoff, _, _, e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx = hdr
+    ph_fmt = e + ("IIQQQQQQ" if is64 else "IIIIIIII")
+    ph_size = struct.calcsize(ph_fmt)
+    if e_phnum and e_phentsize < ph_size:
+        raise ElfParseError(f"program header entry size {e_phentsize} is too small")
+    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+    dyn_off = dyn_size = -1
+    interp: str | None = None
+    if e_phnum:
+        phdata = r.read(e_phoff, e_phnum * e_phentsize, "program headers")
+        for i in range(e_phnum):
+            ph = struct.unpack_from(ph_fmt, phdata, i * e_phentsize)
+            if is64:
+                p_type, _, p_offset, p_vaddr, _, p_filesz = ph[0], ph[1], ph[2], ph[3], ph[4], ph[5]
+            else:
+                p_type, p_offset, p_vaddr, _, p_filesz = ph[0], ph[1], ph[2], ph[3], ph[4]
+            if p_type == PT_LOAD:
+                loads.append((p_vaddr, p_offset, p_filesz))
+            elif p_type == PT_DYNAMIC:
+                dyn_off, dyn_size = p_offset, p_filesz
+            elif p_type == PT_INTERP and p_filesz < 4096:
+                interp = r.read(p_offset, p_filesz, "PT_INTERP").rstrip(b"\0").decode("utf-8", "replace")
+
+    # Section headers: optional for the loader, but they give .dynsym's size and .nv_fatbin.
+    sections: dict[str, tuple[int, int]] = {}
+    dynsym_count = -1
+    sh_fmt = e + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII")
+    sh_size = struct.calcsize(sh_fmt)
+    if e_shoff and e_shnum and e_shentsize >= sh_size and e_shnum < 65280:
+        try:
+            shdata = r.read(e_shoff, e_shnum * e_shentsize, "section headers")
+            shdrs = [struct.unpack_from(sh_fmt, shdata, i * e_shentsize) for i in range(e_shnum)]
+            names = b""
+            if e_shstrndx < e_shnum:
+                s = shdrs[e_shstrndx]
+                names = r.read(s[4], s[5], "section name table") if s[5] < (16 << 20) else b""
+            for s in shdrs:
+                sh_name, sh_type, sh_offset, sh_sz, sh_entsize = s[0], s[1], s[4], s[5], s[9]
+                if sh_type == SHT_DYNSYM and sh_entsize:
+                    dynsym_count = sh_sz // sh_entsize
+                if names and sh_name < len(names):
+                    nm = _cstr(names, sh_name, "section name")
+                    if nm in (".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment", ".ldata", ".cask_resource"):
+                        sections[nm] = (sh_offset, sh_sz)
+        except ElfParseError:
+            sections, dynsym_count = {}, -1  # the loader ignores section headers; so do we
+
+    def to_off(vaddr: int, what: str) -> int:
+        for v, o, sz in loads:
+            if v <= vaddr < v + sz:
+                return vaddr - v + o
+        raise ElfParseError(f"{what} address {vaddr:#x} is in no loadable segment")
+
+    base = ElfFile(
+        path=r.path, elf_class=64 if is64 else 32, machine=e_machine, type=e_type, interpreter=interp, sections=sections
+    )
+    if dyn_off < 0:
+        return base  # a static executable or a relocatable object: nothing dynamic
+    dyn_fmt = e + ("qQ" if is64 else "iI")
+    dyn_ent = struct.calcsize(dyn_fmt)
+    dyn = r.read(dyn_off, dyn_size - dyn_size % dyn_ent, "dynamic segment")
+    tags: dict[int, int] = {}
+    needed_offs: list[int] = []
+    for tag, val in struct.iter_unpack(dyn_fmt, dyn):
+        if tag == DT_NULL:
+            break
+        if tag == DT_NEEDED:
+            needed_offs.append(val)
+        else:
+            tags.setdefault(tag, val)
+    if DT_STRTAB not in tags:
+        raise ElfParseError("dynamic section has no DT_STRTAB")
+    strsz = tags.get(DT_STRSZ, 0)
+    dynstr = r.read(to_off(tags[DT_STRTAB], "DT_STRTAB"), strsz, "dynamic string table")
+
+    def dstr(off: int, what: str) -> str:
+        return _cstr(dynstr, off, what)
+
+    def paths(tag: int) -> tuple[str, ...] | None:
+        if tag not in tags:
+            return None
+        return tuple(p for p in dstr(tags[tag], "DT_RPATH/DT_RUNPATH").split(":"))
+
+    needed = tuple(dstr(o, "DT_NEEDED") for o in needed_offs)
+    soname = dstr(tags[DT_SONAME], "DT_SONAME") if DT_SONAME in tags else None
+
+    # --- symbol versions -----------------------------------------------------------------
+    verneed: list[tuple[str, tuple[str, ...]]] = []
+    need_by_index: dict[int, tuple[str, str]] = {}
+    if DT_VERNEED in tags:
+        off = to_off(tags[DT_VERNEED], "DT_VERNEED")
+        for _ in range(min(tags.get(DT_VERNEEDNUM, 0), 4096)):
+            vn_version, vn_cnt, vn_file, vn_aux, vn_next = struct.unpack(e + "HHIII", r.read(off, 16, "Verneed"))
+            file = dstr(vn_file, "Verneed file")
+            names: list[str] = []
+            aoff = off + vn_aux
+            for _ in range(min(vn_cnt, 4096)):
+                _h, _fl, other, vna_name, vna_next = struct.unpack(e + "IHHII", r.read(aoff, 16, "Vernaux"))
+                vname = dstr(vna_name, "Vernaux name")
+                names.append(vname)
+                need_by_index[other & 0x7FFF] = (vname, file)
+                if not vna_next:
+                    break
+                aoff += vna_next
+            verneed.append((file, tuple(names)))
+            if not vn_next:
+                break
+            off += vn_next
+    verdef: list[str] = []
+    def_by_index: dict[int, str] = {}
+    if DT_VERDEF in tags:
+        off = to_off(tags[DT_VERDEF], "DT_VERDEF")
+        for _ in range(min(tags.get(DT_VERDEFNUM, 0), 4096)):
+            _v, vd_flags, vd_ndx, vd_cnt, _hash, vd_aux, vd_next = struct.unpack(
+                e + "HHHHIII", r.read(off, 20, "Verdef")
+            )
+            if vd_cnt:
+                vda_name, _ = struct.unpack(e + "II", r.read(off + vd_aux, 8, "Verdaux"))
+                vname = dstr(vda_name, "Verdaux name")
+                def_by_index[vd_ndx & 0x7FFF] = vname
+                if not vd_flags & VER_FLG_BASE:
+                    verdef.append(vname)
+            if not vd_next:
+                break
+            off += vd_next
+
+    result = ElfFile(
+        path=r.path,
+        elf_class=base.elf_class,
+        machine=e_machine,
+        type=e_type,
+        soname=soname,
+        needed=needed,
+        rpath=paths(DT_RPATH),
+        runpath=paths(DT_RUNPATH),
+        flags_1=tags.get(DT_FLAGS_1, 0),
+        interpreter=interp,
+        verneed=tuple(verneed),
+        verdef=tuple(verdef),
+        sections=sections,
+    )
+    if not want_symbols or DT_SYMTAB not in tags:
+        return result
+
+    # --- dynamic symbols -------------------------------------------------------------------
+    sym_fmt = e + ("IBBHQQ" if is64 else "IIIBBH")
+    sym_ent = struct.calcsize(sym_fmt)
+    symoff = to_off(tags[DT_SYMTAB], "DT_SYMTAB")
+    if dynsym_count < 0:
+        dynsym_count = _count_from_hash(r, tags, to_off, e)
+    if dynsym_count * sym_ent > r.size:
+        raise ElfParseError(f"{dynsym_count} dynamic symbols cannot fit in the file")
+    raw = r.read(symoff, dynsym_count * sym_ent, "dynamic symbol table")
+    versym: tuple[int, ...] = ()
+    if DT_VERSYM in tags:
+        vraw = r.read(to_off(tags[DT_VERSYM], "DT_VERSYM"), dynsym_count * 2, "symbol version table")
+        versym = struct.unpack(e + f"{dynsym_count}H", vraw)
+    exports: dict[str, tuple[str | None, ...]] = {}
+    imports: list[Import] = []
+    find = dynstr.find
+    n = len(dynstr)
+    for i, ent in enumerate(struct.iter_unpack(sym_fmt, raw)):
+        if i == 0:
+            continue
+        if is64:
+            st_name, st_info, st_other, st_shndx = ent[0], ent[1], ent[2], ent[3]
+        else:
+            st_name, st_info, st_other, st_shndx = ent[0], ent[3], ent[4], ent[5]
+        bind = st_info >> 4
+        if bind == STB_LOCAL or st_name >= n:
+            continue
+        end = find(b"\0", st_name)
+        name = dynstr[st_name : end if end >= 0 else n].decode("utf-8", "surrogateescape")
+        vs = versym[i] if versym else 1
+        vidx = vs & 0x7FFF
+        if st_shndx == SHN_UNDEF:
+            if not name:
+                continue
+            need = need_by_index.get(vidx) if vidx > 1 else None
+            imports.append(Import(name, bind == STB_WEAK, need[0] if need else None, need[1] if need else None))
+        else:
+            vis = st_other & 0x3
+            if vis not in (STV_DEFAULT, STV_PROTECTED):
+                continue
+            ver = def_by_index.get(vidx) if vidx > 1 else None
+            if ver is not None and vs & VERSYM_HIDDEN:
+                ver = "@" + ver
+            prev = exports.get(name)
+            exports[name] = (ver,) if prev is None else prev + (ver,)
+    return ElfFile(
+        path=result.path,
+        elf_class=result.elf_class,
+        machine=result.machine,
+        type=result.type,
+        soname=result.soname,
+        needed=result.needed,
+        rpath=result.rpath,
+        runpath=result.runpath,
+        flags_1=result.flags_1,
+        interpreter=result.interpreter,
+        exports=exports,
+        imports=tuple(imports),
+        verneed=result.verneed,
+        verdef=result.verdef,
+        sections=result.sections,
+    )
+
+
+def _count_from_hash(r: _Reader, tags: dict[int, int], to_off: object, e: str) -> int:
+    """Number of dynamic symbols from DT_HASH (nchain) or DT_GNU_HASH (highest chain end)."""
+    assert callable(to_off)
+    if DT_HASH in tags:
+        _nbucket, nchain = struct.unpack(e + "II", r.read(to_off(tags[DT_HASH], "DT_HASH"), 8, "DT_HASH"))
+        return int(nchain)
+    if DT_GNU_HASH in tags:
+        off = to_off(tags[DT_GNU_HASH], "DT_GNU_HASH")
+        nbuckets, symoffset, bloom_size, _ = struct.unpack(e + "IIII", r.read(off, 16, "DT_GNU_HASH"))
+        word = 8  # 64-bit bloom words (ELFCLASS64); the 32-bit case is rare for our targets
+        boff = off + 16 + bloom_size * word
+        buckets = struct.unpack(e + f"{nbuckets}I", r.read(boff, nbuckets * 4, "GNU hash buckets"))
+        last = max(buckets, default=0)
+        if last < symoffset:
+            return int(symoffset)
+        coff = boff + nbuckets * 4 + (last - symoffset) * 4
+        while True:
+            (h,) = struct.unpack(e + "I", r.read(coff, 4, "GNU hash chain"))
+            last += 1
+            coff += 4
+            if h & 1:
+                return int(last)
+    return 0

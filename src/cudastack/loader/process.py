@@ -1,0 +1,273 @@
+"""The simulated process: objects loaded so far, the global scope, and dlopen() with glibc's
+semantics (breadth-first dependency loading, RTLD_LOCAL vs RTLD_GLOBAL scopes, version checks,
+RTLD_NOW symbol binding). A failed dlopen() leaves the process unchanged, as in glibc.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass, field
+
+from cudastack.elf.reader import ElfFile, Import
+from cudastack.loader.search import ElfCache, Loaded, Resolution, Searcher
+from cudastack.loader.system import LoaderConfig
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProblem:
+    kind: str
+    """``missing`` (library not found), ``elf`` (unusable file), ``version`` (symbol version node
+    missing), ``symbol`` (undefined symbol)."""
+    requester: str
+    """Path of the object that needs it."""
+    name: str
+    """The library name, version name or symbol name."""
+    message: str
+    """What glibc would say."""
+    tried: tuple[str, ...] = ()
+    version: str | None = None
+    version_file: str | None = None
+    provider: str | None = None
+    """For version/symbol problems: the object expected to provide it, when known."""
+
+
+@dataclass(slots=True)
+class DlopenResult:
+    path: str
+    ok: bool
+    root: Loaded | None = None
+    new: list[Loaded] = field(default_factory=list)
+    problems: list[LoadProblem] = field(default_factory=list)
+    resolutions: list[tuple[str, Resolution]] = field(default_factory=list)
+    """(requester path, resolution) for every DT_NEEDED looked at, in order."""
+
+    @property
+    def error(self) -> str | None:
+        return self.problems[0].message if self.problems else None
+
+
+def provides(elf: ElfFile, imp: Import) -> bool:
+    """Does ``elf`` define ``imp`` as glibc's ``check_match`` (elf/dl-lookup.c) accepts it?
+
+    A versioned reference binds to that version (hidden or not) or to an unversioned definition;
+    an unversioned reference binds to a non-hidden definition, or to the only one there is.
+    """
+    vers = elf.exports.get(imp.name)
+    if vers is None:
+        return False
+    if imp.version is None:
+        return any(v is None or v[0] != "@" for v in vers) or len(vers) == 1
+    return imp.version in vers or None in vers or ("@" + imp.version) in vers
+
+
+class Process:
+    def __init__(self, config: LoaderConfig, environ: dict[str, str], elf_cache: ElfCache) -> None:
+        self.config = config
+        self.environ = environ
+        self.elf_cache = elf_cache
+        self.objects: list[Loaded] = []
+        self.global_scope: list[Loaded] = []
+        self.by_name: dict[str, Loaded] = {}
+        self.by_real: dict[str, Loaded] = {}
+        self.main: Loaded | None = None
+        self.searcher = Searcher(config, environ, elf_cache, None)
+        self.log: list[str] = []
+        """What happened before the module under judgement loaded, in order."""
+
+    def clone(self) -> Process:
+        p = Process.__new__(Process)
+        p.config, p.environ, p.elf_cache = self.config, self.environ, self.elf_cache
+        p.objects, p.global_scope = list(self.objects), list(self.global_scope)
+        p.by_name, p.by_real = dict(self.by_name), dict(self.by_real)
+        p.main, p.searcher, p.log = self.main, self.searcher, list(self.log)
+        return p
+
+    # --- start-up ----------------------------------------------------------------------------
+    def start(self, executable: str) -> DlopenResult:
+        """The interpreter as exec() starts it: itself, LD_PRELOAD, /etc/ld.so.preload, its deps."""
+        real = os.path.realpath(executable)  # $ORIGIN of the executable comes from /proc/self/exe
+        elf = self.elf_cache.get(real)
+        if isinstance(elf, str):
+            return DlopenResult(real, False, problems=[LoadProblem("elf", real, real, f"{real}: {elf}")])
+        main = Loaded(real, elf, "the executable", None, {real}, relocated=True)
+        self.main = main
+        self.searcher = Searcher(self.config, self.environ, self.elf_cache, main)
+        self._add(main)
+        preloads = [p for p in self.environ.get("LD_PRELOAD", "").replace(":", " ").split() if p]
+        preloads += list(self.config.preload)
+        res = self._load_closure(main, extra_roots=preloads)
+        for obj in res.new:
+            obj.relocated = True
+        main.searchlist = [main, *res.new]
+        if res.ok:
+            self._commit(res, global_=True)
+            self.global_scope = [main, *res.new]
+        self.log.append(f"started {real}" + (f" with preloads {', '.join(preloads)}" if preloads else ""))
+        return res
+
+    # --- dlopen --------------------------------------------------------------------------------
+    def dlopen(self, path: str, *, global_: bool = False, check_symbols: bool = True) -> DlopenResult:
+        real = os.path.realpath(path)
+        if real in self.by_real:
+            obj = self.by_real[real]
+            if global_:
+                self._promote(obj)
+            return DlopenResult(path, True, root=obj)
+        elf = self.elf_cache.get(path)
+        if isinstance(elf, str):
+            msg = f"{path}: {elf}"
+            return DlopenResult(path, False, problems=[LoadProblem("elf", path, path, msg)])
+        if self.main is not None and (elf.elf_class != self.main.elf.elf_class or elf.machine != self.main.elf.machine):
+            msg = (
+                f"{path}: wrong ELF class: ELFCLASS{elf.elf_class}"
+                if elf.elf_class != self.main.elf.elf_class
+                else f"{path}: ELF file is for {elf.machine_name}, not {self.main.elf.machine_name}"
+            )
+            return DlopenResult(path, False, problems=[LoadProblem("elf", path, path, msg)])
+        root = Loaded(path, elf, "dlopen", None, {path})
+        if elf.soname:
+            root.names.add(elf.soname)
+        res = self._load_closure(root)
+        if not res.ok:
+            return res
+        if check_symbols:
+            self._check_versions(res)
+            scope = self.global_scope + [o for o in (root.searchlist or []) if o not in self.global_scope]
+            self._check_symbols(res, scope)
+        if res.problems:
+            res.ok = False
+            return res
+        self._commit(res, global_=global_)
+        return res
+
+    def _add(self, obj: Loaded) -> None:
+        self.objects.append(obj)
+        self.by_real[os.path.realpath(obj.path)] = obj
+        for n in obj.names:
+            self.by_name.setdefault(n, obj)
+        if obj.elf.soname:
+            self.by_name.setdefault(obj.elf.soname, obj)
+
+    def _commit(self, res: DlopenResult, *, global_: bool) -> None:
+        for obj in res.new:
+            if obj is not self.main:
+                self._add(obj)
+            obj.relocated = True
+        if global_ and res.root is not None:
+            self._promote(res.root)
+
+    def _promote(self, root: Loaded) -> None:
+        for o in root.searchlist or [root]:
+            if o not in self.global_scope:
+                self.global_scope.append(o)
+
+    def _load_closure(self, root: Loaded, extra_roots: list[str] | None = None) -> DlopenResult:
+        """Map ``root`` and its DT_NEEDED closure breadth-first (glibc ``_dl_map_object_deps``)."""
+        res = DlopenResult(root.path, True, root=root)
+        pending: dict[str, Loaded] = {}  # names of objects mapped in this call
+        real_pending: dict[str, Loaded] = {os.path.realpath(root.path): root}
+        if root is not self.main:
+            res.new.append(root)
+        searchlist: list[Loaded] = [root]
+        deps: dict[int, list[Loaded]] = {}
+        queue: deque[tuple[Loaded, list[str]]] = deque([(root, list(extra_roots or []) + list(root.elf.needed))])
+        while queue:
+            obj, names = queue.popleft()
+            mine: list[Loaded] = []
+            for name in names:
+                found = self.by_name.get(name) or pending.get(name)
+                if found is not None:
+                    res.resolutions.append((obj.path, Resolution(name, found.path, "already loaded", loaded=found)))
+                else:
+                    r = self.searcher.search(name, obj)
+                    res.resolutions.append((obj.path, r))
+                    if r.path is None:
+                        res.ok = False
+                        msg = f"{name}: cannot open shared object file: No such file or directory"
+                        if r.how != "not found":
+                            msg += f" ({r.how})"
+                        res.problems.append(LoadProblem("missing", obj.path, name, msg, r.tried))
+                        continue
+                    real = os.path.realpath(r.path)
+                    found = self.by_real.get(real) or real_pending.get(real)
+                    if found is None:
+                        elf = self.elf_cache.get(r.path)
+                        assert isinstance(elf, ElfFile)
+                        found = Loaded(r.path, elf, r.how, obj, {name})
+                        if elf.soname:
+                            found.names.add(elf.soname)
+                        real_pending[real] = found
+                        res.new.append(found)
+                        queue.append((found, list(elf.needed)))
+                    else:
+                        found.names.add(name)
+                    pending[name] = found
+                mine.append(found)
+                if found not in searchlist:
+                    searchlist.append(found)
+                    if found.relocated and found not in res.new:
+                        # an object loaded earlier: its own deps join this searchlist too
+                        for dep in found.searchlist or self._deps_of(found):
+                            if dep not in searchlist:
+                                searchlist.append(dep)
+            deps[id(obj)] = mine
+        root.searchlist = searchlist
+        for obj in res.new:
+            if obj.searchlist is None:
+                obj.searchlist = [obj, *deps.get(id(obj), [])]
+        return res
+
+    def _deps_of(self, obj: Loaded) -> list[Loaded]:
+        out = []
+        for n in obj.elf.needed:
+            dep = self.by_name.get(n)
+            if dep is not None:
+                out.append(dep)
+        return out
+
+    def _check_versions(self, res: DlopenResult) -> None:
+        """``_dl_check_map_versions``: each Verneed version must be defined by that dependency."""
+        for obj in res.new:
+            direct = obj.searchlist[1:] if obj.searchlist else []
+            for file, versions in obj.elf.verneed:
+                dep = next((d for d in direct if file in d.names or d.elf.soname == file), None)
+                if dep is None or not (dep.elf.verdef or dep.elf.soname):
+                    continue
+                if not dep.elf.verdef:
+                    continue
+                have = set(dep.elf.verdef)
+                for v in versions:
+                    if v not in have:
+                        res.problems.append(
+                            LoadProblem(
+                                "version",
+                                obj.path,
+                                v,
+                                f"{dep.path}: version `{v}' not found (required by {obj.path})",
+                                version=v,
+                                version_file=file,
+                                provider=dep.path,
+                            )
+                        )
+
+    def _check_symbols(self, res: DlopenResult, scope: list[Loaded]) -> None:
+        if any(p.kind == "version" for p in res.problems):
+            return  # glibc stops at the version check; symbols would only repeat it
+        for obj in res.new:
+            for imp in obj.elf.imports:
+                if imp.weak:
+                    continue
+                if any(provides(o.elf, imp) for o in scope):
+                    continue
+                where = f", version {imp.version}" if imp.version else ""
+                res.problems.append(
+                    LoadProblem(
+                        "symbol",
+                        obj.path,
+                        imp.name,
+                        f"{obj.path}: undefined symbol: {imp.name}{where}",
+                        version=imp.version,
+                        version_file=imp.version_file,
+                    )
+                )
