@@ -128,7 +128,7 @@ def read_elf(path: str, *, symbols: bool = True) -> ElfFile:
         os.close(fd)
 
 
-def _parse(r: _Reader, want_symbols: bool) -> ElfFile:  # noqa: C901 - one linear walk of the format
+def _parse(r: _Reader, want_symbols: bool) -> ElfFile:
     ident = r.read(0, 16, "ELF identification") if r.size >= 16 else b""
     if ident[:4] != ELF_MAGIC:
         raise ElfParseError("not an ELF file (bad magic)")
@@ -175,16 +175,16 @@ def _parse(r: _Reader, want_symbols: bool) -> ElfFile:  # noqa: C901 - one linea
         try:
             shdata = r.read(e_shoff, e_shnum * e_shentsize, "section headers")
             shdrs = [struct.unpack_from(sh_fmt, shdata, i * e_shentsize) for i in range(e_shnum)]
-            names = b""
+            shstr = b""
             if e_shstrndx < e_shnum:
                 s = shdrs[e_shstrndx]
-                names = r.read(s[4], s[5], "section name table") if s[5] < (16 << 20) else b""
+                shstr = r.read(s[4], s[5], "section name table") if s[5] < (16 << 20) else b""
             for s in shdrs:
                 sh_name, sh_type, sh_offset, sh_sz, sh_entsize = s[0], s[1], s[4], s[5], s[9]
                 if sh_type == SHT_DYNSYM and sh_entsize:
                     dynsym_count = sh_sz // sh_entsize
-                if names and sh_name < len(names):
-                    nm = _cstr(names, sh_name, "section name")
+                if shstr and sh_name < len(shstr):
+                    nm = _cstr(shstr, sh_name, "section name")
                     if nm in (".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment", ".ldata", ".cask_resource"):
                         sections[nm] = (sh_offset, sh_sz)
         except ElfParseError:
@@ -235,7 +235,7 @@ def _parse(r: _Reader, want_symbols: bool) -> ElfFile:  # noqa: C901 - one linea
     if DT_VERNEED in tags:
         off = to_off(tags[DT_VERNEED], "DT_VERNEED")
         for _ in range(min(tags.get(DT_VERNEEDNUM, 0), 4096)):
-            vn_version, vn_cnt, vn_file, vn_aux, vn_next = struct.unpack(e + "HHIII", r.read(off, 16, "Verneed"))
+            _vn_version, vn_cnt, vn_file, vn_aux, vn_next = struct.unpack(e + "HHIII", r.read(off, 16, "Verneed"))
             file = dstr(vn_file, "Verneed file")
             names: list[str] = []
             aoff = off + vn_aux

@@ -42,7 +42,7 @@ def parse_ld_cache(data: bytes, path: str = "/etc/ld.so.cache") -> LdCache:
         return LdCache(path=path, problem="not a glibc-ld.so.cache1.1 file")
     if len(data) < start + 48:
         return LdCache(path=path, problem="truncated header")
-    nlibs, len_strings = struct.unpack_from("<II", data, start + 20)
+    nlibs, _len_strings = struct.unpack_from("<II", data, start + 20)
     if start + 48 + nlibs * 24 > len(data):
         return LdCache(path=path, problem=f"{nlibs} entries do not fit in {len(data)} bytes")
     entries: dict[tuple[str, int], str] = {}
