@@ -304,28 +304,32 @@ def _parse(r: _Reader, want_symbols: bool) -> ElfFile:
     imports: list[Import] = []
     find = dynstr.find
     n = len(dynstr)
-    for i, ent in enumerate(struct.iter_unpack(sym_fmt, raw)):
-        if i == 0:
-            continue
-        if is64:
-            st_name, st_info, st_other, st_shndx = ent[0], ent[1], ent[2], ent[3]
-        else:
-            st_name, st_info, st_other, st_shndx = ent[0], ent[3], ent[4], ent[5]
+    # One unpack of the whole table, then columns: ~3x faster than a tuple per symbol.
+    flat = struct.unpack(e + sym_fmt[1:] * dynsym_count, raw)
+    width = 6
+    if is64:
+        names_, infos, others, shndxs = flat[0::width], flat[1::width], flat[2::width], flat[3::width]
+    else:
+        names_, infos, others, shndxs = flat[0::width], flat[3::width], flat[4::width], flat[5::width]
+    if not versym:
+        versym = (1,) * dynsym_count
+    for i in range(1, dynsym_count):
+        st_info = infos[i]
         bind = st_info >> 4
+        st_name = names_[i]
         if bind == STB_LOCAL or st_name >= n:
             continue
         end = find(b"\0", st_name)
         name = dynstr[st_name : end if end >= 0 else n].decode("utf-8", "surrogateescape")
-        vs = versym[i] if versym else 1
+        vs = versym[i]
         vidx = vs & 0x7FFF
-        if st_shndx == SHN_UNDEF:
+        if shndxs[i] == SHN_UNDEF:
             if not name:
                 continue
             need = need_by_index.get(vidx) if vidx > 1 else None
             imports.append(Import(name, bind == STB_WEAK, need[0] if need else None, need[1] if need else None))
         else:
-            vis = st_other & 0x3
-            if vis not in (STV_DEFAULT, STV_PROTECTED):
+            if others[i] & 0x3 not in (STV_DEFAULT, STV_PROTECTED):
                 continue
             ver = def_by_index.get(vidx) if vidx > 1 else None
             if ver is not None and vs & VERSYM_HIDDEN:

@@ -22,6 +22,8 @@ class Interpreter:
 
     executable: str
     """Path of the interpreter as given (not resolved: a venv's ``bin/python`` symlink stays)."""
+    sys_executable: str
+    """``sys.executable`` as the interpreter reports it (a pyenv shim resolves to the real binary)."""
     version: str
     implementation: str
     cache_tag: str | None
@@ -62,6 +64,7 @@ def _from_probe(executable: str, data: dict[str, object]) -> Interpreter:
     markers = data.get("markers")
     return Interpreter(
         executable=executable,
+        sys_executable=s("executable") or executable,
         version=s("version"),
         implementation=s("implementation"),
         cache_tag=opt("cache_tag"),

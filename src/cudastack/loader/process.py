@@ -73,6 +73,7 @@ class Process:
         self.main: Loaded | None = None
         self.searcher = Searcher(config, environ, elf_cache, None)
         self.log: list[str] = []
+        self._global_index: tuple[int, dict[str, list[ElfFile]]] | None = None
         """What happened before the module under judgement loaded, in order."""
 
     def clone(self) -> Process:
@@ -81,12 +82,14 @@ class Process:
         p.objects, p.global_scope = list(self.objects), list(self.global_scope)
         p.by_name, p.by_real = dict(self.by_name), dict(self.by_real)
         p.main, p.searcher, p.log = self.main, self.searcher, list(self.log)
+        self._global_providers()  # build once here, so the clones share it
+        p._global_index = self._global_index
         return p
 
     # --- start-up ----------------------------------------------------------------------------
     def start(self, executable: str) -> DlopenResult:
         """The interpreter as exec() starts it: itself, LD_PRELOAD, /etc/ld.so.preload, its deps."""
-        real = os.path.realpath(executable)  # $ORIGIN of the executable comes from /proc/self/exe
+        real = self.elf_cache.realpath(executable)  # $ORIGIN of the executable comes from /proc/self/exe
         elf = self.elf_cache.get(real)
         if isinstance(elf, str):
             return DlopenResult(real, False, problems=[LoadProblem("elf", real, real, f"{real}: {elf}")])
@@ -108,7 +111,7 @@ class Process:
 
     # --- dlopen --------------------------------------------------------------------------------
     def dlopen(self, path: str, *, global_: bool = False, check_symbols: bool = True) -> DlopenResult:
-        real = os.path.realpath(path)
+        real = self.elf_cache.realpath(path)
         if real in self.by_real:
             obj = self.by_real[real]
             if global_:
@@ -143,7 +146,7 @@ class Process:
 
     def _add(self, obj: Loaded) -> None:
         self.objects.append(obj)
-        self.by_real[os.path.realpath(obj.path)] = obj
+        self.by_real[self.elf_cache.realpath(obj.path)] = obj
         for n in obj.names:
             self.by_name.setdefault(n, obj)
         if obj.elf.soname:
@@ -166,7 +169,7 @@ class Process:
         """Map ``root`` and its DT_NEEDED closure breadth-first (glibc ``_dl_map_object_deps``)."""
         res = DlopenResult(root.path, True, root=root)
         pending: dict[str, Loaded] = {}  # names of objects mapped in this call
-        real_pending: dict[str, Loaded] = {os.path.realpath(root.path): root}
+        real_pending: dict[str, Loaded] = {self.elf_cache.realpath(root.path): root}
         if root is not self.main:
             res.new.append(root)
         searchlist: list[Loaded] = [root]
@@ -189,7 +192,7 @@ class Process:
                             msg += f" ({r.how})"
                         res.problems.append(LoadProblem("missing", obj.path, name, msg, r.tried))
                         continue
-                    real = os.path.realpath(r.path)
+                    real = self.elf_cache.realpath(r.path)
                     found = self.by_real.get(real) or real_pending.get(real)
                     if found is None:
                         elf = self.elf_cache.get(r.path)
@@ -251,14 +254,32 @@ class Process:
                             )
                         )
 
+    def _global_providers(self) -> dict[str, list[ElfFile]]:
+        """Symbol name → objects of the global scope defining it (rebuilt when the scope grows)."""
+        n = len(self.global_scope)
+        if self._global_index is None or self._global_index[0] != n:
+            index: dict[str, list[ElfFile]] = {}
+            for o in self.global_scope:
+                for name in o.elf.exports:
+                    index.setdefault(name, []).append(o.elf)
+            self._global_index = (n, index)
+        return self._global_index[1]
+
     def _check_symbols(self, res: DlopenResult, scope: list[Loaded]) -> None:
         if any(p.kind == "version" for p in res.problems):
             return  # glibc stops at the version check; symbols would only repeat it
+        glob_index = self._global_providers()
+        local = [o.elf for o in scope if o not in self.global_scope]
         for obj in res.new:
             for imp in obj.elf.imports:
                 if imp.weak:
                     continue
-                if any(provides(o.elf, imp) for o in scope):
+                # the global scope is searched first, then the local scope (order does not change
+                # *whether* a definition exists, only which one binds)
+                cands = glob_index.get(imp.name)
+                if cands is not None and any(provides(e, imp) for e in cands):
+                    continue
+                if any(imp.name in e.exports and provides(e, imp) for e in local):
                     continue
                 where = f", version {imp.version}" if imp.version else ""
                 res.problems.append(

@@ -56,11 +56,19 @@ class ElfCache:
 
     def __init__(self) -> None:
         self._by_real: dict[str, ElfFile | str] = {}
+        self._real: dict[str, str] = {}
+
+    def realpath(self, path: str) -> str:
+        """``os.path.realpath``, memoised: the same paths are resolved many times per run."""
+        real = self._real.get(path)
+        if real is None:
+            real = self._real[path] = os.path.realpath(path)
+        return real
 
     def get(self, path: str) -> ElfFile | str:
         """The ElfFile, or the reason it cannot be used (``ENOENT`` never: callers check first)."""
         try:
-            real = os.path.realpath(path)
+            real = self.realpath(path)
         except OSError as exc:
             return str(exc)
         hit = self._by_real.get(real)

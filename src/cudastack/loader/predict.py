@@ -1,0 +1,250 @@
+"""Predict, for every native file of an environment, whether Python's import will load it.
+
+Assumed process, stated in every report: the interpreter starts (its executable, LD_PRELOAD,
+/etc/ld.so.preload, its DT_NEEDED closure — the initial global scope). Each extension module is
+judged as the first import of its package in a fresh interpreter: a package that needs torch
+gets torch's state first (``torch/lib/libtorch_global_deps.so`` RTLD_GLOBAL, with
+``_preload_cuda_deps`` as fallback when that fails, then ``torch/_C`` RTLD_LOCAL); known
+preloaders run; then the module is dlopen()ed RTLD_NOW|RTLD_LOCAL. Libraries that no module
+loads at import are judged alone as "on-demand" (dlopened later, if ever).
+Not modelled: stdlib extension modules Python imports during start-up (their sonames would
+satisfy a later DT_NEEDED), and code in ``.pth`` files (ENV005 names those).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from cudastack.data.libraries import KNOWN_PRELOADS
+from cudastack.env.dists import Distribution
+from cudastack.env.inventory import Inventory
+from cudastack.loader.process import DlopenResult, LoadProblem, Process
+from cudastack.loader.search import ElfCache
+from cudastack.loader.system import LoaderConfig, detect_loader
+from cudastack.target import Target
+
+ASSUMED_ORDER = (
+    "each extension module is the first import of its package in a fresh interpreter; packages that "
+    "need torch import torch first (libtorch_global_deps.so RTLD_GLOBAL, then torch._C RTLD_LOCAL); "
+    "modules load RTLD_NOW|RTLD_LOCAL"
+)
+_MODULE = re.compile(r"^(?!lib)[A-Za-z_][A-Za-z0-9_]*(\.[^.]+)?\.so$")
+_TORCH_LIB = re.compile(r"^lib(torch|c10)[a-z_]*\.so")
+_SKIP_DIRS = {".git", "node_modules", "__pycache__", ".tox", ".venv"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FilePrediction:
+    path: str
+    distribution: str | None
+    kind: str
+    """``module`` (imported by Python) or ``library``."""
+    predicted: str
+    """``loads``, ``fails`` or ``on-demand`` (a library no module loads at import)."""
+    problems: tuple[LoadProblem, ...] = ()
+    context: str = ""
+    """The process state it was judged in."""
+    result: DlopenResult | None = field(default=None, repr=False, compare=False)
+    blocked_by: str | None = None
+    """Set when the module cannot load because something imported before it (torch) fails."""
+
+
+@dataclass(slots=True)
+class Prediction:
+    files: list[FilePrediction]
+    unreadable: list[tuple[str, str | None, str]]
+    """(path, distribution, reason) of native files that are not usable ELF objects."""
+    config: LoaderConfig
+    elf_cache: ElfCache
+    torch_state: str | None = None
+    start_problems: list[LoadProblem] = field(default_factory=list)
+    skipped: str | None = None
+    """Why nothing was predicted (no interpreter, ...)."""
+
+
+def iter_native_files(inventory: Inventory) -> Iterator[tuple[str, Distribution]]:
+    """Shared objects of every distribution (RECORD), plus in-tree ones of editable installs."""
+    seen: set[str] = set()
+    for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
+        paths = [p for p in dist.native_files() if ".so" in os.path.basename(p)]
+        src = dist.editable_path
+        if src and os.path.isdir(src):
+            paths.extend(_walk_so(src))
+        for p in paths:
+            if p not in seen:
+                seen.add(p)
+                yield p, dist
+
+
+def _walk_so(root: str, limit: int = 20000) -> Iterator[str]:
+    n = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
+        for f in filenames:
+            n += 1
+            if n > limit:
+                return
+            if f.endswith(".so") or ".so." in f:
+                yield os.path.join(dirpath, f)
+
+
+def is_extension_module(path: str, suffixes: tuple[str, ...]) -> bool:
+    name = os.path.basename(path)
+    return bool(_MODULE.match(name)) and name.endswith(tuple(suffixes) or (".so",))
+
+
+def _needs_torch(dist: Distribution, elf_needed: tuple[str, ...]) -> bool:
+    if dist.key == "torch" or any(_TORCH_LIB.match(n) for n in elf_needed):
+        return True
+    for line in dist.requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == "torch" and (req.marker is None or "extra" not in str(req.marker)):
+            return True
+    return False
+
+
+def _torch_files(inventory: Inventory) -> tuple[str | None, str | None]:
+    torch = inventory.get("torch")
+    if torch is None:
+        return None, None
+    deps = c = None
+    for p in torch.native_files():
+        base = os.path.basename(p)
+        if base == "libtorch_global_deps.so":
+            deps = p
+        elif re.match(r"^_C\.[^/]*so$", base) and os.path.basename(os.path.dirname(p)) == "torch":
+            c = p
+    return deps, c
+
+
+def _preload_cuda_deps(proc: Process, missing: list[str], site_dirs: tuple[str, ...]) -> list[str]:
+    """torch's fallback: find each missing library as sys.path/nvidia/*/lib/<name> and CDLL it."""
+    done = []
+    for name in missing:
+        for d in site_dirs:
+            hits = sorted(glob.glob(os.path.join(d, "nvidia", "*", "lib", name)))
+            if hits:
+                if proc.dlopen(hits[0]).ok:
+                    done.append(hits[0])
+                break
+    return done
+
+
+def predict(target: Target, inventory: Inventory, config: LoaderConfig | None = None) -> Prediction:
+    config = config or detect_loader(target.environ)
+    cache = ElfCache()
+    pred = Prediction(files=[], unreadable=[], config=config, elf_cache=cache)
+    if target.interpreter is None:
+        pred.skipped = "no interpreter: the process a module loads into is unknown (pass --python)"
+        return pred
+    base = Process(config, target.environ, cache)
+    start = base.start(target.interpreter.sys_executable)
+    if not start.ok:
+        pred.start_problems = start.problems
+        pred.skipped = f"the interpreter itself would not start: {start.error}"
+        return pred
+
+    natives = list(iter_native_files(inventory))
+    elfs = {}
+    for path, dist in natives:
+        if not os.path.exists(path):
+            continue  # ENV004 reports it
+        elf = cache.get(path)
+        if isinstance(elf, str):
+            pred.unreadable.append((path, dist.key, elf))
+        else:
+            elfs[path] = (elf, dist)
+
+    # torch's state, computed once
+    torch_proc: Process | None = None
+    torch_block: str | None = None
+    deps_path, c_path = _torch_files(inventory)
+    torch_c_result: DlopenResult | None = None
+    if deps_path and c_path:
+        torch_proc = base.clone()
+        r = torch_proc.dlopen(deps_path, global_=True)
+        how = "libtorch_global_deps.so RTLD_GLOBAL"
+        if not r.ok:
+            missing = [p.name for p in r.problems if p.kind == "missing"]
+            pre = _preload_cuda_deps(torch_proc, missing, target.site_dirs)
+            r = torch_proc.dlopen(deps_path, global_=True)
+            how = f"libtorch_global_deps.so failed, _preload_cuda_deps loaded {len(pre)} libraries, retry " + (
+                "succeeded" if r.ok else "failed"
+            )
+        torch_c_result = torch_proc.dlopen(c_path)
+        pred.torch_state = f"import torch: {how}; torch._C RTLD_LOCAL " + ("loads" if torch_c_result.ok else "fails")
+        torch_proc.log.append(pred.torch_state)
+        if not r.ok or not torch_c_result.ok:
+            torch_block = c_path
+            if not r.ok and torch_c_result.ok:
+                torch_c_result = r  # report the global-deps failure as torch's
+    torch_users: dict[str, bool] = {}
+
+    def uses_torch(dist: Distribution, needed: tuple[str, ...]) -> bool:
+        if any(_TORCH_LIB.match(n) for n in needed):
+            return True
+        if dist.key not in torch_users:
+            torch_users[dist.key] = _needs_torch(dist, ())
+        return torch_users[dist.key]
+
+    loaded_at_import: set[str] = set()
+    modules = [(p, e, d) for p, (e, d) in elfs.items() if is_extension_module(p, target.extension_suffixes)]
+    for path, elf, dist in modules:
+        needs_torch = torch_proc is not None and uses_torch(dist, elf.needed)
+        if path == c_path and torch_c_result is not None:
+            res, ctx = torch_c_result, pred.torch_state or ""
+            blocked = None
+        elif needs_torch and torch_block is not None:
+            pred.files.append(FilePrediction(
+                path=path, distribution=dist.key, kind="module", predicted="fails",
+                context="import torch fails first", blocked_by=torch_block,
+            ))
+            continue
+        else:
+            proc = (torch_proc if needs_torch else base)
+            assert proc is not None
+            proc = proc.clone()
+            ctx = pred.torch_state if needs_torch else "fresh interpreter"
+            for pdist, soname, _src in KNOWN_PRELOADS:
+                if dist.key == pdist:
+                    hit = proc.searcher.search(soname, proc.main) if proc.main else None
+                    if hit is not None and hit.path:
+                        proc.dlopen(hit.path)
+                        ctx += f"; {pdist} preloads {soname}"
+            res = proc.dlopen(path)
+            blocked = None
+        if res.ok:
+            for obj in res.root.searchlist or [] if res.root else []:
+                loaded_at_import.add(cache.realpath(obj.path))
+        pred.files.append(FilePrediction(
+            path=path, distribution=dist.key, kind="module", predicted="loads" if res.ok else "fails",
+            problems=tuple(res.problems), context=ctx or "", result=res, blocked_by=blocked,
+        ))
+    if torch_proc is not None:
+        for obj in torch_proc.objects:
+            loaded_at_import.add(cache.realpath(obj.path))
+    # libraries: those some module loads are "loads"; the others are judged alone, on demand
+    for path, (elf, dist) in elfs.items():
+        if is_extension_module(path, target.extension_suffixes):
+            continue
+        if cache.realpath(path) in loaded_at_import:
+            pred.files.append(FilePrediction(path=path, distribution=dist.key, kind="library", predicted="loads",
+                                             context="loaded by an imported module"))
+            continue
+        proc = (torch_proc if torch_proc is not None and torch_block is None else base).clone()
+        res = proc.dlopen(path)
+        pred.files.append(FilePrediction(
+            path=path, distribution=dist.key, kind="library", predicted="on-demand",
+            problems=tuple(res.problems), context="dlopened alone, on demand", result=res,
+        ))
+    return pred
