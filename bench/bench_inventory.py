@@ -63,7 +63,9 @@ def main() -> None:
     del env
 
     base = rows[0][1]
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     print(f"environment: {py} ({n_dists} distributions); {args.runs} runs, medians; page cache warm\n")
     print("| tool | median s | exit | ratio to cudastack process |")
     print("|---|---|---|---|")

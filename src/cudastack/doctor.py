@@ -66,7 +66,8 @@ def run_doctor(
 ) -> Report:
     """Inspect ``target`` and return the report (nothing of the target is imported)."""
     inventory = read_inventory(target)
-    checks = run_rules(Context(target=target, inventory=inventory), select=select, ignore=ignore)
+    ctx = Context(target=target, inventory=inventory)
+    checks = run_rules(ctx, select=select, ignore=ignore)
     findings = sorted(
         (f for c in checks for f in c.findings),
         key=lambda f: (-f.severity, f.distribution or "", f.code, f.subject),
@@ -79,5 +80,22 @@ def run_doctor(
         fail_on=fail_on,
         stack=inventory.stack(),
         baseline_keys=baseline,
-        extra={"distributions": len(inventory.dists)},
+        extra=_extra(ctx, len(inventory.dists)),
     )
+
+
+def _extra(ctx: Context, n_dists: int) -> dict[str, object]:
+    extra: dict[str, object] = {"distributions": n_dists}
+    pred = ctx.__dict__.get("prediction")  # only when an LDD/ABI rule ran
+    if pred is not None:
+        from cudastack.checks.ldd import module_table
+        from cudastack.loader.predict import ASSUMED_ORDER
+
+        extra["modules"] = module_table(pred)
+        extra["loader"] = {
+            "assumed_order": ASSUMED_ORDER,
+            "torch_state": pred.torch_state,
+            "config_source": pred.config.source,
+            "skipped": pred.skipped,
+        }
+    return extra

@@ -62,9 +62,14 @@ def readelf_view(path: str) -> dict[str, object]:
             imports.add((name, ver, bind == "WEAK"))
         elif vis in ("DEFAULT", "PROTECTED"):
             exports.add((name, ver))
-    return {"needed": needed, "soname": soname[0] if soname else None,
-            "rpath": rpath[0].split(":") if rpath else None, "runpath": runpath[0].split(":") if runpath else None,
-            "imports": imports, "exports": exports}
+    return {
+        "needed": needed,
+        "soname": soname[0] if soname else None,
+        "rpath": rpath[0].split(":") if rpath else None,
+        "runpath": runpath[0].split(":") if runpath else None,
+        "imports": imports,
+        "exports": exports,
+    }
 
 
 def ours(path: str) -> dict[str, object]:
@@ -74,9 +79,14 @@ def ours(path: str) -> dict[str, object]:
         for v in vers:
             # readelf prints a version's own definition symbol (GLIBC_2.26, ABS) without "@@"
             exports.add((name, None if v == name else v))
-    return {"needed": list(e.needed), "soname": e.soname, "rpath": list(e.rpath) if e.rpath is not None else None,
-            "runpath": list(e.runpath) if e.runpath is not None else None,
-            "imports": {(i.name, i.version, i.weak) for i in e.imports}, "exports": exports}
+    return {
+        "needed": list(e.needed),
+        "soname": e.soname,
+        "rpath": list(e.rpath) if e.rpath is not None else None,
+        "runpath": list(e.runpath) if e.runpath is not None else None,
+        "imports": {(i.name, i.version, i.weak) for i in e.imports},
+        "exports": exports,
+    }
 
 
 def _normalize_base_versions(view: dict[str, object], path: str) -> dict[str, object]:
@@ -103,9 +113,11 @@ def test_reader_agrees_with_readelf(path: str) -> None:
 @pytest.mark.skipif(READELF is None, reason="readelf (binutils) is not installed")
 def test_reader_agrees_with_readelf_on_versioned_fixture(tmp_path: Path) -> None:
     (tmp_path / "v.map").write_text("V_0 { };\nV_1 { global: a; local: *; } V_0;\nV_2 { global: b; } V_1;\n")
-    lib = build(tmp_path / "libv.so", "int a(void){return 1;}\nint b(void){return 2;}\n"
-                "__asm__(\".symver a_old,a@V_0\");\nint a_old(void){return 0;}\n",
-                flags=("-Wl,-soname,libv.so.1", f"-Wl,--version-script={tmp_path / 'v.map'}"))
+    lib = build(
+        tmp_path / "libv.so",
+        'int a(void){return 1;}\nint b(void){return 2;}\n__asm__(".symver a_old,a@V_0");\nint a_old(void){return 0;}\n',
+        flags=("-Wl,-soname,libv.so.1", f"-Wl,--version-script={tmp_path / 'v.map'}"),
+    )
     e = read_elf(str(lib))
     assert e.soname == "libv.so.1" and set(e.verdef) >= {"V_1", "V_2"}
     assert e.exports["b"] == ("V_2",)

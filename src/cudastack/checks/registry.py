@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import shlex
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cudastack.env.inventory import Inventory
 from cudastack.findings import CheckResult, Finding, Fix, Outcome, Severity
 from cudastack.target import Target
+
+if TYPE_CHECKING:
+    from cudastack.loader.predict import Prediction
 
 
 class SkipCheck(Exception):  # noqa: N818 - control flow, not an error
@@ -65,12 +70,19 @@ def get_rule(code_or_name: str) -> Rule | None:
     return next((r for r in _RULES.values() if r.name == key.lower()), None)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Context:
     """What a rule may read: the target and its inventory. Rules never touch the host directly."""
 
     target: Target
     inventory: Inventory
+
+    @functools.cached_property
+    def prediction(self) -> Prediction:
+        """The import prediction (ELF + loader), computed on first use by an LDD/ABI rule."""
+        from cudastack.loader.predict import predict
+
+        return predict(self.target, self.inventory)
 
     def installer_prefix(self) -> list[str]:
         """How to run an installer against *this* environment (never a bare ``pip``)."""

@@ -18,6 +18,19 @@ def add_target_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--site-packages", metavar="DIR", help="inspect a bare site-packages directory")
     g.add_argument("--python-version", metavar="X.Y", help="Python version of a bare --site-packages target")
     g.add_argument(
+        "--env-file",
+        metavar="FILE",
+        help="judge with the serving process's environment (KEY=VALUE lines) instead of this shell's",
+    )
+    g.add_argument(
+        "-e",
+        "--env",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="set a variable of the judged process environment (repeatable; KEY= unsets)",
+    )
+    g.add_argument(
         "--extras",
         metavar="DIST=EXTRA[,EXTRA]",
         action="append",
@@ -32,6 +45,7 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     g.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     g.add_argument("-v", "--verbose", action="store_true", help="show info findings, all evidence and skipped checks")
+    g.add_argument("--all", action="store_true", help="list every native module with its predicted outcome")
 
 
 def add_parser(sub: Any) -> None:
@@ -66,6 +80,36 @@ def parse_extras(items: list[str]) -> dict[str, frozenset[str]]:
     return out
 
 
+def read_environ(env_file: str | None, assignments: list[str]) -> dict[str, str]:
+    """The judged process environment: this shell's, or a file's, then ``-e`` assignments."""
+    if env_file is None:
+        environ = dict(os.environ)
+    else:
+        environ = {}
+        try:
+            with open(env_file, encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        except OSError as exc:
+            raise UsageError(f"cannot read --env-file {env_file}: {exc.strerror or exc}") from None
+        for n, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, sep, value = line.removeprefix("export ").partition("=")
+            if not sep or not key.strip():
+                raise UsageError(f"{env_file}:{n}: expected KEY=VALUE, got {line[:60]!r}")
+            environ[key.strip()] = value.strip().strip("'\"")
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"-e {item!r}: expected KEY=VALUE")
+        if value:
+            environ[key] = value
+        else:
+            environ.pop(key, None)
+    return environ
+
+
 def _split_codes(items: list[str]) -> list[str]:
     return [c.strip().upper() for item in items for c in item.split(",") if c.strip()]
 
@@ -85,8 +129,13 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(explicit=args.config)
     extras = {**config.extras, **parse_extras(args.extras)}
+    environ = read_environ(args.env_file, args.env)
     target = build_target(
-        python=args.python, site_packages=args.site_packages, python_version=args.python_version, extras=extras
+        python=args.python,
+        site_packages=args.site_packages,
+        python_version=args.python_version,
+        extras=extras,
+        environ=environ,
     )
     select = _split_codes(args.select) or list(config.select)
     ignore = dict(config.ignore)
@@ -112,7 +161,13 @@ def emit(report: Any, args: argparse.Namespace) -> None:
         else:
             from cudastack.render.human import render_human
 
-            render_human(report, out, color=use_color(args.color, out), verbose=args.verbose)
+            render_human(
+                report,
+                out,
+                color=use_color(args.color, out),
+                verbose=args.verbose,
+                all_modules=getattr(args, "all", False),
+            )
     finally:
         if out is not sys.stdout:
             out.close()

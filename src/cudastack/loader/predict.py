@@ -35,7 +35,7 @@ ASSUMED_ORDER = (
     "need torch import torch first (libtorch_global_deps.so RTLD_GLOBAL, then torch._C RTLD_LOCAL); "
     "modules load RTLD_NOW|RTLD_LOCAL"
 )
-_MODULE = re.compile(r"^(?!lib)[A-Za-z_][A-Za-z0-9_]*(\.[^.]+)?\.so$")
+_MODULE = re.compile(r"^(?!lib)[A-Za-z0-9_]+(\.[^.]+)?\.so$")
 _TORCH_LIB = re.compile(r"^lib(torch|c10)[a-z_]*\.so")
 _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".tox", ".venv"}
 
@@ -205,16 +205,22 @@ def predict(target: Target, inventory: Inventory, config: LoaderConfig | None = 
             res, ctx = torch_c_result, pred.torch_state or ""
             blocked = None
         elif needs_torch and torch_block is not None:
-            pred.files.append(FilePrediction(
-                path=path, distribution=dist.key, kind="module", predicted="fails",
-                context="import torch fails first", blocked_by=torch_block,
-            ))
+            pred.files.append(
+                FilePrediction(
+                    path=path,
+                    distribution=dist.key,
+                    kind="module",
+                    predicted="fails",
+                    context="import torch fails first",
+                    blocked_by=torch_block,
+                )
+            )
             continue
         else:
-            proc = (torch_proc if needs_torch else base)
+            proc = torch_proc if needs_torch else base
             assert proc is not None
             proc = proc.clone()
-            ctx = pred.torch_state if needs_torch else "fresh interpreter"
+            ctx = (pred.torch_state or "") if needs_torch else "fresh interpreter"
             for pdist, soname, _src in KNOWN_PRELOADS:
                 if dist.key == pdist:
                     hit = proc.searcher.search(soname, proc.main) if proc.main else None
@@ -226,25 +232,47 @@ def predict(target: Target, inventory: Inventory, config: LoaderConfig | None = 
         if res.ok:
             for obj in res.root.searchlist or [] if res.root else []:
                 loaded_at_import.add(cache.realpath(obj.path))
-        pred.files.append(FilePrediction(
-            path=path, distribution=dist.key, kind="module", predicted="loads" if res.ok else "fails",
-            problems=tuple(res.problems), context=ctx or "", result=res, blocked_by=blocked,
-        ))
+        pred.files.append(
+            FilePrediction(
+                path=path,
+                distribution=dist.key,
+                kind="module",
+                predicted="loads" if res.ok else "fails",
+                problems=tuple(res.problems),
+                context=ctx or "",
+                result=res,
+                blocked_by=blocked,
+            )
+        )
     if torch_proc is not None:
         for obj in torch_proc.objects:
             loaded_at_import.add(cache.realpath(obj.path))
     # libraries: those some module loads are "loads"; the others are judged alone, on demand
-    for path, (elf, dist) in elfs.items():
+    for path, (_elf, dist) in elfs.items():
         if is_extension_module(path, target.extension_suffixes):
             continue
         if cache.realpath(path) in loaded_at_import:
-            pred.files.append(FilePrediction(path=path, distribution=dist.key, kind="library", predicted="loads",
-                                             context="loaded by an imported module"))
+            pred.files.append(
+                FilePrediction(
+                    path=path,
+                    distribution=dist.key,
+                    kind="library",
+                    predicted="loads",
+                    context="loaded by an imported module",
+                )
+            )
             continue
         proc = (torch_proc if torch_proc is not None and torch_block is None else base).clone()
         res = proc.dlopen(path)
-        pred.files.append(FilePrediction(
-            path=path, distribution=dist.key, kind="library", predicted="on-demand",
-            problems=tuple(res.problems), context="dlopened alone, on demand", result=res,
-        ))
+        pred.files.append(
+            FilePrediction(
+                path=path,
+                distribution=dist.key,
+                kind="library",
+                predicted="on-demand",
+                problems=tuple(res.problems),
+                context="dlopened alone, on demand",
+                result=res,
+            )
+        )
     return pred

@@ -5,7 +5,6 @@ RTLD_NOW symbol binding). A failed dlopen() leaves the process unchanged, as in 
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from dataclasses import dataclass, field
 

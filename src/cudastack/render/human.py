@@ -11,7 +11,9 @@ from cudastack.report import Report
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
-def render_human(report: Report, out: IO[str], *, color: bool, verbose: bool = False) -> None:
+def render_human(
+    report: Report, out: IO[str], *, color: bool, verbose: bool = False, all_modules: bool = False
+) -> None:
     """Write the report for a person. rich is imported here only, where it is used."""
     from rich.console import Console
     from rich.markup import escape
@@ -69,6 +71,31 @@ def render_human(report: Report, out: IO[str], *, color: bool, verbose: bool = F
                 console.print(Text.assemble(("    fix: ", "green"), f.fix.summary))
                 for cmd in f.fix.commands:
                     console.print(Text("      $ " + cmd))
+        console.print()
+
+    modules = report.extra.get("modules")
+    if isinstance(modules, list) and modules:
+        failing = [m for m in modules if m.get("predicted") == "fails"]
+        shown = modules if all_modules else failing
+        loader = report.extra.get("loader")
+        n_mod = sum(1 for m in modules if m.get("kind") == "module")
+        console.print(
+            Text(
+                f"native files: {n_mod} extension modules, {len(modules) - n_mod} libraries; "
+                f"{len(failing)} predicted to fail at import",
+                style="bold",
+            )
+        )
+        if isinstance(loader, dict) and loader.get("torch_state"):
+            console.print(Text(f"  {loader['torch_state']}", style="dim"))
+        for m in shown:
+            why = ", ".join(f"{c['code']} {c['subject']}" for c in m.get("caused_by", []))
+            style = "red" if m["predicted"] == "fails" else ("dim" if m["predicted"] == "on-demand" else "")
+            console.print(Text(f"  {m['predicted']:<9} {m['path']}" + (f"  ← {why}" if why else ""), style=style))
+        if not all_modules and len(modules) > len(shown):
+            console.print(
+                Text(f"  ({len(modules) - len(shown)} others load or are on-demand: --all lists them)", style="dim")
+            )
         console.print()
 
     errored = [c for c in report.checks if c.outcome is Outcome.ERROR]

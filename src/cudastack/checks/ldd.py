@@ -1,0 +1,525 @@
+"""LDD / ABI / ELF: will each native module load, and if not, why (from the import prediction)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+
+from cudastack.checks.registry import Context, SkipCheck, rule
+from cudastack.data.libraries import CATCHES_LOAD_FAILURE, DRIVER_LIBRARIES, provider_of
+from cudastack.elf.symbols import closest_exports, demangle, explain
+from cudastack.findings import Cause, Finding, Fix, Severity
+from cudastack.loader.predict import FilePrediction, Prediction
+from cudastack.loader.process import LoadProblem
+
+
+def root_of(problem: LoadProblem) -> tuple[str, str]:
+    """(code, subject) of the root finding a load problem belongs to."""
+    if problem.kind == "missing":
+        return "LDD001", problem.name
+    if problem.kind == "version":
+        return "ABI002", f"{problem.name} ({problem.version_file})"
+    if problem.kind == "symbol":
+        return "ABI001", problem.requester
+    return "ELF001", problem.requester
+
+
+def _prediction(ctx: Context) -> Prediction:
+    pred = ctx.prediction
+    if pred.skipped:
+        raise SkipCheck(pred.skipped)
+    return pred
+
+
+def _import_time(pred: Prediction) -> list[FilePrediction]:
+    return [f for f in pred.files if f.kind == "module" and f.predicted == "fails"]
+
+
+def _degraded(dists: set[str]) -> tuple[str, ...]:
+    return tuple(
+        f"{d} {CATCHES_LOAD_FAILURE[d]}: the package runs degraded" for d in sorted(dists) if d in CATCHES_LOAD_FAILURE
+    )
+
+
+@rule(
+    code="LDD001",
+    name="library-not-found",
+    severity=Severity.ERROR,
+    summary="A library an imported module needs is not found where the loader looks",
+)
+def library_not_found(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Every extension module is loaded in a simulated process, as glibc's ld.so would: each
+    DT_NEEDED is looked up in the order glibc uses (already-loaded sonames, DT_RPATH chain,
+    LD_LIBRARY_PATH, DT_RUNPATH, ld.so.cache, default directories, with hwcaps subdirectories).
+    One finding per missing library, naming every module that needs it and where the loader
+    looked, in order.
+
+    ## Why is this bad?
+    `import` fails with `ImportError: libnvrtc.so.13: cannot open shared object file: No such
+    file or directory`; every module needing it fails with the same root.
+
+    ## Example
+    `libcudart.so.12 is not found (needed by sgl_kernel/common_ops.abi3.so)`
+
+    ## Fix
+    Install the distribution that ships it (named when known), or fix the path that should
+    lead to it.
+
+    ## References
+    - https://github.com/sgl-project/sglang/issues/10951
+    - https://github.com/sgl-project/sglang/issues/18203
+    - https://github.com/cupy/cupy/issues/9318
+    """
+    pred = _prediction(ctx)
+    by_name: dict[str, list[tuple[FilePrediction, LoadProblem]]] = defaultdict(list)
+    for f in _import_time(pred):
+        for p in f.problems:
+            if p.kind == "missing":
+                by_name[p.name].append((f, p))
+    for name, items in sorted(by_name.items()):
+        first = items[0][1]
+        requesters = sorted({p.requester for _, p in items})
+        dists = {f.distribution for f, _ in items if f.distribution}
+        provider = provider_of(name)
+        if DRIVER_LIBRARIES.match(name):
+            fix = Fix(summary=f"{name} comes with the NVIDIA driver: install the driver, or run where it is")
+        elif provider:
+            fix = ctx.install_fix(f"Install {provider}, which ships {name}", [provider])
+        else:
+            fix = Fix(
+                summary=f"Install the package that provides {name}, or put its directory on the "
+                "runpath of the module that needs it"
+            )
+        yield Finding(
+            code="LDD001",
+            severity=Severity.ERROR,
+            message=f"{name} is not found (needed by {os.path.basename(requesters[0])}"
+            + (f" and {len(requesters) - 1} more" if len(requesters) > 1 else "")
+            + f"); {len(items)} module(s) fail",
+            subject=name,
+            distribution=items[0][0].distribution,
+            path=requesters[0],
+            evidence=tuple(f"needed by {r}" for r in requesters[:10])
+            + (f"searched, in order: {', '.join(first.tried[:14])}" + (" …" if len(first.tried) > 14 else ""),)
+            + (f"{provider} provides it" if provider else "no known distribution provides it",),
+            fix=fix,
+            hints=_degraded(dists),
+        )
+
+
+@rule(
+    code="ABI001",
+    name="undefined-symbol",
+    severity=Severity.ERROR,
+    summary="A native file needs a symbol that no object in its scope defines",
+)
+def undefined_symbol(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Every non-weak undefined dynamic symbol of every object a module loads, bound as RTLD_NOW
+    binds it: against the global scope (the interpreter, RTLD_GLOBAL libraries) and the
+    module's own dependency list, with symbol versions. C++ names are demangled and shown
+    next to the closest export of the libraries in scope.
+
+    ## Why is this bad?
+    `ImportError: .../common_ops.abi3.so: undefined symbol: _ZN3c104cuda29c10_cuda_check_implementationEiPKcS3_ib`:
+    the extension was built against another torch (a parameter went `int` → `unsigned int`),
+    another C++ ABI, an older driver (`cu*`) or another NCCL.
+
+    ## Example
+    `sgl_kernel/common_ops.abi3.so needs c10::cuda::c10_cuda_check_implementation(int, ...)`,
+    `libc10_cuda.so exports (unsigned int, ...)`
+
+    ## Fix
+    Install the build of the package made for the installed torch/CUDA, or rebuild it.
+
+    ## References
+    - https://github.com/sgl-project/sglang/issues/18203
+    - https://github.com/pytorch/pytorch/issues/152790
+    - https://github.com/flashinfer-ai/flashinfer/issues/1644
+    """
+    pred = _prediction(ctx)
+    by_req: dict[str, list[tuple[FilePrediction, LoadProblem]]] = defaultdict(list)
+    for f in _import_time(pred):
+        for p in f.problems:
+            if p.kind == "symbol":
+                by_req[p.requester].append((f, p))
+    if not by_req:
+        return
+    names = [p.name for items in by_req.values() for _, p in items[:3]]
+    readable = demangle(names)
+    torch = ctx.inventory.torch
+    for req, items in sorted(by_req.items()):
+        syms = list(dict.fromkeys(p.name for _, p in items))
+        f0 = items[0][0]
+        scope_exports = _scope_exports(f0)
+        evidence: list[str] = []
+        hints: list[str] = []
+        for s in syms[:3]:
+            evidence.append(f"needs {readable.get(s, s)}  [{s}]")
+            close = closest_exports(s, scope_exports)
+            for sym, path in close[:1]:
+                evidence.append(f"  closest export: {demangle([sym]).get(sym, sym)} in {path}")
+            hints.extend(h for h in explain(s, close, torch.version if torch else None) if h not in hints)
+        dist = f0.distribution
+        yield Finding(
+            code="ABI001",
+            severity=Severity.ERROR,
+            message=f"{os.path.basename(req)} needs {len(syms)} symbol(s) no loaded object defines, e.g. "
+            f"{readable.get(syms[0], syms[0])[:120]}",
+            subject=req,
+            distribution=dist,
+            path=req,
+            evidence=(*evidence, f"judged in: {f0.context}"),
+            fix=ctx.install_fix(
+                f"Install the {dist} build made for the installed libraries",
+                [dist or "PACKAGE"],
+                extra_args=("--force-reinstall", "--no-deps"),
+            )
+            if dist
+            else None,
+            hints=tuple(hints) + _degraded({d for d in (dist,) if d}),
+        )
+
+
+def _scope_exports(f: FilePrediction) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    root = f.result.root if f.result else None
+    for obj in (root.searchlist or []) if root else []:
+        out.extend((name, obj.path) for name in obj.elf.exports)
+    return out
+
+
+@rule(
+    code="ABI002",
+    name="symbol-version-missing",
+    severity=Severity.ERROR,
+    summary="A library that loads lacks a symbol version node a module requires",
+)
+def symbol_version_missing(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Every `.gnu.version_r` requirement (`GLIBCXX_3.4.32` from `libstdc++.so.6`, `GLIBC_2.34`,
+    `libnvJitLink.so.12`) against the `.gnu.version_d` of the library the loader would pick for
+    that soname, naming that file and how it was found.
+
+    ## Why is this bad?
+    `ImportError: /opt/conda/lib/libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by
+    ...)` — usually an older copy of the library wins the search (a conda runpath, LD_LIBRARY_PATH).
+
+    ## Example
+    `GLIBCXX_3.4.32 not found in /opt/conda/lib/libstdc++.so.6 (required by torch/lib/libtorch_cpu.so)`
+
+    ## Fix
+    Make the newer library win (remove the stale one from the path), or upgrade it.
+
+    ## References
+    - https://github.com/kvcache-ai/ktransformers/issues/439
+    - https://github.com/vllm-project/vllm/issues/6562
+    - https://github.com/pytorch/pytorch/issues/111469
+    """
+    pred = _prediction(ctx)
+    by_key: dict[tuple[str, str], list[tuple[FilePrediction, LoadProblem]]] = defaultdict(list)
+    for f in _import_time(pred):
+        for p in f.problems:
+            if p.kind == "version":
+                by_key[(p.name, p.version_file or "")].append((f, p))
+    for (ver, file), items in sorted(by_key.items()):
+        p0 = items[0][1]
+        how = next(
+            (r.how for f, _ in items[:1] if f.result for _, r in f.result.resolutions if r.path == p0.provider), ""
+        )
+        yield Finding(
+            code="ABI002",
+            severity=Severity.ERROR,
+            message=f"{ver} is not defined by {p0.provider} (required by {os.path.basename(p0.requester)}"
+            + (f" and {len(items) - 1} more" if len(items) > 1 else "")
+            + ")",
+            subject=f"{ver} ({file})",
+            distribution=items[0][0].distribution,
+            path=p0.provider,
+            evidence=(p0.message, f"{file} resolved to {p0.provider}" + (f" via {how}" if how else ""))
+            + tuple(f"required by {p.requester}" for _, p in items[1:8]),
+            fix=Fix(summary=f"Make a {file} that defines {ver} win the search (see how it was found), or upgrade it"),
+        )
+
+
+@rule(
+    code="LDD002",
+    name="ld-library-path-shadowing",
+    severity=Severity.WARNING,
+    summary="LD_LIBRARY_PATH makes the loader pick another file than it would without it",
+)
+def ld_library_path_shadowing(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Each library resolved through `LD_LIBRARY_PATH` is also resolved without it; where another
+    file would win, both are named. Mind where it strikes: torch's libraries carry DT_RPATH
+    (searched before LD_LIBRARY_PATH) and NVIDIA's DT_RUNPATH `$ORIGIN` (searched after), so the
+    shadowing happens one level down (cusparse → nvJitLink, cublas → cublasLt).
+
+    ## Why is this bad?
+    A system CUDA toolkit on `LD_LIBRARY_PATH` replaces the pip library that the wheel was
+    built and tested with: `undefined symbol: __nvJitLinkAddData_12_1, version libnvJitLink.so.12`.
+
+    ## Example
+    `libnvJitLink.so.12 comes from /usr/local/cuda/lib64 (LD_LIBRARY_PATH) instead of nvidia/nvjitlink/lib`
+
+    ## Fix
+    Remove the CUDA directories from `LD_LIBRARY_PATH` for the serving process.
+
+    ## References
+    - https://github.com/pytorch/pytorch/issues/80637
+    - https://github.com/pytorch/pytorch/issues/121222
+    """
+    pred = _prediction(ctx)
+    if not ctx.target.environ.get("LD_LIBRARY_PATH"):
+        raise SkipCheck("LD_LIBRARY_PATH is not set for the target process")
+    seen: dict[str, tuple[str, str, str]] = {}
+    for f in pred.files:
+        if f.result is None:
+            continue
+        for requester, r in f.result.resolutions:
+            if r.how == "LD_LIBRARY_PATH" and r.without_ld_library_path and r.path:
+                seen.setdefault(r.name, (r.path, r.without_ld_library_path, requester))
+    for name, (llp, other, requester) in sorted(seen.items()):
+        yield Finding(
+            code="LDD002",
+            severity=Severity.WARNING,
+            message=f"{name} comes from {llp} (LD_LIBRARY_PATH) instead of {other}",
+            subject=name,
+            path=llp,
+            evidence=(
+                f"needed by {requester}",
+                f"LD_LIBRARY_PATH={ctx.target.environ.get('LD_LIBRARY_PATH')}",
+                f"without LD_LIBRARY_PATH the loader finds {other}",
+            ),
+            fix=Fix(
+                summary="Remove that directory from LD_LIBRARY_PATH for the serving process",
+                commands=("unset LD_LIBRARY_PATH",),
+            ),
+        )
+
+
+_FAMILY = re.compile(r"^lib(cudart|nvrtc|cublas|cublasLt|nvJitLink|cusparse|cufft|cusolver|cupti)\.so\.(\d+)$")
+
+
+@rule(
+    code="LDD003",
+    name="cuda-majors-in-one-process",
+    severity=Severity.WARNING,
+    summary="One process would load a CUDA library in two major versions",
+)
+def cuda_majors_in_process(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    For each module, the libraries its import loads: the same CUDA library family under two
+    sonames of different majors (`libcudart.so.12` and `libcudart.so.13`).
+
+    ## Why is this bad?
+    Two CUDA runtimes in one process do not share state; handles from one are invalid in the
+    other, and symbol interposition between them gives crashes that look like driver bugs.
+
+    ## Example
+    `sgl_kernel loads libcudart.so.12 next to torch's libcudart.so.13`
+
+    ## Fix
+    Install the build of the package for torch's CUDA major.
+
+    ## References
+    - https://github.com/NVIDIA/cuda-quantum/issues/4236
+    - https://github.com/rapidsai/cugraph/issues/4465
+    """
+    pred = _prediction(ctx)
+    reported: set[tuple[str, tuple[str, ...]]] = set()
+    for f in pred.files:
+        root = f.result.root if f.result else None
+        if f.kind != "module" or root is None:
+            continue
+        fams: dict[str, dict[str, str]] = defaultdict(dict)
+        for obj in root.searchlist or []:
+            m = _FAMILY.match(obj.elf.soname or os.path.basename(obj.path))
+            if m:
+                fams[m.group(1)][m.group(2)] = obj.path
+        for fam, majors in fams.items():
+            if len(majors) > 1:
+                key = (fam, tuple(sorted(majors)))
+                if key in reported:
+                    continue
+                reported.add(key)
+                yield Finding(
+                    code="LDD003",
+                    severity=Severity.WARNING,
+                    message=f"importing {os.path.basename(f.path)} loads lib{fam} in majors "
+                    f"{', '.join(sorted(majors))}",
+                    subject=f"lib{fam}",
+                    distribution=f.distribution,
+                    path=f.path,
+                    evidence=tuple(f"lib{fam}.so.{m}: {p}" for m, p in sorted(majors.items())),
+                    fix=Fix(summary=f"Install the {f.distribution} build for torch's CUDA major"),
+                )
+
+
+@rule(
+    code="LDD004",
+    name="nvrtc-builtins-missing",
+    severity=Severity.ERROR,
+    summary="libnvrtc-builtins of the matching version is missing beside libnvrtc",
+)
+def nvrtc_builtins(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Beside each `libnvrtc.so.X` that would load, `libnvrtc-builtins.so.X.Y` for that NVRTC
+    release (X.Y from the owning distribution's version) must exist: NVRTC dlopens it by that
+    exact name at the first runtime compilation.
+
+    ## Why is this bad?
+    JIT compilation (torch's `jiterator`, flashinfer, cupy) fails at the first request with
+    `nvrtc: error: failed to open libnvrtc-builtins.so.13.0`.
+
+    ## Example
+    `libnvrtc.so.13 (nvidia-cuda-nvrtc 13.0.88) has no libnvrtc-builtins.so.13.0 beside it`
+
+    ## Fix
+    Reinstall the NVRTC wheel so both files come from one release.
+
+    ## References
+    - https://github.com/sgl-project/sglang/pull/22833
+    """
+    pred = _prediction(ctx)
+    checked = 0
+    owners = {p: d for d in ctx.inventory.dists.values() for p in d.native_files()}
+    for path, dist in sorted(owners.items()):
+        m = re.search(r"/libnvrtc\.so\.(\d+)$", path)
+        if not m or not os.path.exists(path):
+            continue
+        checked += 1
+        parts = dist.public_version.split(".")
+        want = f"libnvrtc-builtins.so.{parts[0]}.{parts[1]}" if len(parts) > 1 else None
+        here = sorted(n for n in os.listdir(os.path.dirname(path)) if n.startswith("libnvrtc-builtins.so."))
+        if want is None or want in here:
+            continue
+        yield Finding(
+            code="LDD004",
+            severity=Severity.ERROR,
+            message=f"{want} is missing beside {path} ({dist.name} {dist.version})",
+            subject=want,
+            distribution=dist.key,
+            path=path,
+            evidence=(f"present: {', '.join(here) or 'none'}",),
+            fix=ctx.install_fix(
+                f"Reinstall {dist.name}",
+                [f"{dist.name}=={dist.public_version}"],
+                extra_args=("--force-reinstall", "--no-deps"),
+            ),
+        )
+    del pred
+    if not checked:
+        raise SkipCheck("no pip libnvrtc is installed")
+
+
+@rule(
+    code="LDD005",
+    name="on-demand-library-fails",
+    severity=Severity.INFO,
+    summary="A library loaded later on demand (not at import) would fail if loaded now",
+)
+def on_demand(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Libraries that no extension module loads at import — plugins and backends a package
+    dlopens later (torch's `libcaffe2_nvrtc.so`, NVSHMEM transports, cuFile RDMA, Triton
+    plugins) — loaded alone in the interpreter.
+
+    ## Why is this bad?
+    Usually it is not: many of these need a driver, an InfiniBand stack or MPI that only some
+    machines have, or symbols of the process that loads them. They are listed so that a
+    failure at the first use of that feature is not a surprise; they never fail the doctor.
+
+    ## Example
+    `nvshmem_transport_ucx.so.3 (loaded on demand) would fail: libucs.so.0 not found`
+
+    ## Fix
+    Install what the feature needs where you use it.
+
+    ## References
+    - https://github.com/pytorch/pytorch/issues/80637
+    """
+    pred = _prediction(ctx)
+    for f in pred.files:
+        if f.predicted != "on-demand" or not f.problems:
+            continue
+        p = f.problems[0]
+        yield Finding(
+            code="LDD005",
+            severity=Severity.INFO,
+            message=f"{os.path.basename(f.path)} (loaded on demand, not at import) would fail now: "
+            f"{p.message.split(': ', 1)[-1] if p.kind != 'missing' else p.name + ' not found'}",
+            subject=f.path,
+            distribution=f.distribution,
+            path=f.path,
+            evidence=tuple(q.message for q in f.problems[:5]),
+        )
+
+
+@rule(
+    code="ELF001",
+    name="unreadable-native-file",
+    severity=Severity.WARNING,
+    summary="A native file of a distribution is not a usable ELF object",
+)
+def unreadable_elf(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Every shared object a distribution installed parses as an ELF object for this machine.
+
+    ## Why is this bad?
+    A truncated download, a file for another architecture (an aarch64 wheel on x86-64) or a
+    damaged file fails with `invalid ELF header` or `wrong ELF class` when it is loaded.
+
+    ## Example
+    `torch/lib/libc10.so: invalid ELF: not an ELF file (bad magic)`
+
+    ## Fix
+    Reinstall the distribution.
+
+    ## References
+    - https://github.com/pypa/auditwheel/issues/50
+    """
+    pred = _prediction(ctx)
+    for path, dist, reason in pred.unreadable:
+        yield Finding(
+            code="ELF001",
+            severity=Severity.WARNING,
+            message=f"{os.path.basename(path)} is not usable: {reason}",
+            subject=path,
+            distribution=dist,
+            path=path,
+            evidence=(f"{path}: {reason}",),
+            fix=ctx.install_fix(f"Reinstall {dist}", [dist], extra_args=("--force-reinstall", "--no-deps"))
+            if dist
+            else None,
+        )
+
+
+def module_table(pred: Prediction) -> list[dict[str, object]]:
+    """The ``modules`` part of the JSON report: one entry per native file."""
+    roots_of: dict[str, list[tuple[str, str]]] = {}
+    for f in pred.files:
+        roots_of[f.path] = list(dict.fromkeys(root_of(p) for p in f.problems))
+    out: list[dict[str, object]] = []
+    for f in sorted(pred.files, key=lambda f: f.path):
+        causes = roots_of.get(f.path, [])
+        if f.blocked_by:
+            causes = roots_of.get(f.blocked_by, []) or [("LDD001", f.blocked_by)]
+        out.append(
+            {
+                "path": f.path,
+                "distribution": f.distribution,
+                "kind": f.kind,
+                "predicted": f.predicted,
+                "codes": sorted({c for c, _ in causes}),
+                "caused_by": [{"code": c, "subject": s} for c, s in causes],
+                "context": f.context,
+            }
+        )
+    return out
+
+
+__all__ = ["Cause", "module_table", "root_of"]
