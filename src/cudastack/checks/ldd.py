@@ -124,7 +124,7 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
     next to the closest export of the libraries in scope.
 
     ## Why is this bad?
-    `ImportError: .../common_ops.abi3.so: undefined symbol: _ZN3c104cuda29c10_cuda_check_implementationEiPKcS3_ib`:
+    `ImportError: .../common_ops.abi3.so: undefined symbol: _ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib`:
     the extension was built against another torch (a parameter went `int` → `unsigned int`),
     another C++ ABI, an older driver (`cu*`) or another NCCL.
 

@@ -59,7 +59,7 @@ def identifier_tokens(mangled: str) -> list[str]:
 def closest_exports(name: str, exports: Iterable[tuple[str, str]], limit: int = 3) -> list[tuple[str, str]]:
     """Exports (symbol, file) that share the needed symbol's qualified name, best first.
 
-    ``_ZN3c104cuda29c10_cuda_check_implementationEiPKcS3_ib`` (needs ``(int, ...)``) finds
+    ``_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib`` (needs ``(int, ...)``) finds
     ``..._implementationEjPKcS3_jb`` (``(unsigned int, ...)``) in libc10_cuda.so.
     """
     tokens = identifier_tokens(name)

@@ -1,0 +1,163 @@
+"""Import prediction against reality on a real torch environment.
+
+The environment is a venv into which this machine's pip installs the CPU ``torch==2.13.0`` (from
+its local wheel). Reality is a real import in a clean subprocess (``env -i python -c 'import
+torch, mod'``); the prediction must equal it, for the healthy environment and for broken ones
+derived from it: a symlink farm with a library left out, and extension modules built here
+against that libtorch, one of them needing a symbol from another torch build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudastack.cli import main
+from tests import scenario
+from tests.native import build, need_compilers
+
+pytestmark = pytest.mark.realwheels
+
+
+def site_of(python: Path) -> Path:
+    out = subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    return Path(out)
+
+
+@pytest.fixture(scope="session")
+def torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("torchvenv") / "env"
+    venv.EnvBuilder(with_pip=True, symlinks=True).create(root)
+    python = root / "bin" / "python"
+    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "torch==2.13.0"],
+                          capture_output=True, text=True, timeout=900, check=False)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot install torch==2.13.0 here: {proc.stderr.strip()[-300:]}")
+    return python
+
+
+def really_imports(python: Path, modules: list[str]) -> tuple[bool, str]:
+    code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
+    proc = subprocess.run(["env", "-i", f"PATH={os.environ.get('PATH', '')}", str(python), "-c", code, *modules],
+                          capture_output=True, text=True, timeout=300, check=False)
+    return proc.returncode == 0, proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+
+
+def doctor(python: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    rc = main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH="])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def predicted(data: dict[str, Any], suffix: str) -> dict[str, Any]:
+    return next(m for m in data["modules"] if m["path"].endswith(suffix))
+
+
+def test_healthy_torch_env_predicts_every_module_loads(torch_venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ok, err = really_imports(torch_venv, ["torch"])
+    assert ok, err
+    rc, data = doctor(torch_venv, capsys)
+    assert [f["code"] for f in data["findings"] if f["severity"] != "info"] == []
+    assert rc == 0
+    mods = [m for m in data["modules"] if m["kind"] == "module"]
+    assert mods and all(m["predicted"] == "loads" for m in mods), mods
+    assert predicted(data, "torch/lib/libtorch_cpu.so")["predicted"] == "loads"
+    assert "torch._C RTLD_LOCAL loads" in data["loader"]["torch_state"]
+
+
+def _ext_source(name: str, symbol: str) -> str:
+    """A real Python extension module whose init references ``symbol`` (by its mangled name)."""
+    return (
+        "#include <Python.h>\n"
+        f"extern char {symbol};\n"
+        f"static PyModuleDef def = {{PyModuleDef_HEAD_INIT, \"{name}\", 0, -1, 0}};\n"
+        f"PyMODINIT_FUNC PyInit_{name}(void) {{ volatile void* p = &{symbol}; (void)p; return PyModule_Create(&def); }}\n"
+    )
+
+
+def _install_ext(site: Path, name: str, symbol: str) -> Path:
+    need_compilers()
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    out = build(site / f"{name}{suffix}", _ext_source(name, symbol),
+                flags=(f"-I{sysconfig.get_paths()['include']}", "-Wl,--enable-new-dtags",
+                       "-Wl,-rpath,$ORIGIN/torch/lib"),
+                libs=(f"-L{site / 'torch' / 'lib'}", "-lc10"))
+    scenario.write_dist(site, {"name": name, "version": "1.0", "requires": ["torch"]})
+    record = next(site.glob(f"{name}-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"{out.name},,\n")
+    return out
+
+
+def _a_c10_export(site: Path) -> str:
+    from cudastack.elf import read_elf
+
+    exports = read_elf(str(site / "torch" / "lib" / "libc10.so")).exports
+    return next(n for n in sorted(exports) if n.startswith("_ZN3c10") and n.isidentifier())
+
+
+def test_extension_built_against_another_torch(torch_venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """F01: one module binds to a real c10 export and loads; the other needs the CUDA build's
+    c10_cuda_check_implementation(int, ...), absent here, and fails — predicted and real."""
+    site = site_of(torch_venv)
+    good = _install_ext(site, "csgood", _a_c10_export(site))
+    bad = _install_ext(site, "csbad", "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib")
+    try:
+        assert really_imports(torch_venv, ["torch", "csgood"])[0] is True
+        ok, err = really_imports(torch_venv, ["torch", "csbad"])
+        assert ok is False and "undefined symbol: _ZN3c104cuda29c10_cuda_check_implementation" in err
+        rc, data = doctor(torch_venv, capsys)
+        assert predicted(data, good.name)["predicted"] == "loads"
+        entry = predicted(data, bad.name)
+        assert entry["predicted"] == "fails" and entry["codes"] == ["ABI001"]
+        finding = next(f for f in data["findings"] if f["code"] == "ABI001")
+        assert "c10::cuda::c10_cuda_check_implementation(int" in finding["message"]
+        assert any("built against a different torch" in h for h in finding["hints"])
+        assert rc == 1
+    finally:
+        for name in ("csgood", "csbad"):
+            for p in site.glob(f"{name}*"):
+                if p.is_dir():
+                    import shutil
+
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+
+
+def test_symlink_farm_with_a_library_left_out(
+    torch_venv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A venv whose site-packages is a symlink farm of the real one, minus torch/lib/libc10.so:
+    $ORIGIN is the farm's directory, so libc10.so is missing for real and in the prediction."""
+    farm_env = tmp_path / "farm"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(farm_env)
+    src_site, farm_site = site_of(torch_venv), site_of(farm_env / "bin" / "python")
+    for entry in src_site.iterdir():
+        if entry.name != "torch":
+            (farm_site / entry.name).symlink_to(entry)
+    for dirpath, dirnames, filenames in os.walk(src_site / "torch"):
+        rel = Path(dirpath).relative_to(src_site)
+        (farm_site / rel).mkdir(parents=True, exist_ok=True)
+        for f in filenames:
+            if str(rel / f) != "torch/lib/libc10.so":
+                (farm_site / rel / f).symlink_to(Path(dirpath) / f)
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+    python = farm_env / "bin" / "python"
+    ok, err = really_imports(python, ["torch"])
+    assert ok is False and "libc10.so" in err
+    rc, data = doctor(python, capsys)
+    roots = [f for f in data["findings"] if f["code"] == "LDD001"]
+    assert [f["subject"] for f in roots] == ["libc10.so"]
+    assert "searched, in order: " in "\n".join(roots[0]["evidence"])
+    assert predicted(data, "torch/_C" + sysconfig.get_config_var("EXT_SUFFIX"))["predicted"] == "fails"
+    # one root: nothing else reports the same missing library again
+    assert not [f for f in data["findings"] if f["code"] not in ("LDD001", "ENV004") and f["severity"] == "error"]
+    assert rc == 1
