@@ -155,11 +155,14 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
         syms = list(dict.fromkeys(p.name for _, p in items))
         f0 = items[0][0]
         scope_exports = _scope_exports(f0)
+        everywhere = [(n, e.path) for e in pred.elf_cache.files() for n in e.exports]
         evidence: list[str] = []
         hints: list[str] = []
         for s in syms[:3]:
             evidence.append(f"needs {readable.get(s, s)}  [{s}]")
-            close = closest_exports(s, scope_exports)
+            # in scope first; else anywhere in the environment (the file may not even link the
+            # library that used to define it: linkers drop DT_NEEDED entries with --as-needed)
+            close = closest_exports(s, scope_exports) or closest_exports(s, everywhere)
             for sym, path in close[:1]:
                 evidence.append(f"  closest export: {demangle([sym]).get(sym, sym)} in {path}")
             hints.extend(h for h in explain(s, close, torch.version if torch else None) if h not in hints)

@@ -262,7 +262,8 @@ def predict(target: Target, inventory: Inventory, config: LoaderConfig | None = 
                 )
             )
             continue
-        proc = (torch_proc if torch_proc is not None and torch_block is None else base).clone()
+        after_torch = torch_proc is not None and torch_block is None
+        proc = (torch_proc if after_torch and torch_proc is not None else base).clone()
         res = proc.dlopen(path)
         pred.files.append(
             FilePrediction(
@@ -271,7 +272,7 @@ def predict(target: Target, inventory: Inventory, config: LoaderConfig | None = 
                 kind="library",
                 predicted="on-demand",
                 problems=tuple(res.problems),
-                context="dlopened alone, on demand",
+                context="dlopened on demand, after import torch" if after_torch else "dlopened alone, on demand",
                 result=res,
             )
         )

@@ -65,6 +65,10 @@ class ElfCache:
             real = self._real[path] = os.path.realpath(path)
         return real
 
+    def files(self) -> list[ElfFile]:
+        """Every object read so far (for explaining symbols against all of them)."""
+        return [e for e in self._by_real.values() if isinstance(e, ElfFile)]
+
     def get(self, path: str) -> ElfFile | str:
         """The ElfFile, or the reason it cannot be used (``ENOENT`` never: callers check first)."""
         try:
