@@ -158,7 +158,12 @@ def broken_cases(python: str, work: Path) -> list[dict]:
         results[name] = reality(farm, [str(out)], True)[str(out)]
     data, _ = doctor(farm)
     for name in ("csgood", "csbad"):
-        m = next(m for m in data["modules"] if m["path"].endswith(f"/{name}.so"))
+        m = next((m for m in data["modules"] if m["path"].endswith(f"/{name}.so")), None)
+        if m is None:
+            cases.append({"case": f"extension {name}", "error": "not in the doctor's modules",
+                          "site": str(site), "target": data["target"], "real": results[name],
+                          "dists_seen": data.get("distributions")})
+            continue
         f = next((f for f in data["findings"] if f["code"] == "ABI001" and f["path"].endswith(f"/{name}.so")), None)
         cases.append({"case": f"extension {name} ({'real export' if name == 'csgood' else 'symbol of another torch'})",
                       "predicted": m["predicted"], "codes": m["codes"], "real_ok": results[name][0],
@@ -178,8 +183,18 @@ def main() -> None:
         data, dt = doctor(python)
         times.append(dt)
     cmp = compare(python, data)
+    (out / "doctor.json").write_text(json.dumps(data, indent=1))
+    (out / "validation.json").write_text(json.dumps({"rows": cmp["rows"], "mismatches": cmp["mismatches"]}))
+    human = subprocess.run([sys.executable, "-m", "cudastack", "doctor", "--python", python, "--color", "never", "-v"],
+                           capture_output=True, text=True, check=False)
+    (out / "doctor.txt").write_text(human.stdout + human.stderr)
     with tempfile.TemporaryDirectory() as tmp:
-        broken = broken_cases(python, Path(tmp))
+        try:
+            broken = broken_cases(python, Path(tmp))
+        except Exception as exc:  # noqa: BLE001 - keep what was measured
+            import traceback
+
+            broken = [{"case": "broken cases", "error": traceback.format_exc()[-1500:], "exc": str(exc)}]
     summary = {
         "python": python, "doctor_seconds": sorted(times),
         "findings": [(f["code"], f["severity"], f["message"]) for f in data["findings"]],
@@ -189,7 +204,6 @@ def main() -> None:
         "stack": data["stack"], "loader": data.get("loader"), "broken": broken,
     }
     (out / "validation.json").write_text(json.dumps({**summary, "rows": cmp["rows"]}, indent=1))
-    (out / "doctor.json").write_text(json.dumps(data, indent=1))
     print(json.dumps({k: v for k, v in summary.items()}, indent=1)[:11000])
 
 

@@ -302,7 +302,9 @@ def _parse(r: _Reader, want_symbols: bool) -> ElfFile:
         versym = struct.unpack(e + f"{dynsym_count}H", vraw)
     exports: dict[str, tuple[str | None, ...]] = {}
     imports: list[Import] = []
-    find = dynstr.find
+    # Decode the string table once; slicing a str is cheaper than decoding each name.
+    strtab = dynstr.decode("utf-8", "surrogateescape")
+    find = strtab.find
     n = len(dynstr)
     # One unpack of the whole table, then columns: ~3x faster than a tuple per symbol.
     flat = struct.unpack(e + sym_fmt[1:] * dynsym_count, raw)
@@ -313,28 +315,36 @@ def _parse(r: _Reader, want_symbols: bool) -> ElfFile:
         names_, infos, others, shndxs = flat[0::width], flat[3::width], flat[4::width], flat[5::width]
     if not versym:
         versym = (1,) * dynsym_count
+    ascii_only = len(strtab) == n  # offsets into bytes are offsets into the str
+    exports_get = exports.get
     for i in range(1, dynsym_count):
         st_info = infos[i]
-        bind = st_info >> 4
         st_name = names_[i]
-        if bind == STB_LOCAL or st_name >= n:
+        if st_info < 16 or st_name >= n:  # STB_LOCAL (binding is the high nibble)
             continue
-        end = find(b"\0", st_name)
-        name = dynstr[st_name : end if end >= 0 else n].decode("utf-8", "surrogateescape")
+        if ascii_only:
+            end = find("\0", st_name)
+            name = strtab[st_name:end] if end >= 0 else strtab[st_name:]
+        else:
+            end = dynstr.find(b"\0", st_name)
+            name = dynstr[st_name : end if end >= 0 else n].decode("utf-8", "surrogateescape")
         vs = versym[i]
-        vidx = vs & 0x7FFF
         if shndxs[i] == SHN_UNDEF:
             if not name:
                 continue
+            vidx = vs & 0x7FFF
             need = need_by_index.get(vidx) if vidx > 1 else None
-            imports.append(Import(name, bind == STB_WEAK, need[0] if need else None, need[1] if need else None))
+            imports.append(
+                Import(name, st_info >> 4 == STB_WEAK, need[0] if need else None, need[1] if need else None)
+            )
         else:
             if others[i] & 0x3 not in (STV_DEFAULT, STV_PROTECTED):
                 continue
+            vidx = vs & 0x7FFF
             ver = def_by_index.get(vidx) if vidx > 1 else None
             if ver is not None and vs & VERSYM_HIDDEN:
                 ver = "@" + ver
-            prev = exports.get(name)
+            prev = exports_get(name)
             exports[name] = (ver,) if prev is None else prev + (ver,)
     return ElfFile(
         path=result.path,
