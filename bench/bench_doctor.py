@@ -127,16 +127,22 @@ def main() -> None:
     reader.os.pread = real_pread  # type: ignore[attr-defined]
     n_syms = sum(len(e.exports) + len(e.imports) for e in pred.elf_cache.files())
 
-    ldd = timed(["sh", "-c", 'for f in "$@"; do ldd -r "$f" >/dev/null 2>&1; done', "sh", *files], max(1, args.runs // 2))
+    ldd = timed(
+        ["sh", "-c", 'for f in "$@"; do ldd -r "$f" >/dev/null 2>&1; done', "sh", *files], max(1, args.runs // 2)
+    )
     have_pyelftools = subprocess.run([py, "-c", "import elftools"], capture_output=True, check=False).returncode == 0
     pyelf = timed([py, "-c", PYELFTOOLS, *files], 1) if have_pyelftools else float("nan")
     imp = timed([py, "-c", "import torch"], args.runs)
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"glibc {os.confstr('CS_GNU_LIBC_VERSION')}")
-    print(f"environment: {py}: {len(inv.dists)} distributions, {len(files)} ELF files, {size / 1e9:.2f} GB, "
-          f"{n_syms} dynamic symbols; cudastack requested {requested / 1e6:.1f} MB "
-          f"({100 * requested / size:.2f} % of the bytes); medians of {args.runs} runs\n")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"glibc {os.confstr('CS_GNU_LIBC_VERSION')}"
+    )
+    print(
+        f"environment: {py}: {len(inv.dists)} distributions, {len(files)} ELF files, {size / 1e9:.2f} GB, "
+        f"{n_syms} dynamic symbols; cudastack requested {requested / 1e6:.1f} MB "
+        f"({100 * requested / size:.2f} % of the bytes); medians of {args.runs} runs\n"
+    )
     print("| what | median s | cudastack is faster by |")
     print("|---|---|---|")
     rows = [

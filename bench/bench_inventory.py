@@ -30,6 +30,16 @@ def timed(argv: list[str], runs: int) -> tuple[float, int]:
     return statistics.median(times), rc
 
 
+def timed_env(argv: list[str], runs: int, env: dict[str, str]) -> tuple[float, int]:
+    times = []
+    rc = 0
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        rc = subprocess.run(argv, capture_output=True, env=env, check=False).returncode
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), rc
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", required=True, help="interpreter of the environment to measure")
@@ -38,29 +48,29 @@ def main() -> None:
     py = args.python
     src = str(Path(__file__).resolve().parents[1] / "src")
 
+    sys.path.insert(0, src)
     from cudastack.doctor import run_doctor
     from cudastack.target import build_target
 
     target = build_target(python=py)
-    report = run_doctor(target)  # warm the page cache
+    report = run_doctor(target, select=["PKG", "ENV"])  # warm the page cache
     n_dists = report.extra["distributions"]
     inproc = []
     for _ in range(args.runs):
         t0 = time.perf_counter()
-        run_doctor(target)
+        run_doctor(target, select=["PKG", "ENV"])
         inproc.append(time.perf_counter() - t0)
 
     env = {**os.environ, "PYTHONPATH": src}
     rows: list[tuple[str, float, int]] = []
-    cs = [sys.executable, "-m", "cudastack", "doctor", "--python", py, "--format", "json"]
-    t, rc = timed(cs, args.runs)
-    rows.append(("cudastack doctor (process, incl. target probe)", t, rc))
-    rows.append(("cudastack doctor (in-process: inventory + checks)", statistics.median(inproc), 0))
+    cs = [sys.executable, "-m", "cudastack", "doctor", "--python", py, "--format", "json", "--select", "PKG,ENV"]
+    t, rc = timed_env(cs, args.runs, env)
+    rows.append(("cudastack doctor --select PKG,ENV (process, incl. interpreter start and target probe)", t, rc))
+    rows.append(("  of which inventory + PKG/ENV checks in-process", statistics.median(inproc), 0))
     t, rc = timed([py, "-m", "pip", "check"], args.runs)
     rows.append(("pip check", t, rc))
     t, rc = timed([py, "-m", "torch.utils.collect_env"], max(3, args.runs // 2))
     rows.append(("python -m torch.utils.collect_env", t, rc))
-    del env
 
     base = rows[0][1]
     print(

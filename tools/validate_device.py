@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections import defaultdict
@@ -47,8 +46,13 @@ os._exit(0)  # skip finalisation: some modules crash at exit when loaded without
 
 def doctor(python: str, env: dict[str, str] | None = None) -> tuple[dict, float]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "cudastack", "doctor", "--python", python, "--format", "json",
-                           "--fail-on", "error"], capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudastack", "doctor", "--python", python, "--format", "json", "--fail-on", "error"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     dt = time.perf_counter() - t0
     if proc.returncode not in (0, 1):
         raise SystemExit(f"doctor failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -56,8 +60,13 @@ def doctor(python: str, env: dict[str, str] | None = None) -> tuple[dict, float]
 
 
 def reality(python: str, paths: list[str], with_torch: bool) -> dict[str, list]:
-    proc = subprocess.run([python, "-c", ORACLE, "torch" if with_torch else "-", json.dumps(paths)],
-                          capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [python, "-c", ORACLE, "torch" if with_torch else "-", json.dumps(paths)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if proc.returncode != 0:
         return {p: [False, f"oracle process died: {proc.stderr.strip()[-300:]}"] for p in paths}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -77,35 +86,62 @@ def compare(python: str, data: dict) -> dict:
                 # retry alone: a batch accumulates state (sonames already loaded) the prediction
                 # does not assume; the prediction judges each file in a fresh process
                 ok, err = reality(python, [m["path"]], with_torch).get(m["path"], [False, "no answer"])
-            rows.append({"path": m["path"], "distribution": dist, "kind": m["kind"], "predicted": m["predicted"],
-                         "codes": m["codes"], "real_ok": ok, "real_error": err})
+            rows.append(
+                {
+                    "path": m["path"],
+                    "distribution": dist,
+                    "kind": m["kind"],
+                    "predicted": m["predicted"],
+                    "codes": m["codes"],
+                    "real_ok": ok,
+                    "real_error": err,
+                }
+            )
     # modules only: a library predicted "loads" is loaded through a module's search path, and
     # loading it alone (another $ORIGIN chain) is not what happens at import
     import_time = [r for r in rows if r["kind"] == "module"]
     mismatches = [r for r in import_time if (r["predicted"] == "loads") != r["real_ok"]]
     on_demand = [r for r in rows if r["predicted"] == "on-demand"]
     od_mismatch = [r for r in on_demand if bool(r["codes"]) == r["real_ok"]]
-    return {"rows": rows, "import_time": len(import_time), "mismatches": mismatches,
-            "on_demand": len(on_demand), "on_demand_mismatches": od_mismatch}
+    return {
+        "rows": rows,
+        "import_time": len(import_time),
+        "mismatches": mismatches,
+        "on_demand": len(on_demand),
+        "on_demand_mismatches": od_mismatch,
+    }
 
 
 def make_farm(python: str, root: Path, leave_out: set[str]) -> str:
     """A venv whose site-packages is a symlink farm of `python`'s, minus `leave_out` (relative)."""
-    base = subprocess.run([python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    src_site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                   capture_output=True, text=True, check=True).stdout.strip())
+    base = subprocess.run(
+        [python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    src_site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     base_python = os.path.join(base, "bin", "python3")
     subprocess.run([base_python, "-m", "venv", "--without-pip", "--symlinks", str(root)], check=True)
     farm_python = str(root / "bin" / "python3")
-    dst_site = Path(subprocess.run([farm_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                   capture_output=True, text=True, check=True).stdout.strip())
+    dst_site = Path(
+        subprocess.run(
+            [farm_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     tops = {p.split("/")[0] for p in leave_out}
     for entry in src_site.iterdir():
         if entry.name not in tops:
             (dst_site / entry.name).symlink_to(entry)
     for top in tops:
-        for dirpath, dirnames, filenames in os.walk(src_site / top):
+        for dirpath, _dirnames, filenames in os.walk(src_site / top):
             rel = Path(dirpath).relative_to(src_site)
             (dst_site / rel).mkdir(parents=True, exist_ok=True)
             for f in filenames:
@@ -121,23 +157,32 @@ def broken_cases(python: str, work: Path) -> list[dict]:
         real = subprocess.run([farm, "-c", "import torch"], capture_output=True, text=True, check=False)
         data, _ = doctor(farm)
         torch_c = [m for m in data["modules"] if "/torch/_C." in m["path"]]
-        cases.append({
-            "case": f"symlink farm without {left_out}",
-            "real_import_torch_ok": real.returncode == 0,
-            "real_error": (real.stderr.strip().splitlines() or [""])[-1],
-            "predicted_torch_C": torch_c[0]["predicted"] if torch_c else None,
-            "root_findings": [(f["code"], f["subject"], f["evidence"][:3]) for f in data["findings"]
-                              if f["severity"] == "error"],
-            "blocked_modules": sum(1 for m in data["modules"] if m["predicted"] == "fails"),
-            "torch_state": data.get("loader", {}).get("torch_state"),
-        })
+        cases.append(
+            {
+                "case": f"symlink farm without {left_out}",
+                "real_import_torch_ok": real.returncode == 0,
+                "real_error": (real.stderr.strip().splitlines() or [""])[-1],
+                "predicted_torch_C": torch_c[0]["predicted"] if torch_c else None,
+                "root_findings": [
+                    (f["code"], f["subject"], f["evidence"][:3]) for f in data["findings"] if f["severity"] == "error"
+                ],
+                "blocked_modules": sum(1 for m in data["modules"] if m["predicted"] == "fails"),
+                "torch_state": data.get("loader", {}).get("torch_state"),
+            }
+        )
     gcc = shutil.which("gcc")
     if gcc is None:
         cases.append({"case": "foreign-torch extension", "skipped": "gcc not found"})
         return cases
     farm = make_farm(python, work / "farm_ext", set())
-    site = Path(subprocess.run([farm, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [farm, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     libdir = site / "torch" / "lib"
     from cudastack.elf import read_elf
 
@@ -149,8 +194,22 @@ def broken_cases(python: str, work: Path) -> list[dict]:
         src = work / f"{name}.c"
         src.write_text(f"extern char {sym};\nvoid* {name}_touch(void){{ return &{sym}; }}\n")
         out = site / f"{name}.so"
-        subprocess.run([gcc, "-shared", "-fPIC", "-o", str(out), str(src), f"-L{libdir}", "-Wl,--no-as-needed", "-lc10_cuda",
-                        "-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/torch/lib"], check=True)
+        subprocess.run(
+            [
+                gcc,
+                "-shared",
+                "-fPIC",
+                "-o",
+                str(out),
+                str(src),
+                f"-L{libdir}",
+                "-Wl,--no-as-needed",
+                "-lc10_cuda",
+                "-Wl,--enable-new-dtags",
+                "-Wl,-rpath,$ORIGIN/torch/lib",
+            ],
+            check=True,
+        )
         distinfo = site / f"{name}-1.0.dist-info"
         distinfo.mkdir()
         (distinfo / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\nRequires-Dist: torch\n")
@@ -160,15 +219,28 @@ def broken_cases(python: str, work: Path) -> list[dict]:
     for name in ("csgood", "csbad"):
         m = next((m for m in data["modules"] if m["path"].endswith(f"/{name}.so")), None)
         if m is None:
-            cases.append({"case": f"extension {name}", "error": "not in the doctor's modules",
-                          "site": str(site), "target": data["target"], "real": results[name],
-                          "dists_seen": data.get("distributions")})
+            cases.append(
+                {
+                    "case": f"extension {name}",
+                    "error": "not in the doctor's modules",
+                    "site": str(site),
+                    "target": data["target"],
+                    "real": results[name],
+                    "dists_seen": data.get("distributions"),
+                }
+            )
             continue
         f = next((f for f in data["findings"] if f["code"] == "ABI001" and f["path"].endswith(f"/{name}.so")), None)
-        cases.append({"case": f"extension {name} ({'real export' if name == 'csgood' else 'symbol of another torch'})",
-                      "predicted": m["predicted"], "codes": m["codes"], "real_ok": results[name][0],
-                      "real_error": results[name][1], "finding": f and {"message": f["message"],
-                                                                          "evidence": f["evidence"], "hints": f["hints"]}})
+        cases.append(
+            {
+                "case": f"extension {name} ({'real export' if name == 'csgood' else 'symbol of another torch'})",
+                "predicted": m["predicted"],
+                "codes": m["codes"],
+                "real_ok": results[name][0],
+                "real_error": results[name][1],
+                "finding": f and {"message": f["message"], "evidence": f["evidence"], "hints": f["hints"]},
+            }
+        )
     return cases
 
 
@@ -185,23 +257,33 @@ def main() -> None:
     cmp = compare(python, data)
     (out / "doctor.json").write_text(json.dumps(data, indent=1))
     (out / "validation.json").write_text(json.dumps({"rows": cmp["rows"], "mismatches": cmp["mismatches"]}))
-    human = subprocess.run([sys.executable, "-m", "cudastack", "doctor", "--python", python, "--color", "never", "-v"],
-                           capture_output=True, text=True, check=False)
+    human = subprocess.run(
+        [sys.executable, "-m", "cudastack", "doctor", "--python", python, "--color", "never", "-v"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     (out / "doctor.txt").write_text(human.stdout + human.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         try:
             broken = broken_cases(python, Path(tmp))
-        except Exception as exc:  # noqa: BLE001 - keep what was measured
+        except Exception as exc:
             import traceback
 
             broken = [{"case": "broken cases", "error": traceback.format_exc()[-1500:], "exc": str(exc)}]
     summary = {
-        "python": python, "doctor_seconds": sorted(times),
+        "python": python,
+        "doctor_seconds": sorted(times),
         "findings": [(f["code"], f["severity"], f["message"]) for f in data["findings"]],
-        "exit_code": data["summary"]["exit_code"], "modules": len(data["modules"]),
-        "import_time_files": cmp["import_time"], "mismatches": cmp["mismatches"],
-        "on_demand_files": cmp["on_demand"], "on_demand_mismatches": cmp["on_demand_mismatches"],
-        "stack": data["stack"], "loader": data.get("loader"), "broken": broken,
+        "exit_code": data["summary"]["exit_code"],
+        "modules": len(data["modules"]),
+        "import_time_files": cmp["import_time"],
+        "mismatches": cmp["mismatches"],
+        "on_demand_files": cmp["on_demand"],
+        "on_demand_mismatches": cmp["on_demand_mismatches"],
+        "stack": data["stack"],
+        "loader": data.get("loader"),
+        "broken": broken,
     }
     (out / "validation.json").write_text(json.dumps({**summary, "rows": cmp["rows"]}, indent=1))
     print(json.dumps({k: v for k, v in summary.items()}, indent=1)[:11000])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import sysconfig
 import venv
 from pathlib import Path
@@ -28,8 +27,12 @@ pytestmark = pytest.mark.realwheels
 
 
 def site_of(python: Path) -> Path:
-    out = subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     return Path(out)
 
 
@@ -38,8 +41,13 @@ def torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("torchvenv") / "env"
     venv.EnvBuilder(with_pip=True, symlinks=True).create(root)
     python = root / "bin" / "python"
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "torch==2.13.0"],
-                          capture_output=True, text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "torch==2.13.0"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot install torch==2.13.0 here: {proc.stderr.strip()[-300:]}")
     return python
@@ -47,8 +55,13 @@ def torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def really_imports(python: Path, modules: list[str]) -> tuple[bool, str]:
     code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
-    proc = subprocess.run(["env", "-i", f"PATH={os.environ.get('PATH', '')}", str(python), "-c", code, *modules],
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        ["env", "-i", f"PATH={os.environ.get('PATH', '')}", str(python), "-c", code, *modules],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     return proc.returncode == 0, proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
 
 
@@ -78,18 +91,21 @@ def _ext_source(name: str, symbol: str) -> str:
     return (
         "#include <Python.h>\n"
         f"extern char {symbol};\n"
-        f"static PyModuleDef def = {{PyModuleDef_HEAD_INIT, \"{name}\", 0, -1, 0}};\n"
-        f"PyMODINIT_FUNC PyInit_{name}(void) {{ volatile void* p = &{symbol}; (void)p; return PyModule_Create(&def); }}\n"
+        f'static PyModuleDef def = {{PyModuleDef_HEAD_INIT, "{name}", 0, -1, 0}};\n'
+        f"PyMODINIT_FUNC PyInit_{name}(void) {{\n"
+        f"    volatile void* p = &{symbol}; (void)p; return PyModule_Create(&def);\n}}\n"
     )
 
 
 def _install_ext(site: Path, name: str, symbol: str) -> Path:
     need_compilers()
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    out = build(site / f"{name}{suffix}", _ext_source(name, symbol),
-                flags=(f"-I{sysconfig.get_paths()['include']}", "-Wl,--enable-new-dtags",
-                       "-Wl,-rpath,$ORIGIN/torch/lib"),
-                libs=(f"-L{site / 'torch' / 'lib'}", "-lc10"))
+    out = build(
+        site / f"{name}{suffix}",
+        _ext_source(name, symbol),
+        flags=(f"-I{sysconfig.get_paths()['include']}", "-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/torch/lib"),
+        libs=(f"-L{site / 'torch' / 'lib'}", "-lc10"),
+    )
     scenario.write_dist(site, {"name": name, "version": "1.0", "requires": ["torch"]})
     record = next(site.glob(f"{name}-1.0.dist-info")) / "RECORD"
     record.write_text(record.read_text() + f"{out.name},,\n")

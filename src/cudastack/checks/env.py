@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from cudastack.checks.pkg import parse_requirement
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data.families import KNOWN_PTH
 from cudastack.findings import Finding, Fix, Severity
@@ -79,10 +80,11 @@ def unreadable_metadata(ctx: Context) -> Iterator[Finding]:
     for dist in sorted([*ctx.inventory.dists.values(), *ctx.inventory.shadowed], key=lambda d: d.meta_dir):
         details = [f"{p.kind}: {p.detail} ({p.path})" for p in dist.problems if p.kind not in ("record-missing",)]
         for line in dist.requires:
-            try:
-                Requirement(line)
-            except InvalidRequirement as exc:
-                details.append(f"invalid Requires-Dist {line!r}: {exc}")
+            if parse_requirement(line) is None:
+                try:
+                    Requirement(line)
+                except InvalidRequirement as exc:
+                    details.append(f"invalid Requires-Dist {line!r}: {exc}")
         if not details:
             continue
         yield Finding(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import re
@@ -27,12 +28,27 @@ def _v(text: str) -> Version | None:
         return None
 
 
-def _requirements(dist: Distribution) -> Iterator[tuple[str, Requirement | None]]:
+_EXTRA_ONLY = re.compile(r"""^[^;]*;\s*extra\s*==\s*["']([^"']+)["']\s*$""")
+
+
+@functools.cache
+def parse_requirement(line: str) -> Requirement | None:
+    """A Requires-Dist line, parsed once per run (the same lines recur across distributions)."""
+    try:
+        return Requirement(line)
+    except InvalidRequirement:
+        return None
+
+
+def _requirements(dist: Distribution, extras: frozenset[str] | None = None) -> Iterator[tuple[str, Requirement | None]]:
+    """Requires-Dist of ``dist``; with ``extras`` given, lines that only apply to another extra
+    (``; extra == "dev"``, most of them) are skipped without parsing."""
     for line in dist.requires:
-        try:
-            yield line, Requirement(line)
-        except InvalidRequirement:
-            yield line, None
+        if extras is not None:
+            m = _EXTRA_ONLY.match(line)
+            if m and m.group(1) not in extras:
+                continue
+        yield line, parse_requirement(line)
 
 
 def _applies(req: Requirement, markers: dict[str, str], extras: frozenset[str]) -> bool:
@@ -57,10 +73,11 @@ def requested_extras(ctx: Context) -> dict[str, frozenset[str]]:
     for _ in range(10):  # extras chains are short; bound the fixpoint
         changed = False
         for dist in ctx.inventory.dists.values():
-            for _line, req in _requirements(dist):
+            mine = frozenset(extras.get(dist.key, ()))
+            for _line, req in _requirements(dist, mine):
                 if req is None or not req.extras:
                     continue
-                if _applies(req, markers, frozenset(extras.get(dist.key, ()))):
+                if _applies(req, markers, mine):
                     key = canonicalize_name(req.name)
                     new = set(req.extras) - extras[key]
                     if new:
@@ -107,10 +124,11 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
     extras = requested_extras(ctx)
     guessed = not ctx.target.extras
     for dist in sorted(ctx.inventory.dists.values(), key=lambda d: d.key):
-        for line, req in _requirements(dist):
+        mine = extras.get(dist.key, frozenset())
+        for line, req in _requirements(dist, mine):
             if req is None:
                 continue  # reported by ENV002
-            if not _applies(req, markers, extras.get(dist.key, frozenset())):
+            if not _applies(req, markers, mine):
                 continue
             dep = ctx.inventory.get(req.name)
             asked = f"{dist.name} {dist.version} requires {req}"
@@ -865,15 +883,18 @@ def file_owned_twice(ctx: Context) -> Iterator[Finding]:
     - https://github.com/gpustack/gpustack/issues/5459
     - https://github.com/pytorch/pytorch/issues/186591
     """
-    owners: dict[tuple[str, str], list[tuple[Distribution, str | None]]] = {}
+    first: dict[tuple[str, str], tuple[Distribution, str | None]] = {}
+    clashes: dict[tuple[str, str], list[tuple[Distribution, str | None]]] = {}
     for dist in ctx.inventory.dists.values():
+        site = dist.site_dir
         for entry in dist.record or ():
-            if entry.path.endswith(".pyc") or "/__pycache__/" in entry.path:
-                continue
-            owners.setdefault((dist.site_dir, entry.path), []).append((dist, entry.hash))
+            key = (site, entry.path)
+            other = first.setdefault(key, (dist, entry.hash))
+            if other[0] is not dist:
+                clashes.setdefault(key, [other]).append((dist, entry.hash))
     by_pair: dict[tuple[str, ...], list[tuple[str, str, list[tuple[Distribution, str | None]]]]] = defaultdict(list)
-    for (site, rel), owned in owners.items():
-        if len(owned) < 2:
+    for (site, rel), owned in clashes.items():
+        if rel.endswith(".pyc") or "/__pycache__/" in rel:
             continue
         hashes = {h for _, h in owned}
         if len(hashes) == 1 and None not in hashes:

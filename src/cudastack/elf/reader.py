@@ -334,9 +334,7 @@ def _parse(r: _Reader, want_symbols: bool) -> ElfFile:
                 continue
             vidx = vs & 0x7FFF
             need = need_by_index.get(vidx) if vidx > 1 else None
-            imports.append(
-                Import(name, st_info >> 4 == STB_WEAK, need[0] if need else None, need[1] if need else None)
-            )
+            imports.append(Import(name, st_info >> 4 == STB_WEAK, need[0] if need else None, need[1] if need else None))
         else:
             if others[i] & 0x3 not in (STV_DEFAULT, STV_PROTECTED):
                 continue
