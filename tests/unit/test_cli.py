@@ -150,7 +150,7 @@ def test_human_output_groups_by_package_with_fix_lines(drift_site: Path, capsys:
     assert rc == 1
     out = re.sub(r"glibc [\d.]+", "glibc X", out)
     assert out.splitlines()[0] == "cudastack doctor"
-    assert "  stack      torch 2.9.1+cu130, CUDA 13.0 (torch), torchvision 0.24.1+cu130" in out
+    assert "  stack      torch 2.9.1+cu130, CUDA 13.0 (torch's), torchvision 0.24.1+cu130" in out
     # most severe group first, each finding with its fix to paste
     assert out.index("sglang\n") < out.index("nvidia-cublas-cu12\n")
     assert "  error PKG001 sglang 0.5.9 requires flashinfer-python==0.6.3, but 0.6.4 is installed" in out

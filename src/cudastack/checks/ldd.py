@@ -6,6 +6,7 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import Any
 
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data.libraries import CATCHES_LOAD_FAILURE, DRIVER_LIBRARIES, provider_of
@@ -79,12 +80,22 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
         for p in f.problems:
             if p.kind == "missing":
                 by_name[p.name].append((f, p))
+    recorded = _recorded_missing(ctx)
     for name, items in sorted(by_name.items()):
         first = items[0][1]
         requesters = sorted({p.requester for _, p in items})
         dists = {f.distribution for f, _ in items if f.distribution}
+        n_modules = len({f.path for f, _ in items})
         provider = provider_of(name)
-        if DRIVER_LIBRARIES.match(name):
+        owner = recorded.get(name)
+        cause = Cause(code="ENV004", subject=owner.key) if owner else None
+        if owner is not None:
+            fix = ctx.install_fix(
+                f"Reinstall {owner.name}: its RECORD lists {name}, which is missing",
+                [f"{owner.name}=={owner.public_version}"],
+                extra_args=("--force-reinstall", "--no-deps"),
+            )
+        elif DRIVER_LIBRARIES.match(name):
             fix = Fix(summary=f"{name} comes with the NVIDIA driver: install the driver, or run where it is")
         elif provider:
             fix = ctx.install_fix(f"Install {provider}, which ships {name}", [provider])
@@ -98,16 +109,42 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
             severity=Severity.ERROR,
             message=f"{name} is not found (needed by {os.path.basename(requesters[0])}"
             + (f" and {len(requesters) - 1} more" if len(requesters) > 1 else "")
-            + f"); {len(items)} module(s) fail",
+            + f"); {n_modules} module(s) fail",
             subject=name,
             distribution=items[0][0].distribution,
             path=requesters[0],
             evidence=tuple(f"needed by {r}" for r in requesters[:10])
-            + (f"searched, in order: {', '.join(first.tried[:14])}" + (" …" if len(first.tried) > 14 else ""),)
+            + (_searched(first.tried),)
             + (f"{provider} provides it" if provider else "no known distribution provides it",),
             fix=fix,
             hints=_degraded(dists),
+            caused_by=cause,
         )
+
+
+def _searched(tried: tuple[str, ...], limit: int = 12) -> str:
+    """The directories searched, in order, without the hwcaps subdirectories probed in each."""
+    dirs: list[str] = []
+    for t in tried:
+        path = t.split(" (", 1)[0]
+        d = os.path.dirname(path)
+        if "/glibc-hwcaps/" in path or re.search(r"/(tls|x86_64)(/|$)", d):
+            continue
+        note = " (ld.so.cache)" if t.endswith("(ld.so.cache)") else ""
+        dirs.append((d or ".") + note)
+    dirs = list(dict.fromkeys(dirs))
+    more = f" … and {len(dirs) - limit} more" if len(dirs) > limit else ""
+    return "searched, in order (each with its hwcaps subdirectories first): " + ", ".join(dirs[:limit]) + more
+
+
+def _recorded_missing(ctx: Context) -> dict[str, Any]:
+    """soname → the distribution whose RECORD lists that file although it is missing (ENV004)."""
+    out: dict[str, Any] = {}
+    for dist in ctx.inventory.dists.values():
+        for path in dist.native_files():
+            if not os.path.exists(path):
+                out.setdefault(os.path.basename(path), dist)
+    return out
 
 
 @rule(

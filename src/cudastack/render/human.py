@@ -38,7 +38,8 @@ def render_human(
     if report.stack:
         parts = [f"{k} {v}" for k, v in report.stack.items() if k != "torch.cuda"]
         if "torch.cuda" in report.stack:
-            parts.insert(1, f"CUDA {report.stack['torch.cuda']} (torch)")
+            cuda = report.stack["torch.cuda"]
+            parts.insert(1, f"CUDA {cuda} (torch's)" if cuda[:1].isdigit() else "CPU build of torch")
         console.print("  stack      " + escape(", ".join(parts)))
     n = report.extra.get("distributions")
     if n is not None:
