@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sysconfig
-import venv
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +21,15 @@ import pytest
 from cudastack.cli import main
 from tests import scenario
 from tests.native import build, need_compilers
+from tests.venvs import make_venv, site_of
 
 pytestmark = pytest.mark.realwheels
-
-
-def site_of(python: Path) -> Path:
-    out = subprocess.run(
-        [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    return Path(out)
 
 
 @pytest.fixture(scope="session")
 def torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("torchvenv") / "env"
-    venv.EnvBuilder(with_pip=True, symlinks=True).create(root)
-    python = root / "bin" / "python"
+    python = make_venv(root, with_pip=True)
     proc = subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "torch==2.13.0"],
         capture_output=True,
@@ -154,7 +143,7 @@ def test_symlink_farm_with_a_library_left_out(
     """A venv whose site-packages is a symlink farm of the real one, minus torch/lib/libc10.so:
     $ORIGIN is the farm's directory, so libc10.so is missing for real and in the prediction."""
     farm_env = tmp_path / "farm"
-    venv.EnvBuilder(with_pip=False, symlinks=True).create(farm_env)
+    make_venv(farm_env)
     src_site, farm_site = site_of(torch_venv), site_of(farm_env / "bin" / "python")
     for entry in src_site.iterdir():
         if entry.name != "torch":

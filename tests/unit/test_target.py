@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
@@ -15,24 +14,9 @@ from cudastack.cli import main
 from cudastack.doctor import run_doctor
 from cudastack.target import build_target, state_dir
 from tests import scenario
+from tests.venvs import make_venv, site_of
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def make_venv(path: Path, *, system_site_packages: bool = False) -> Path:
-    venv.EnvBuilder(with_pip=False, system_site_packages=system_site_packages, symlinks=True).create(path)
-    return path / "bin" / "python"
-
-
-def site_of(python: Path) -> Path:
-    """The venv's own site-packages, asked of its interpreter *with* site (our own fresh venv)."""
-    out = subprocess.run(
-        [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    return Path(out)
 
 
 @pytest.fixture(scope="module")

@@ -95,11 +95,7 @@ def unreadable_metadata(ctx: Context) -> Iterator[Finding]:
             distribution=dist.key,
             path=dist.meta_dir,
             evidence=tuple(details),
-            fix=ctx.install_fix(
-                f"Reinstall {dist.name}",
-                [f"{dist.name}=={dist.public_version}"],
-                extra_args=("--force-reinstall", "--no-deps"),
-            ),
+            fix=ctx.reinstall_fix(dist),
         )
 
 
@@ -141,11 +137,7 @@ def record_missing(ctx: Context) -> Iterator[Finding]:
             distribution=dist.key,
             path=dist.meta_dir,
             evidence=tuple(f"{p.path}: {p.detail}" for p in dist.problems if p.kind == "record-missing"),
-            fix=ctx.install_fix(
-                f"Reinstall {dist.name}",
-                [f"{dist.name}=={dist.public_version}"],
-                extra_args=("--force-reinstall", "--no-deps"),
-            ),
+            fix=ctx.reinstall_fix(dist),
         )
 
 
@@ -190,11 +182,7 @@ def native_file_missing(ctx: Context) -> Iterator[Finding]:
             distribution=dist.key,
             path=bad[0].split(": ", 1)[0],
             evidence=tuple(bad[:20]),
-            fix=ctx.install_fix(
-                f"Reinstall {dist.name}",
-                [f"{dist.name}=={dist.public_version}"],
-                extra_args=("--force-reinstall", "--no-deps"),
-            ),
+            fix=ctx.reinstall_fix(dist),
         )
 
 

@@ -90,11 +90,7 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
         owner = recorded.get(name)
         cause = Cause(code="ENV004", subject=owner.key) if owner else None
         if owner is not None:
-            fix = ctx.install_fix(
-                f"Reinstall {owner.name}: its RECORD lists {name}, which is missing",
-                [f"{owner.name}=={owner.public_version}"],
-                extra_args=("--force-reinstall", "--no-deps"),
-            )
+            fix = ctx.reinstall_fix(owner, f"its RECORD lists {name}, which is missing")
         elif DRIVER_LIBRARIES.match(name):
             fix = Fix(summary=f"{name} comes with the NVIDIA driver: install the driver, or run where it is")
         elif provider:
@@ -445,11 +441,7 @@ def nvrtc_builtins(ctx: Context) -> Iterator[Finding]:
             distribution=dist.key,
             path=path,
             evidence=(f"present: {', '.join(here) or 'none'}",),
-            fix=ctx.install_fix(
-                f"Reinstall {dist.name}",
-                [f"{dist.name}=={dist.public_version}"],
-                extra_args=("--force-reinstall", "--no-deps"),
-            ),
+            fix=ctx.reinstall_fix(dist),
         )
     del pred
     if not checked:

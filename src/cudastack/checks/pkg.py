@@ -883,15 +883,15 @@ def file_owned_twice(ctx: Context) -> Iterator[Finding]:
     - https://github.com/gpustack/gpustack/issues/5459
     - https://github.com/pytorch/pytorch/issues/186591
     """
-    first: dict[tuple[str, str], tuple[Distribution, str | None]] = {}
+    firsts: dict[str, dict[str, tuple[Distribution, str | None]]] = defaultdict(dict)
     clashes: dict[tuple[str, str], list[tuple[Distribution, str | None]]] = {}
     for dist in ctx.inventory.dists.values():
         site = dist.site_dir
+        first = firsts[site]
         for entry in dist.record or ():
-            key = (site, entry.path)
-            other = first.setdefault(key, (dist, entry.hash))
+            other = first.setdefault(entry.path, (dist, entry.hash))
             if other[0] is not dist:
-                clashes.setdefault(key, [other]).append((dist, entry.hash))
+                clashes.setdefault((site, entry.path), [other]).append((dist, entry.hash))
     by_pair: dict[tuple[str, ...], list[tuple[str, str, list[tuple[Distribution, str | None]]]]] = defaultdict(list)
     for (site, rel), owned in clashes.items():
         if rel.endswith(".pyc") or "/__pycache__/" in rel:
@@ -961,7 +961,7 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
             for e in dist.record or ()
             # `.so` alone is always a suffix, but it would import the module under the name
             # `infllm_ops.cpython-310-x86_64-linux-gnu`: the tagged suffix itself must be listed.
-            if (m := _EXT_TAG.search(e.path)) and m.group(0) not in suffixes
+            if e.path.endswith(".so") and (m := _EXT_TAG.search(e.path)) and m.group(0) not in suffixes
         ]
         if not bad:
             continue

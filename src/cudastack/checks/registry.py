@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cudastack.env.dists import Distribution
 from cudastack.env.inventory import Inventory
 from cudastack.findings import CheckResult, Finding, Fix, Outcome, Severity
 from cudastack.target import Target
@@ -126,6 +127,14 @@ class Context:
                 shlex.join(["conda", "install", "-p", prefix] + [s.replace("==", "=") for s in conda_specs])
             )
         return Fix(summary=summary, commands=tuple(commands))
+
+    def reinstall_fix(self, dist: Distribution, why: str = "") -> Fix:
+        """Reinstall exactly the installed release of ``dist``, files only (``--no-deps``)."""
+        return self.install_fix(
+            f"Reinstall {dist.name}" + (f": {why}" if why else ""),
+            [f"{dist.name}=={dist.public_version}"],
+            extra_args=("--force-reinstall", "--no-deps"),
+        )
 
     def uninstall_fix(self, summary: str, names: Sequence[str]) -> Fix:
         python = self.target.python
