@@ -35,7 +35,8 @@ def _prediction(ctx: Context) -> Prediction:
 
 
 def _import_time(pred: Prediction) -> list[FilePrediction]:
-    return [f for f in pred.files if f.kind == "module" and f.predicted == "fails"]
+    """Modules that fail at import, except optional ones their package guards (LDD006)."""
+    return [f for f in pred.files if f.kind == "module" and f.predicted == "fails" and not f.optional]
 
 
 def _degraded(dists: set[str]) -> tuple[str, ...]:
@@ -492,6 +493,52 @@ def on_demand(ctx: Context) -> Iterator[Finding]:
 
 
 @rule(
+    code="LDD006",
+    name="optional-module-unavailable",
+    severity=Severity.INFO,
+    summary="An optional extension module fails to load; its package catches the ImportError",
+)
+def optional_module(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Extension modules predicted to fail whose package imports them inside
+    `try: ... except ImportError` (found by reading the package's Python files with `ast`,
+    never importing them): CuPy's cuTENSOR bindings without `libcutensor`, Numba's TBB threading
+    layer without `libtbb`, cuda-core's torch bridge.
+
+    ## Why is this bad?
+    It usually is not: the package works without the feature. It is listed so that
+    `cupy.cuda.cutensor` or `NUMBA_THREADING_LAYER=tbb` failing later is not a surprise, and it
+    never fails the doctor.
+
+    ## Example
+    `cupy_backends/cuda/libs/cutensor (optional: cupy catches its ImportError) would fail: libcutensor.so.2 not found`
+
+    ## Fix
+    Install the library if you need the feature (`cutensor-cu13`, `tbb`).
+
+    ## References
+    - https://docs.cupy.dev/en/stable/install.html#optional-libraries
+    """
+    pred = _prediction(ctx)
+    for f in pred.files:
+        if not (f.optional and f.predicted == "fails"):
+            continue
+        causes = ", ".join(
+            (p.name + " not found") if p.kind == "missing" else f"undefined symbol {p.name}" for p in f.problems[:3]
+        )
+        yield Finding(
+            code="LDD006",
+            severity=Severity.INFO,
+            message=f"{os.path.basename(f.path)} (optional: {f.distribution} catches its ImportError) "
+            f"would fail: {causes}",
+            subject=f.path,
+            distribution=f.distribution,
+            path=f.path,
+            evidence=(f"guarded import at {f.optional}", *(p.message for p in f.problems[:5])),
+        )
+
+
+@rule(
     code="ELF001",
     name="unreadable-native-file",
     severity=Severity.WARNING,
@@ -542,6 +589,7 @@ def module_table(pred: Prediction) -> list[dict[str, object]]:
             causes = roots_of.get(f.blocked_by, []) or [("LDD001", f.blocked_by)]
         out.append(
             {
+                "optional": f.optional,
                 "path": f.path,
                 "distribution": f.distribution,
                 "kind": f.kind,

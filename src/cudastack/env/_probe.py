@@ -38,7 +38,16 @@ def probe() -> dict:  # type: ignore[type-arg]
         site_dirs = list(site.getsitepackages([prefix]))
     except (AttributeError, TypeError):  # pragma: no cover - very old virtualenv's site.py
         site_dirs = []
-    paths = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})
+    scheme = None
+    if prefix != sys.prefix:
+        # a venv seen from -S: use the venv scheme (3.11+), else posix_prefix. Debian's default
+        # scheme (posix_local) would point at <venv>/local/lib/.../dist-packages.
+        names = sysconfig.get_scheme_names()
+        scheme = "venv" if "venv" in names else "posix_prefix"
+    if scheme:
+        paths = sysconfig.get_paths(scheme=scheme, vars={"base": prefix, "platbase": prefix})
+    else:
+        paths = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})
     for key in ("purelib", "platlib"):
         if paths.get(key) and paths[key] not in site_dirs:
             site_dirs.append(paths[key])

@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 
 from cudastack.data.libraries import KNOWN_PRELOADS
 from cudastack.env.dists import Distribution
+from cudastack.env.imports import find_import_guard
 from cudastack.env.inventory import Inventory
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import ElfCache
@@ -54,6 +55,9 @@ class FilePrediction:
     result: DlopenResult | None = field(default=None, repr=False, compare=False)
     blocked_by: str | None = None
     """Set when the module cannot load because something imported before it (torch) fails."""
+    optional: str | None = None
+    """``file:line`` where its package imports it inside ``try/except ImportError`` (a failure
+    there is a missing optional feature, not a broken import)."""
 
 
 @dataclass(slots=True)
@@ -238,6 +242,7 @@ def predict(target: Target, inventory: Inventory, config: LoaderConfig | None = 
                 distribution=dist.key,
                 kind="module",
                 predicted="loads" if res.ok else "fails",
+                optional=None if res.ok else find_import_guard(dist, path),
                 problems=tuple(res.problems),
                 context=ctx or "",
                 result=res,

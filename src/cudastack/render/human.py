@@ -76,7 +76,7 @@ def render_human(
 
     modules = report.extra.get("modules")
     if isinstance(modules, list) and modules:
-        failing = [m for m in modules if m.get("predicted") == "fails"]
+        failing = [m for m in modules if m.get("predicted") == "fails" and not m.get("optional")]
         shown = modules if all_modules else failing
         loader = report.extra.get("loader")
         n_mod = sum(1 for m in modules if m.get("kind") == "module")
@@ -91,8 +91,14 @@ def render_human(
             console.print(Text(f"  {loader['torch_state']}", style="dim"))
         for m in shown:
             why = ", ".join(f"{c['code']} {c['subject']}" for c in m.get("caused_by", []))
-            style = "red" if m["predicted"] == "fails" else ("dim" if m["predicted"] == "on-demand" else "")
-            console.print(Text(f"  {m['predicted']:<9} {m['path']}" + (f"  ← {why}" if why else ""), style=style))
+            optional = m["predicted"] == "fails" and m.get("optional")
+            style = (
+                "red"
+                if m["predicted"] == "fails" and not optional
+                else ("dim" if optional or m["predicted"] == "on-demand" else "")
+            )
+            label = "optional" if optional else m["predicted"]
+            console.print(Text(f"  {label:<9} {m['path']}" + (f"  ← {why}" if why else ""), style=style))
         if not all_modules and len(modules) > len(shown):
             console.print(
                 Text(f"  ({len(modules) - len(shown)} others load or are on-demand: --all lists them)", style="dim")

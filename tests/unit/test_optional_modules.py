@@ -1,0 +1,61 @@
+"""Optional extension modules: a package that imports one inside try/except ImportError works
+without it. Prediction and reality (a real import in the venv) must agree on both variants."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from cudastack.cli import main
+from tests import scenario
+from tests.native import build
+from tests.venvs import make_venv, site_of
+
+GUARDED = "try:\n    from optpkg import _fast\nexcept ImportError:\n    _fast = None\n"
+UNGUARDED = "from optpkg import _fast\n"
+
+
+def _make(tmp_path: Path, init: str) -> Path:
+    python = make_venv(tmp_path / "env")
+    site = site_of(python)
+    stub = build(tmp_path / "stub" / "libmissing.so", "int m(void){return 1;}\n", flags=("-Wl,-soname,libmissing.so",))
+    ext = build(
+        site / "optpkg" / f"_fast{sysconfig.get_config_var('EXT_SUFFIX')}",
+        "int m(void); int PyInit__fast(void){return m();}\n",
+        libs=(str(stub),),
+    )
+    stub.unlink()  # the library the module needs is gone
+    scenario.write_dist(site, {"name": "optpkg", "version": "1.0", "files": {"optpkg/__init__.py": init}})
+    record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"optpkg/{ext.name},,\n")
+    return python
+
+
+def _doctor(python: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:  # type: ignore[type-arg]
+    rc = main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH="])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def test_guarded_module_is_optional_not_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    python = _make(tmp_path, GUARDED)
+    real = subprocess.run([str(python), "-c", "import optpkg; print(optpkg._fast)"], capture_output=True, text=True)
+    assert real.returncode == 0 and real.stdout.strip() == "None"
+    rc, data = _doctor(python, capsys)
+    assert rc == 0
+    assert [f["code"] for f in data["findings"]] == ["LDD006"]
+    mod = next(m for m in data["modules"] if "/optpkg/_fast" in m["path"])
+    assert mod["predicted"] == "fails" and mod["optional"].endswith("optpkg/__init__.py:1")
+
+
+def test_unguarded_module_fails_the_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    python = _make(tmp_path, UNGUARDED)
+    real = subprocess.run([str(python), "-c", "import optpkg"], capture_output=True, text=True)
+    assert real.returncode != 0 and "libmissing.so" in real.stderr
+    rc, data = _doctor(python, capsys)
+    assert rc == 1
+    assert [f["code"] for f in data["findings"]] == ["LDD001"]
+    assert data["findings"][0]["subject"] == "libmissing.so"
