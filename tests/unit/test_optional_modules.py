@@ -59,3 +59,30 @@ def test_unguarded_module_fails_the_import(tmp_path: Path, capsys: pytest.Captur
     assert rc == 1
     assert [f["code"] for f in data["findings"]] == ["LDD001"]
     assert data["findings"][0]["subject"] == "libmissing.so"
+
+
+LAZY = "def fast():\n    from optpkg import extra\n    return extra\n"
+EAGER_BY_NAME = "import importlib\n\ndef _load():\n    return importlib.import_module('optpkg._fast')\n\n_load()\n"
+
+
+def test_module_only_a_lazy_submodule_imports_is_on_demand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    python = _make(tmp_path, LAZY)
+    site = site_of(python)
+    (site / "optpkg" / "extra.py").write_text("from optpkg import _fast\n")
+    record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + "optpkg/extra.py,,\n")
+    assert subprocess.run([str(python), "-c", "import optpkg"], capture_output=True).returncode == 0
+    assert subprocess.run([str(python), "-c", "import optpkg.extra"], capture_output=True).returncode != 0
+    rc, data = _doctor(python, capsys)
+    assert rc == 0
+    assert [f["code"] for f in data["findings"]] == ["LDD005"]
+    mod = next(m for m in data["modules"] if "/optpkg/_fast" in m["path"])
+    assert mod["predicted"] == "on-demand" and mod["codes"] == ["LDD005"]
+
+
+def test_module_loaded_by_name_at_import_is_still_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """sgl-kernel's pattern: __init__ calls a function that importlib-loads the module by name."""
+    python = _make(tmp_path, EAGER_BY_NAME)
+    assert subprocess.run([str(python), "-c", "import optpkg"], capture_output=True).returncode != 0
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])

@@ -221,6 +221,10 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
         )
 
 
+def _why_on_demand(f: FilePrediction) -> str:
+    return "a module that no import of its package loads" if f.kind == "module" else "loaded on demand"
+
+
 def _scope_exports(f: FilePrediction) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     root = f.result.root if f.result else None
@@ -477,13 +481,13 @@ def on_demand(ctx: Context) -> Iterator[Finding]:
     """
     pred = _prediction(ctx)
     for f in pred.files:
-        if f.predicted != "on-demand" or not f.problems:
+        if f.predicted != "on-demand" or not f.problems or f.optional:
             continue
         p = f.problems[0]
         yield Finding(
             code="LDD005",
             severity=Severity.INFO,
-            message=f"{os.path.basename(f.path)} (loaded on demand, not at import) would fail now: "
+            message=f"{os.path.basename(f.path)} ({_why_on_demand(f)}, not at import) would fail now: "
             f"{p.message.split(': ', 1)[-1] if p.kind != 'missing' else p.name + ' not found'}",
             subject=f.path,
             distribution=f.distribution,
@@ -521,7 +525,7 @@ def optional_module(ctx: Context) -> Iterator[Finding]:
     """
     pred = _prediction(ctx)
     for f in pred.files:
-        if not (f.optional and f.predicted == "fails"):
+        if not (f.optional and f.predicted in ("fails", "on-demand")):
             continue
         causes = ", ".join(
             (p.name + " not found") if p.kind == "missing" else f"undefined symbol {p.name}" for p in f.problems[:3]
@@ -585,6 +589,10 @@ def module_table(pred: Prediction) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     for f in sorted(pred.files, key=lambda f: f.path):
         causes = roots_of.get(f.path, [])
+        if f.problems and f.optional:
+            causes = [("LDD006", f.path)]
+        elif f.problems and f.predicted == "on-demand":
+            causes = [("LDD005", f.path)]
         if f.blocked_by:
             causes = roots_of.get(f.blocked_by, []) or [("LDD001", f.blocked_by)]
         out.append(

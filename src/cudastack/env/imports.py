@@ -82,3 +82,93 @@ def find_import_guard(dist: Distribution, module_path: str) -> str | None:
                 if any(_mentions(stmt, base) for stmt in node.body):
                     return f"{path}:{node.lineno}"
     return None
+
+
+def _module_level_imports(tree: ast.Module, package: str) -> list[str]:
+    """Absolute names imported when the module runs: module-level statements only (including those
+    under if/try/with), never function bodies. ``package`` resolves relative imports."""
+    out: list[str] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                out.extend(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
+                    base = ".".join([*parts, base] if base else parts)
+                out.append(base)
+                out.extend(f"{base}.{a.name}" for a in node.names if a.name != "*")
+            elif isinstance(node, ast.If | ast.With | ast.ClassDef):
+                visit(node.body)
+                if isinstance(node, ast.If):
+                    visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for h in node.handlers:
+                    visit(h.body)
+                visit(node.orelse)
+                visit(node.finalbody)
+
+    visit(tree.body)
+    return out
+
+
+def imported_sources(dist: Distribution) -> list[str] | None:
+    """Python files of ``dist`` that run when its top-level packages are imported (following
+    module-level imports inside the distribution), or None when it ships no Python files."""
+    files: dict[str, str] = {}
+    for entry in dist.record or ():
+        if entry.path.endswith(".py") and not entry.path.startswith(".."):
+            rel = entry.path[:-3]
+            name = rel[: -len("/__init__")] if rel.endswith("/__init__") else rel
+            files[name.replace("/", ".")] = dist.abspath(entry.path)
+    if not files:
+        return None
+    tops = sorted({n for n in files if "." not in n})
+    seen: set[str] = set()
+    queue = list(tops)
+    while queue:
+        name = queue.pop()
+        if name in seen or name not in files:
+            continue
+        seen.add(name)
+        # importing a.b.c runs a/__init__ and a/b/__init__ first
+        parts = name.split(".")
+        queue.extend(".".join(parts[:i]) for i in range(1, len(parts)))
+        path = files[name]
+        try:
+            with open(path, "rb") as fh:
+                tree = ast.parse(fh.read(_MAX_PY_BYTES))
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            continue
+        package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+        for imp in _module_level_imports(tree, package):
+            while imp:
+                if imp in files and imp not in seen:
+                    queue.append(imp)
+                imp = imp.rpartition(".")[0]
+    return [files[n] for n in sorted(seen)]
+
+
+def referenced_at_import(dist: Distribution, module_path: str) -> bool:
+    """Whether importing the distribution's packages can load this extension module: it is named
+    (anywhere, function bodies included) in a Python file those imports run. Conservative: a
+    distribution without Python files, or a module named in any such file, counts as loaded."""
+    name = module_name(module_path, dist.site_dir)
+    if not name or "." not in name:
+        return True  # a top-level extension module is what `import x` loads
+    sources = imported_sources(dist)
+    if sources is None:
+        return True
+    base = name.rsplit(".", 1)[-1].encode()
+    for path in sources:
+        try:
+            with open(path, "rb") as fh:
+                if base in fh.read(_MAX_PY_BYTES):
+                    return True
+        except OSError:
+            continue
+    return False

@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 
 from cudastack.data.libraries import KNOWN_PRELOADS
 from cudastack.env.dists import Distribution
-from cudastack.env.imports import find_import_guard
+from cudastack.env.imports import find_import_guard, referenced_at_import
 from cudastack.env.inventory import Inventory
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import ElfCache
@@ -241,7 +241,7 @@ def predict(target: Target, inventory: Inventory, config: LoaderConfig | None = 
                 path=path,
                 distribution=dist.key,
                 kind="module",
-                predicted="loads" if res.ok else "fails",
+                predicted="loads" if res.ok else ("fails" if referenced_at_import(dist, path) else "on-demand"),
                 optional=None if res.ok else find_import_guard(dist, path),
                 problems=tuple(res.problems),
                 context=ctx or "",
