@@ -86,3 +86,14 @@ def test_module_loaded_by_name_at_import_is_still_an_error(tmp_path: Path, capsy
     assert subprocess.run([str(python), "-c", "import optpkg"], capture_output=True).returncode != 0
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
+
+
+def test_a_library_name_that_equals_the_module_name_is_not_an_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cupy's pattern: `_preload_library('cutensor')` at import names a library, not the
+    cupy_backends...cutensor module, which only a lazily imported submodule loads."""
+    python = _make(tmp_path, "def _preload_library(name):\n    return name\n\n_preload_library('_fast')\n")
+    assert subprocess.run([str(python), "-c", "import optpkg"], capture_output=True).returncode == 0
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == (0, ["LDD005"])

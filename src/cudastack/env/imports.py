@@ -163,12 +163,39 @@ def referenced_at_import(dist: Distribution, module_path: str) -> bool:
     sources = imported_sources(dist)
     if sources is None:
         return True
-    base = name.rsplit(".", 1)[-1].encode()
+    base = name.rsplit(".", 1)[-1]
+    needle = base.encode()
     for path in sources:
         try:
             with open(path, "rb") as fh:
-                if base in fh.read(_MAX_PY_BYTES):
-                    return True
+                raw = fh.read(_MAX_PY_BYTES)
         except OSError:
             continue
+        if needle not in raw:
+            continue
+        try:
+            tree = ast.parse(raw)
+        except (SyntaxError, ValueError, RecursionError):
+            return True  # cannot tell: assume it is loaded
+        if _imports_module(tree, base):
+            return True
+    return False
+
+
+def _imports_module(tree: ast.Module, base: str) -> bool:
+    """An import statement naming ``base``, or a dotted module path ending in it inside a string
+    (``importlib.import_module(f"sgl_kernel.{arch}.common_ops")``). A bare word — cupy's
+    ``_preload_library('cutensor')`` names a shared library — does not count."""
+    dotted = "." + base
+    for sub in ast.walk(tree):
+        if isinstance(sub, ast.ImportFrom):
+            if (sub.module or "").split(".")[-1] == base or any(a.name == base for a in sub.names):
+                return True
+        elif isinstance(sub, ast.Import):
+            if any(a.name.split(".")[-1] == base for a in sub.names):
+                return True
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            v = sub.value
+            if v.endswith(dotted) or (dotted + ".") in v:
+                return True
     return False
