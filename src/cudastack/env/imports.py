@@ -41,19 +41,6 @@ def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
     return False
 
 
-def _mentions(node: ast.AST, base: str) -> bool:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.ImportFrom):
-            if (sub.module or "").split(".")[-1] == base or any(a.name == base for a in sub.names):
-                return True
-        elif isinstance(sub, ast.Import):
-            if any(a.name.split(".")[-1] == base for a in sub.names):
-                return True
-        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and base in sub.value:
-            return True  # importlib.import_module("pkg.cu13._tensor_bridge") and the like
-    return False
-
-
 def find_import_guard(dist: Distribution, module_path: str) -> str | None:
     """``file:line`` of a ``try`` that imports the module and catches its ImportError, else None."""
     name = module_name(module_path, dist.site_dir)
@@ -79,7 +66,7 @@ def find_import_guard(dist: Distribution, module_path: str) -> str | None:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Try) and any(_catches_import_errors(h) for h in node.handlers):
-                if any(_mentions(stmt, base) for stmt in node.body):
+                if any(_imports_module(stmt, base, bare_words=True) for stmt in node.body):
                     return f"{path}:{node.lineno}"
     return None
 
@@ -182,10 +169,11 @@ def referenced_at_import(dist: Distribution, module_path: str) -> bool:
     return False
 
 
-def _imports_module(tree: ast.Module, base: str) -> bool:
+def _imports_module(tree: ast.AST, base: str, *, bare_words: bool = False) -> bool:
     """An import statement naming ``base``, or a dotted module path ending in it inside a string
     (``importlib.import_module(f"sgl_kernel.{arch}.common_ops")``). A bare word — cupy's
-    ``_preload_library('cutensor')`` names a shared library — does not count."""
+    ``_preload_library('cutensor')`` names a shared library — does not count, unless
+    ``bare_words`` (inside a ``try/except ImportError`` a mention is evidence enough)."""
     dotted = "." + base
     for sub in ast.walk(tree):
         if isinstance(sub, ast.ImportFrom):
@@ -196,6 +184,6 @@ def _imports_module(tree: ast.Module, base: str) -> bool:
                 return True
         elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             v = sub.value
-            if v.endswith(dotted) or (dotted + ".") in v:
+            if v.endswith(dotted) or (dotted + ".") in v or (bare_words and base in v):
                 return True
     return False
