@@ -97,3 +97,15 @@ def test_a_library_name_that_equals_the_module_name_is_not_an_import(
     assert subprocess.run([str(python), "-c", "import optpkg"], capture_output=True).returncode == 0
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == (0, ["LDD005"])
+
+
+def test_module_of_a_dist_without_record_is_still_judged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """ENV003 says RECORD is missing; the loader still finds the package's modules by walking it."""
+    python = _make(tmp_path, UNGUARDED)
+    site = site_of(python)
+    meta = next(site.glob("optpkg-1.0.dist-info"))
+    (meta / "RECORD").unlink()
+    (meta / "top_level.txt").write_text("optpkg\n")
+    rc, data = _doctor(python, capsys)
+    assert rc == 1
+    assert sorted(f["code"] for f in data["findings"]) == ["ENV003", "LDD001"]

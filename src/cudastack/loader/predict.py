@@ -78,6 +78,8 @@ def iter_native_files(inventory: Inventory) -> Iterator[tuple[str, Distribution]
     seen: set[str] = set()
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
         paths = [p for p in dist.native_files() if ".so" in os.path.basename(p)]
+        if dist.record is None:
+            paths.extend(_walk_top_level(dist))
         src = dist.editable_path
         if src and os.path.isdir(src):
             paths.extend(_walk_so(src))
@@ -85,6 +87,21 @@ def iter_native_files(inventory: Inventory) -> Iterator[tuple[str, Distribution]
             if p not in seen:
                 seen.add(p)
                 yield p, dist
+
+
+def _walk_top_level(dist: Distribution) -> Iterator[str]:
+    """Without RECORD (ENV003), the packages named in top_level.txt (else the distribution's
+    own name) are walked for shared objects instead."""
+    names: list[str] = []
+    try:
+        with open(os.path.join(dist.meta_dir, "top_level.txt"), encoding="utf-8", errors="replace") as fh:
+            names = [n.strip() for n in fh if n.strip()]
+    except OSError:
+        names = [dist.key.replace("-", "_")]
+    for n in names:
+        root = os.path.join(dist.site_dir, n)
+        if os.path.isdir(root):
+            yield from _walk_so(root)
 
 
 def _walk_so(root: str, limit: int = 20000) -> Iterator[str]:
