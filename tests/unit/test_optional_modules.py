@@ -51,8 +51,21 @@ def test_guarded_module_is_optional_not_an_error(tmp_path: Path, capsys: pytest.
     assert mod["predicted"] == "fails" and mod["optional"].endswith("optpkg/__init__.py:1")
 
 
-def test_unguarded_module_fails_the_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    python = _make(tmp_path, UNGUARDED)
+# torch/__init__.py: `try: from torch._C import _initExtension / except ImportError: import torch._C`
+# re-raises with a better message; and an unguarded import elsewhere makes any guard moot
+REIMPORTED = "try:\n    from optpkg._fast import x\nexcept ImportError:\n    import optpkg._fast as f\n    raise\n"
+RERAISED = "try:\n    from optpkg import _fast\nexcept ImportError as e:\n    raise RuntimeError('need _fast') from e\n"
+# (`from optpkg import _fast` there would succeed: the handler bound optpkg._fast = None)
+GUARDED_THEN_UNGUARDED = GUARDED + "if True:\n    import optpkg._fast\n"
+
+
+@pytest.mark.parametrize(
+    "init",
+    [UNGUARDED, REIMPORTED, RERAISED, GUARDED_THEN_UNGUARDED],
+    ids=["unguarded", "handler-reimports", "handler-raises", "guarded-then-unguarded"],
+)
+def test_unguarded_module_fails_the_import(tmp_path: Path, capsys: pytest.CaptureFixture[str], init: str) -> None:
+    python = _make(tmp_path, init)
     real = subprocess.run([str(python), "-c", "import optpkg"], capture_output=True, text=True)
     assert real.returncode != 0 and "libmissing.so" in real.stderr
     rc, data = _doctor(python, capsys)

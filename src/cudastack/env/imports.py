@@ -41,14 +41,63 @@ def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
     return False
 
 
+def _swallows(handler: ast.ExceptHandler, base: str) -> bool:
+    """A handler that carries on without the module: it catches ImportError and neither re-raises
+    unconditionally nor imports the module again (torch's ``except ImportError: import torch._C``
+    re-raises the same error with a better message)."""
+    return _catches_import_errors(handler) and not any(
+        isinstance(stmt, ast.Raise) or _imports_module(stmt, base) for stmt in handler.body
+    )
+
+
+def _import_sites(tree: ast.Module, base: str) -> list[tuple[int | None, bool]]:
+    """``(guard, at_module_level)`` for every statement of ``tree`` that imports ``base``: guard is
+    the line of the innermost enclosing ``try`` whose handler swallows its ImportError, else None;
+    at module level when no function body encloses it (it runs when the file is imported)."""
+    sites: list[tuple[int | None, bool]] = []
+
+    def visit(body: list[ast.stmt], guard: int | None, top: bool) -> None:
+        for node in body:
+            if isinstance(node, ast.Try | ast.TryStar):
+                inner = node.lineno if any(_swallows(h, base) for h in node.handlers) else guard
+                visit(node.body, inner, top)
+                for h in node.handlers:
+                    visit(h.body, guard, top)
+                visit(node.orelse, guard, top)
+                visit(node.finalbody, guard, top)
+                continue
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                visit(node.body, guard, False)
+                continue
+            children = [getattr(node, f, None) for f in ("body", "orelse", "handlers", "cases")]
+            blocks = [c for c in children if isinstance(c, list) and c and isinstance(c[0], ast.stmt)]
+            if isinstance(node, ast.Match):
+                blocks = [case.body for case in node.cases]
+            if blocks:
+                # the statement's own expressions (an ``if`` test, a ``with`` item) and its blocks
+                head = [f for f in ast.iter_child_nodes(node) if not isinstance(f, ast.stmt | ast.match_case)]
+                if any(_imports_module(h, base, bare_words=guard is not None) for h in head):
+                    sites.append((guard, top))
+                for b in blocks:
+                    visit(b, guard, top)  # class bodies run at import time too
+            elif _imports_module(node, base, bare_words=guard is not None):
+                sites.append((guard, top))
+
+    visit(tree.body, None, True)
+    return sites
+
+
 def find_import_guard(dist: Distribution, module_path: str) -> str | None:
-    """``file:line`` of a ``try`` that imports the module and catches its ImportError, else None."""
+    """``file:line`` of a ``try`` that imports the module and swallows its ImportError, provided no
+    file that runs at import time imports it unguarded at module level; else None."""
     name = module_name(module_path, dist.site_dir)
     if not name:
         return None
     base = name.rsplit(".", 1)[-1]
     needle = base.encode()
     top = name.split(".", 1)[0]
+    at_import = set(imported_sources(dist) or ())
+    found: str | None = None
     for entry in dist.record or ():
         if not entry.path.endswith(".py") or not entry.path.startswith(top + "/"):
             continue
@@ -64,11 +113,12 @@ def find_import_guard(dist: Distribution, module_path: str) -> str | None:
             tree = ast.parse(raw)
         except (SyntaxError, ValueError, RecursionError):
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Try) and any(_catches_import_errors(h) for h in node.handlers):
-                if any(_imports_module(stmt, base, bare_words=True) for stmt in node.body):
-                    return f"{path}:{node.lineno}"
-    return None
+        for guard, module_level in _import_sites(tree, base):
+            if guard is None and module_level and path in at_import:
+                return None  # an unguarded import runs anyway: the package's import fails
+            if guard is not None and found is None:
+                found = f"{path}:{guard}"
+    return found
 
 
 def _module_level_imports(tree: ast.Module, package: str) -> list[str]:
