@@ -29,6 +29,8 @@ def describe_target(target: Target) -> dict[str, object]:
         "platform": target.platform,
         "glibc": target.glibc,
         "extras": {k: sorted(v) for k, v in sorted(target.extras.items())},
+        "gpu": target.gpu.as_dict(),
+        "deep": target.deep,
     }
 
 
@@ -86,6 +88,10 @@ def run_doctor(
 
 def _extra(ctx: Context, n_dists: int) -> dict[str, object]:
     extra: dict[str, object] = {"distributions": n_dists}
+    if "_cuda_verdicts" in ctx.__dict__:
+        from cudastack.checks.cuda import gpu_table
+
+        extra["gpus"] = gpu_table(ctx)
     pred = ctx.__dict__.get("prediction")  # only when an LDD/ABI rule ran
     if pred is not None:
         from cudastack.checks.ldd import module_table

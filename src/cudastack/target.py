@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cudastack.cuda.host import GpuHost, declared_host, detect_host
 from cudastack.env.interpreter import (
     Interpreter,
     current_interpreter,
@@ -47,6 +48,10 @@ class Target:
     """Extras the user says were requested (``sglang[all]``): installed metadata does not record them."""
     environ: dict[str, str] = field(default_factory=dict, hash=False)
     """The process environment the target runs with (defaults to this shell's)."""
+    gpu: GpuHost = field(default_factory=GpuHost, hash=False)
+    """The GPUs and driver judged against: this machine's, or declared (``--gpu``/``--driver``)."""
+    deep: bool = False
+    """Read device code outside ``.nv_fatbin`` too (``--deep``)."""
 
     @property
     def python(self) -> str | None:
@@ -158,9 +163,14 @@ def build_target(
     python_version: str | None = None,
     extras: dict[str, frozenset[str]] | None = None,
     environ: dict[str, str] | None = None,
+    gpus: list[str] | None = None,
+    driver: str | None = None,
+    deep: bool = False,
+    detect_gpus: bool = True,
 ) -> Target:
     """Resolve the command-line description of a target into a :class:`Target`."""
     env = dict(os.environ if environ is None else environ)
+    gpu = gpu_host(gpus or [], driver, env) if detect_gpus else GpuHost(gpus_source="not detected")
     if python_version is not None and not _PY_VERSION.match(python_version):
         raise UsageError(f"--python-version {python_version!r} is not of the form 3.12 or 3.12.1")
     machine = platform.machine() or "x86_64"
@@ -204,6 +214,8 @@ def build_target(
             pth=pth,
             extras=dict(extras or {}),
             environ=env,
+            gpu=gpu,
+            deep=deep,
         )
 
     if python is not None:
@@ -234,6 +246,26 @@ def build_target(
         pth=pth,
         extras=dict(extras or {}),
         environ=env,
+        gpu=gpu,
+        deep=deep,
+    )
+
+
+def gpu_host(gpus: list[str], driver: str | None, environ: dict[str, str]) -> GpuHost:
+    """Declared GPUs replace detection; a declared driver alone keeps the detected GPUs."""
+    if gpus:
+        return declared_host(gpus, driver)
+    host = detect_host(environ)
+    if driver is None:
+        return host
+    declared = declared_host([], driver)
+    return GpuHost(
+        gpus=host.gpus,
+        gpus_source=host.gpus_source,
+        driver=declared.driver,
+        driver_source=declared.driver_source,
+        declared=True,
+        notes=host.notes,
     )
 
 

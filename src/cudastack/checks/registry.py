@@ -16,7 +16,9 @@ from cudastack.findings import CheckResult, Finding, Fix, Outcome, Severity
 from cudastack.target import Target
 
 if TYPE_CHECKING:
+    from cudastack.cuda.coverage import DeviceCodeInventory
     from cudastack.loader.predict import Prediction
+    from cudastack.loader.search import ElfCache
 
 
 class SkipCheck(Exception):  # noqa: N818 - control flow, not an error
@@ -83,7 +85,21 @@ class Context:
         """The import prediction (ELF + loader), computed on first use by an LDD/ABI rule."""
         from cudastack.loader.predict import predict
 
-        return predict(self.target, self.inventory)
+        return predict(self.target, self.inventory, cache=self.elf_cache)
+
+    @functools.cached_property
+    def elf_cache(self) -> ElfCache:
+        """Parsed ELF files, shared by the import prediction and the device-code scan."""
+        from cudastack.loader.search import ElfCache
+
+        return ElfCache()
+
+    @functools.cached_property
+    def device_code(self) -> DeviceCodeInventory:
+        """SASS/PTX of every file that carries device code, computed on first use by a CUDA rule."""
+        from cudastack.cuda.coverage import scan_environment
+
+        return scan_environment(self.inventory, self.elf_cache, deep=self.target.deep)
 
     def installer_prefix(self) -> list[str]:
         """How to run an installer against *this* environment (never a bare ``pip``)."""

@@ -37,6 +37,19 @@ def add_target_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         help="extras the distribution was installed with, e.g. sglang=all (repeatable)",
     )
+    g.add_argument(
+        "--gpu",
+        metavar="SM",
+        action="append",
+        default=[],
+        help="judge for this GPU instead of the detected ones: sm_120, 9.0 (repeatable)",
+    )
+    g.add_argument("--driver", metavar="VERSION", help="judge for this NVIDIA driver version, e.g. 580.65.06")
+    g.add_argument(
+        "--deep",
+        action="store_true",
+        help="also read device code outside .nv_fatbin (cuFFT .ldata, cuBLASLt .cask_resource, NCCL __nv_relfatbin)",
+    )
 
 
 def add_output_arguments(p: argparse.ArgumentParser) -> None:
@@ -136,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
         python_version=args.python_version,
         extras=extras,
         environ=environ,
+        gpus=args.gpu,
+        driver=args.driver,
+        deep=args.deep,
     )
     select = _split_codes(args.select) or list(config.select)
     ignore = dict(config.ignore)

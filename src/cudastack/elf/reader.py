@@ -40,6 +40,12 @@ EM_NAMES = {3: "i386", 62: "x86-64", 183: "aarch64", 40: "arm", 21: "ppc64", 243
 _MAX_TABLE = 512 << 20  # no dynamic table of a real object is near this; cap what one read may ask
 
 
+_KEPT_SECTIONS = frozenset(
+    {".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment", ".ldata", ".cask_resource", ".nv.compat", ".note.nv.tkinfo"}
+)
+"""Sections whose place is recorded: where device code lives, and a cubin's arch notes."""
+
+
 class ElfParseError(CudastackError, ValueError):
     """The file is not an ELF object we can read (the message says why and where)."""
 
@@ -185,7 +191,7 @@ def _parse(r: _Reader, want_symbols: bool) -> ElfFile:
                     dynsym_count = sh_sz // sh_entsize
                 if shstr and sh_name < len(shstr):
                     nm = _cstr(shstr, sh_name, "section name")
-                    if nm in (".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment", ".ldata", ".cask_resource"):
+                    if nm in _KEPT_SECTIONS:
                         sections[nm] = (sh_offset, sh_sz)
         except ElfParseError:
             sections, dynsym_count = {}, -1  # the loader ignores section headers; so do we

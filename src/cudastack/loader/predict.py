@@ -161,9 +161,11 @@ def _preload_cuda_deps(proc: Process, missing: list[str], site_dirs: tuple[str, 
     return done
 
 
-def predict(target: Target, inventory: Inventory, config: LoaderConfig | None = None) -> Prediction:
+def predict(
+    target: Target, inventory: Inventory, config: LoaderConfig | None = None, cache: ElfCache | None = None
+) -> Prediction:
     config = config or detect_loader(target.environ)
-    cache = ElfCache()
+    cache = cache if cache is not None else ElfCache()
     pred = Prediction(files=[], unreadable=[], config=config, elf_cache=cache)
     if target.interpreter is None:
         pred.skipped = "no interpreter: the process a module loads into is unknown (pass --python)"

@@ -35,6 +35,18 @@ def render_human(
         f"  python     {t.get('python_version') or 'unknown'}  [dim]{escape(str(t.get('python_version_source')))}[/dim]"
     )
     console.print(f"  platform   {t.get('platform')}, glibc {t.get('glibc') or 'unknown'}")
+    gpu = t.get("gpu")
+    if isinstance(gpu, dict):
+        gpus = gpu.get("gpus") or []
+        if gpus:
+            names = ", ".join(f"{g['index']}: {g['name']} ({g['compute_capability']})" for g in gpus)
+            console.print(f"  gpus       {escape(names)}  [dim]{escape(str(gpu.get('gpus_source')))}[/dim]")
+        else:
+            console.print(f"  gpus       none  [dim]{escape(str(gpu.get('gpus_source')))}[/dim]")
+        console.print(
+            f"  driver     {escape(str(gpu.get('driver') or 'none'))}  "
+            f"[dim]{escape(str(gpu.get('driver_source')))}[/dim]"
+        )
     if report.stack:
         parts = [f"{k} {v}" for k, v in report.stack.items() if k != "torch.cuda"]
         if "torch.cuda" in report.stack:

@@ -1,0 +1,544 @@
+"""CUDA: kernel images against the GPUs, PTX against the driver, the driver against the runtime."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterator
+
+from cudastack.checks.registry import Context, SkipCheck, rule
+from cudastack.cuda.archs import (
+    MIN_DRIVER_FOR_MAJOR,
+    PTX_ISA_CUDA,
+    cc_name,
+    driver_cuda,
+    parse_version,
+    ptx_jit_target,
+)
+from cudastack.cuda.coverage import Coverage, DeviceFile, judge
+from cudastack.cuda.fatbin import scan_elf_sections
+from cudastack.cuda.host import Gpu
+from cudastack.findings import Finding, Fix, Severity
+
+_RULES_TEXT = (
+    "rule: SASS sm_XY runs on X.Y' with the same major and Y' >= Y (sm_XYa only on X.Y); "
+    "PTX compute_XY is JIT-compiled for any GPU >= X.Y (compute_XYa only X.Y, compute_XYf its family)"
+)
+
+
+def _gpus(ctx: Context) -> dict[int, list[Gpu]]:
+    host = ctx.target.gpu
+    if not host.gpus:
+        raise SkipCheck(f"no GPU to judge for ({host.gpus_source}); pass --gpu sm_XY to judge for one")
+    by_cc: dict[int, list[Gpu]] = defaultdict(list)
+    for g in host.gpus:
+        by_cc[g.cc].append(g)
+    return dict(sorted(by_cc.items()))
+
+
+def _driver_cuda(ctx: Context) -> tuple[int, int] | None:
+    d = ctx.target.gpu.driver_tuple
+    return driver_cuda(d) if d else None
+
+
+def _verdicts(ctx: Context) -> Iterator[tuple[DeviceFile, int, list[Gpu], Coverage]]:
+    """Every (file, compute capability) pair with its coverage, rescanning a file ``--deep`` when
+    ``.nv_fatbin`` alone leaves it with nothing for the GPU but other sections may hold kernels."""
+    cache: dict[int, list[tuple[DeviceFile, int, list[Gpu], Coverage]]] = ctx.__dict__.setdefault("_cuda_verdicts", {})
+    key = 0
+    if key not in cache:
+        gpus, dcuda, out = _gpus(ctx), _driver_cuda(ctx), []
+        for f in ctx.device_code.files:
+            for cc, group in gpus.items():
+                cov = judge(f, group[0], dcuda)
+                if cov.verdict not in ("runs", "ptx-jit") and f.elsewhere:
+                    elf = ctx.elf_cache.get(f.path)
+                    if not isinstance(elf, str):
+                        deeper = scan_elf_sections(os.path.realpath(f.path), elf.sections, deep=True)
+                        deeper.path = f.path
+                        f.scan, f.elsewhere = deeper, ()
+                        cov = judge(f, group[0], dcuda)
+                if f.scan.has_device_code:
+                    out.append((f, cc, group, cov))
+        cache[key] = out
+    yield from cache[key]
+
+
+def _gpu_words(cc: int, group: list[Gpu]) -> str:
+    names = sorted({g.name for g in group})
+    idx = ",".join(str(g.index) for g in group)
+    return f"{' / '.join(names)} (compute {cc_name(cc)}, GPU {idx})"
+
+
+def _present(f: DeviceFile) -> str:
+    seen: dict[str, None] = {}
+    for e in f.scan.entries:
+        seen.setdefault(str(e), None)
+    names = list(seen)
+    return ", ".join(names[:12]) + (f" … {len(names) - 12} more" if len(names) > 12 else "")
+
+
+def _evidence(ctx: Context, f: DeviceFile, cc: int, group: list[Gpu], cov: Coverage) -> tuple[str, ...]:
+    where = ", ".join(f.scan.sections) or "no section"
+    units = ", ".join(f"{n} {v}" for v, n in cov.units.items())
+    ev = [
+        f"read {where} of {f.path}: {len(f.scan.containers)} unit(s) [{units}]",
+        f"device code present: {_present(f)}",
+        f"GPU: {_gpu_words(cc, group)} from {ctx.target.gpu.gpus_source}",
+        _RULES_TEXT,
+    ]
+    if f.elsewhere:
+        ev.append(f"judged from .nv_fatbin alone: {', '.join(f.elsewhere)} not read (--deep reads them)")
+    return tuple(ev)
+
+
+def _arch_fix(ctx: Context, f: DeviceFile, cc: int) -> Fix:
+    dist = ctx.inventory.get(f.distribution) if f.distribution else None
+    name = dist.name if dist else os.path.basename(f.path)
+    return Fix(
+        summary=(
+            f"Install a build of {name} that carries sm_{cc} SASS or PTX for compute {cc_name(cc)} or older "
+            f"(for compute 12.x: a cu128/cu130 wheel); for a source build set TORCH_CUDA_ARCH_LIST="
+            f'"{cc_name(cc)}" and rebuild'
+        ),
+        commands=(),
+    )
+
+
+def _subject(f: DeviceFile, cc: int) -> str:
+    return f"{os.path.basename(f.path)} on sm_{cc}"
+
+
+@rule(
+    code="CUDA001",
+    name="no-kernel-image",
+    severity=Severity.ERROR,
+    summary="A file's device code has nothing the GPU can run: 'no kernel image is available'",
+)
+def no_kernel_image(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Every fatbin container (``.nv_fatbin`` of every native file, standalone ``.cubin``/``.fatbin``
+    files) is read header by header: each SASS entry's ``sm_XY`` with its ``a``/``f`` variant, each
+    PTX entry's ``compute_XY`` and ISA version. A file whose units have neither SASS that runs on
+    the GPU nor PTX the driver can compile for it fails at the first kernel launch (lazy loading,
+    the default since CUDA 12.2), not at import: ``CUDA error: no kernel image is available for
+    execution on the device`` (cudaErrorNoKernelImageForDevice, 209).
+
+    ## Why is this bad?
+    The classic Blackwell upgrade failure (F10, F11, F12): sm_120 on a build that stops at sm_90,
+    an ``sm_120a``-only module on a GB10 (sm_121), Pascal on cu128 wheels that dropped sm_60.
+
+    ## Example
+    ``cudastack doctor --gpu sm_120`` on a cu126 build of a kernel package.
+
+    ## Fix
+    The wheel variant that carries the arch, or a rebuild with ``TORCH_CUDA_ARCH_LIST``.
+
+    ## References
+    - https://github.com/pytorch/pytorch/issues/150733
+    - https://github.com/sgl-project/sglang/issues/37640
+    """
+    for f, cc, group, cov in _verdicts(ctx):
+        if cov.verdict == "no-kernel-image":
+            yield Finding(
+                code="CUDA001",
+                severity=Severity.ERROR,
+                message=f"{os.path.basename(f.path)} has no kernel image for {_gpu_words(cc, group)}",
+                subject=_subject(f, cc),
+                distribution=f.distribution,
+                path=f.path,
+                evidence=_evidence(ctx, f, cc, group, cov),
+                fix=_arch_fix(ctx, f, cc),
+            )
+
+
+@rule(
+    code="CUDA002",
+    name="ptx-jit-only",
+    severity=Severity.WARNING,
+    summary="The GPU runs a file's kernels only by JIT-compiling PTX at first launch",
+)
+def ptx_jit_only(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Units of a file that carry no SASS for the GPU but PTX the driver can compile for it.
+
+    ## Why is this bad?
+    The driver JIT-compiles at the first launch of each kernel: seconds to minutes at every start
+    when the compute cache (``CUDA_CACHE_MAXSIZE``) is too small, and only as good as the driver's
+    compiler. It works, so this is a warning.
+
+    ## Fix
+    A build with SASS for the GPU; or a large enough ``CUDA_CACHE_MAXSIZE``.
+
+    ## Example
+    ``cudastack doctor --gpu sm_120`` on a library built with ``compute_80`` PTX and no sm_120 SASS.
+
+    ## References
+    - https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#just-in-time-compilation
+    """
+    for f, cc, group, cov in _verdicts(ctx):
+        if cov.verdict == "ptx-jit":
+            n = cov.units.get("ptx-jit", 0)
+            yield Finding(
+                code="CUDA002",
+                severity=Severity.WARNING,
+                message=(
+                    f"{n} unit(s) of {os.path.basename(f.path)} run on {_gpu_words(cc, group)} only "
+                    "by JIT-compiling PTX at first launch"
+                ),
+                subject=_subject(f, cc),
+                distribution=f.distribution,
+                path=f.path,
+                evidence=_evidence(ctx, f, cc, group, cov),
+                fix=_arch_fix(ctx, f, cc),
+            )
+
+
+@rule(
+    code="CUDA003",
+    name="ptx-too-new-for-driver",
+    severity=Severity.ERROR,
+    summary="The only usable code is PTX of an ISA newer than the driver can compile",
+)
+def ptx_too_new(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    A file with no SASS for the GPU whose PTX could be compiled for it, but whose PTX ISA version
+    is newer than the driver's CUDA release (ISA 8.8 needs a CUDA 12.9 driver, 9.0 a 13.0 one).
+
+    ## Why is this bad?
+    ``the provided PTX was compiled with an unsupported toolchain`` (F13): minor-version
+    compatibility covers SASS only.
+
+    ## Fix
+    Upgrade the driver, or install a build with SASS for the GPU.
+
+    ## References
+    - https://github.com/NVIDIA/nvbandwidth/issues/61
+
+    ## Example
+    A flashinfer build from CUDA 13.2 on a 580 (CUDA 13.0) driver, on a GPU it has no SASS for.
+    """
+    host = ctx.target.gpu
+    if host.driver is None:
+        raise SkipCheck(f"the driver version is unknown ({host.driver_source}); pass --driver")
+    dcuda = _driver_cuda(ctx)
+    for f, cc, group, cov in _verdicts(ctx):
+        if cov.verdict != "ptx-too-new":
+            continue
+        isas = sorted({e.isa for e in f.scan.entries if e.kind == "ptx" and e.isa and ptx_jit_target(e, cc)})
+        need = max((PTX_ISA_CUDA.get(i, (99, 0)) for i in isas), default=(99, 0))
+        yield Finding(
+            code="CUDA003",
+            severity=Severity.ERROR,
+            message=(
+                f"{os.path.basename(f.path)} needs PTX JIT on {_gpu_words(cc, group)}, and its PTX ISA "
+                f"{'/'.join(f'{a}.{b}' for a, b in isas)} is newer than driver {host.driver} "
+                f"(CUDA {'.'.join(map(str, dcuda or ()))}) compiles"
+            ),
+            subject=_subject(f, cc),
+            distribution=f.distribution,
+            path=f.path,
+            evidence=(
+                *_evidence(ctx, f, cc, group, cov),
+                f"driver {host.driver} from {host.driver_source} supports CUDA {'.'.join(map(str, dcuda or ()))}",
+                f"PTX ISA {isas[-1][0]}.{isas[-1][1]} came with CUDA {need[0]}.{need[1]}" if isas else "",
+            ),
+            fix=Fix(
+                summary=f"Upgrade the NVIDIA driver to one for CUDA {need[0]}.{need[1]} or newer, or install "
+                f"a build with sm_{cc} SASS",
+            ),
+        )
+
+
+@rule(
+    code="CUDA004",
+    name="units-without-kernel",
+    severity=Severity.INFO,
+    summary="Some units of a file have no kernel for the GPU while others do",
+)
+def units_without_kernel(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Each fatbin container is judged on its own; a file whose other units run on the GPU but some
+    carry only other architectures (an ``sm_90a``-only unit next to an ``sm_80`` one) is listed.
+
+    ## Why is this bad?
+    Often by design: NVIDIA's libraries and kernel packages build per-architecture units and
+    dispatch on the GPU at run time (cuBLASLt 13 has 1185 such units on compute 9.0 and runs).
+    When the package does not dispatch, the kernels of those units fail at first launch: the
+    list says which architectures they carry.
+
+    ## Example
+    ``libcublasLt.so.13`` on an H200: 1185 of 2782 units carry only other architectures.
+
+    ## Fix
+    Nothing, when the package dispatches on the GPU; else a build whose every unit covers the GPU.
+
+    ## References
+    - https://github.com/sgl-project/sglang/issues/37640
+    """
+    for f, cc, group, cov in _verdicts(ctx):
+        if cov.uncovered:
+            total = sum(cov.units.values())
+            yield Finding(
+                code="CUDA004",
+                severity=Severity.INFO,
+                message=(
+                    f"{cov.uncovered} of {total} unit(s) of {os.path.basename(f.path)} have no kernel for "
+                    f"{_gpu_words(cc, group)}; the others do"
+                ),
+                subject=_subject(f, cc),
+                distribution=f.distribution,
+                path=f.path,
+                evidence=_evidence(ctx, f, cc, group, cov),
+            )
+
+
+def _runtime_cuda(ctx: Context) -> tuple[tuple[int, int], str] | None:
+    """The CUDA runtime version the environment uses: torch's build, else the cudart wheel."""
+    torch = ctx.inventory.torch
+    if torch is not None and torch.cuda:
+        try:
+            major, minor = (int(x) for x in torch.cuda.split(".")[:2])
+            return (major, minor), f"torch {torch.version} was built with CUDA {torch.cuda} ({torch.source})"
+        except ValueError:
+            pass
+    for name in ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12"):
+        dist = ctx.inventory.get(name)
+        if dist is not None:
+            parts = dist.public_version.split(".")
+            if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+                return (int(parts[0]), int(parts[1])), f"{dist.name} {dist.version} is installed"
+    return None
+
+
+@rule(
+    code="CUDA005",
+    name="driver-too-old",
+    severity=Severity.ERROR,
+    summary="The driver is older than the CUDA runtime of the environment needs",
+)
+def driver_too_old(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The CUDA runtime major.minor of the environment (torch's build, else the cudart wheel) against
+    the CUDA version the driver supports. Minor-version compatibility lets any 12.x runtime run on
+    a 12.0+ driver (>= 525.60.13) and any 13.x on >= 580.65.06: a newer minor is a warning (PTX
+    JIT and new APIs need the newer driver), a newer major or a driver below the major's minimum
+    an error.
+
+    ## Why is this bad?
+    ``The NVIDIA driver on your system is too old (found version 12080)``, ``CUDA driver version is
+    insufficient for CUDA runtime version`` (F08).
+
+    ## Fix
+    Upgrade the driver, or install the cu12x build of the stack.
+
+    ## References
+    - https://github.com/pytorch/pytorch/pull/162531
+
+    ## Example
+    ``torch 2.14.1+cu130`` on a machine with driver 570.86 (CUDA 12.8).
+    """
+    host = ctx.target.gpu
+    drv = host.driver_tuple
+    if drv is None:
+        raise SkipCheck(f"the driver version is unknown ({host.driver_source}); pass --driver")
+    rt = _runtime_cuda(ctx)
+    if rt is None:
+        raise SkipCheck("no CUDA runtime in the environment (CPU build of torch, no nvidia-cuda-runtime)")
+    (major, minor), how = rt
+    supports = driver_cuda(drv)
+    minimum = MIN_DRIVER_FOR_MAJOR.get(major)
+    ev = (how, f"driver {host.driver} from {host.driver_source} supports CUDA "
+          f"{'.'.join(map(str, supports)) if supports else 'older than 11.0'}")  # fmt: skip
+    if (minimum is not None and drv < minimum) or supports is None or supports[0] < major:
+        need = ".".join(map(str, minimum)) if minimum else "newer"
+        yield Finding(
+            code="CUDA005",
+            severity=Severity.ERROR,
+            message=f"driver {host.driver} is too old for the CUDA {major}.{minor} runtime (needs >= {need})",
+            subject=f"driver {host.driver} < CUDA {major}",
+            evidence=(*ev, f"CUDA {major}.x needs a driver >= {need} (minor-version compatibility)"),
+            fix=Fix(summary=f"Upgrade the NVIDIA driver to {need} or newer, or install the CUDA {major - 1} build"),
+        )
+    elif supports < (major, minor):
+        yield Finding(
+            code="CUDA005",
+            severity=Severity.WARNING,
+            message=(
+                f"driver {host.driver} supports CUDA {supports[0]}.{supports[1]}, older than the "
+                f"{major}.{minor} runtime: it runs by minor-version compatibility, but PTX JIT and newer APIs fail"
+            ),
+            subject=f"driver {host.driver} < CUDA {major}.{minor}",
+            evidence=ev,
+            fix=Fix(summary=f"Upgrade the NVIDIA driver to one for CUDA {major}.{minor}"),
+        )
+
+
+@rule(
+    code="CUDA006",
+    name="driver-library-mismatch",
+    severity=Severity.ERROR,
+    summary="The loaded kernel module and the user-space driver are different versions",
+)
+def driver_library_mismatch(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The NVRM version in ``/proc/driver/nvidia/version`` (the loaded kernel module) against the
+    version in the file name of the ``libcuda.so.<version>`` that ``libcuda.so.1`` resolves to.
+
+    ## Why is this bad?
+    ``Failed to initialize NVML: Driver/library version mismatch`` and no CUDA at all until reboot,
+    typically after unattended-upgrades replaced the user-space driver (F26).
+
+    ## Fix
+    Reboot (or unload and reload the nvidia kernel modules).
+
+    ## Example
+    ``/proc/driver/nvidia/version`` says 570.86.10, ``libcuda.so.1`` is ``libcuda.so.580.95.05``.
+
+    ## References
+    - https://github.com/NVIDIA/nvidia-container-toolkit/issues/394
+    """
+    host = ctx.target.gpu
+    if host.declared:
+        raise SkipCheck("the driver is declared (--driver), not read from this machine")
+    if host.kernel_module is None or host.user_space is None:
+        raise SkipCheck("needs both a loaded kernel module and a libcuda.so.<version>: " + "; ".join(host.notes))
+    if host.kernel_module != host.user_space:
+        yield Finding(
+            code="CUDA006",
+            severity=Severity.ERROR,
+            message=(
+                f"kernel module {host.kernel_module} and user-space driver {host.user_space} differ: "
+                "CUDA and NVML fail until the module is reloaded"
+            ),
+            subject="driver",
+            path=host.user_space_path,
+            evidence=(
+                f"/proc/driver/nvidia/version: {host.kernel_module}",
+                f"libcuda.so.1 -> {host.user_space_path}",
+            ),
+            fix=Fix(summary="Reboot, or reload the nvidia kernel modules", commands=("sudo reboot",)),
+        )
+
+
+@rule(
+    code="CUDA007",
+    name="driver-incomplete",
+    severity=Severity.ERROR,
+    summary="Part of the NVIDIA driver is here and part is missing: CUDA fails at the first call",
+)
+def driver_incomplete(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    With a CUDA stack installed: a user-space driver (``libcuda.so.1``) without a loaded kernel
+    module, or GPU device nodes (``/dev/nvidia*``, ``NVIDIA_VISIBLE_DEVICES``) without a
+    ``libcuda.so.1`` for the loader to find. A machine with no trace of a driver at all is a
+    build or CI machine: the check is skipped with that reason (judge for the fleet with
+    ``--gpu``/``--driver``).
+
+    ## Why is this bad?
+    Imports work; the first CUDA call fails: ``libcuda.so.1: cannot open shared object file``,
+    Triton's ``0 active driver(s)`` (F25).
+
+    ## Fix
+    Install the driver's user-space libraries (containers: run with the NVIDIA container
+    toolkit), or load the kernel module.
+
+    ## Example
+    A container started without ``--gpus`` on a GPU host: ``/dev/nvidia0`` mounted, no ``libcuda.so.1``.
+
+    ## References
+    - https://github.com/vllm-project/vllm/issues/3808
+    """
+    host = ctx.target.gpu
+    if host.declared:
+        raise SkipCheck("the GPUs/driver are declared, not read from this machine")
+    rt = _runtime_cuda(ctx)
+    if rt is None:
+        raise SkipCheck("no CUDA runtime in the environment")
+    visible = ctx.target.environ.get("NVIDIA_VISIBLE_DEVICES", "")
+    gpu_expected = host.device_nodes or (visible and visible not in ("void", "none"))
+    if host.user_space and not host.kernel_module:
+        problem = f"libcuda {host.user_space} is installed but no NVIDIA kernel module is loaded"
+    elif gpu_expected and not host.user_space:
+        problem = "GPU device nodes are here but no libcuda.so.1 is in the loader cache"
+    elif not host.user_space and not host.kernel_module:
+        raise SkipCheck("no NVIDIA driver or GPU on this machine (a build or CI machine?): pass --gpu/--driver")
+    else:
+        return
+    yield Finding(
+        code="CUDA007",
+        severity=Severity.ERROR,
+        message=f"{problem}: the CUDA {rt[0][0]}.{rt[0][1]} stack will fail at its first CUDA call",
+        subject="driver",
+        evidence=(
+            rt[1],
+            *host.notes,
+            f"/dev: {', '.join(host.device_nodes) or 'no nvidia* nodes'}",
+            f"NVIDIA_VISIBLE_DEVICES={visible or '(unset)'}",
+        ),
+        fix=Fix(summary="Install or load the NVIDIA driver (in a container: --gpus all with the NVIDIA toolkit)"),
+    )
+
+
+@rule(
+    code="CUDA008",
+    name="device-code-unreadable",
+    severity=Severity.WARNING,
+    summary="A fatbin or cubin is truncated or corrupt; its kernels are not judged",
+)
+def device_code_unreadable(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Fatbin container and entry headers that do not fit (truncated files, corrupt sizes), and
+    files that are neither fatbin nor cubin.
+
+    ## Why is this bad?
+    A truncated file is usually a broken download or an interrupted install: the driver will
+    reject it too.
+
+    ## Example
+    A cubin of ``flashinfer-cubin`` cut short by an interrupted download.
+
+    ## Fix
+    Reinstall the distribution that owns the file.
+
+    ## References
+    - https://github.com/easybuilders/easybuild-framework/pull/4692
+    """
+    inv = ctx.device_code
+    for f in inv.files:
+        if f.scan.problems:
+            yield Finding(
+                code="CUDA008",
+                severity=Severity.WARNING,
+                message=f"{os.path.basename(f.path)}: {f.scan.problems[0]}",
+                subject=os.path.basename(f.path),
+                distribution=f.distribution,
+                path=f.path,
+                evidence=tuple(f.scan.problems[:20]),
+            )
+    for path, dist, why in inv.unreadable:
+        yield Finding(
+            code="CUDA008",
+            severity=Severity.WARNING,
+            message=f"{os.path.basename(path)} cannot be read: {why}",
+            subject=os.path.basename(path),
+            distribution=dist,
+            path=path,
+        )
+
+
+def gpu_table(ctx: Context) -> list[dict[str, object]]:
+    """The ``gpus`` part of the JSON report: per GPU its facts and a verdict per device-code file."""
+    host = ctx.target.gpu
+    by_cc: dict[int, list[dict[str, object]]] = defaultdict(list)
+    try:
+        for f, cc, _group, cov in _verdicts(ctx):
+            by_cc[cc].append(
+                {"path": f.path, "distribution": f.distribution, "verdict": cov.verdict, "units": cov.units}
+            )
+    except SkipCheck:
+        return []
+    return [{**g.as_dict(), "files": by_cc.get(g.cc, [])} for g in host.gpus]
+
+
+__all__ = ["gpu_table", "parse_version"]

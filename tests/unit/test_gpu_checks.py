@@ -1,0 +1,174 @@
+"""The CUDA rules end to end: a site-packages holding device code compiled here with nvcc,
+judged for declared GPUs and drivers (``--gpu``/``--driver``), as a CPU CI runner would judge
+an environment for a GPU fleet. What each verdict means on real hardware is checked on the H200
+machine (``tools/validate_gpu.py``, ``docs/validation.md``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudastack.cli import main
+from cudastack.cuda.host import parse_nvidia_smi, parse_proc_version, user_space_driver
+from tests import scenario
+from tests.cuda_build import need_nvcc, nvcc
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    root = tmp_path_factory.mktemp("kernels")
+    out = {
+        "sass80.so": nvcc(root / "libsass80.so", ["sm_80"], kind="so").read_bytes(),
+        "ptx80.so": nvcc(root / "libptx80.so", ["compute_80"], kind="so").read_bytes(),
+        "sm120a.cubin": nvcc(root / "k.cubin", ["sm_120a"], kind="cubin").read_bytes(),
+    }
+    need_nvcc()
+    cu = root / "k.cu"
+    cu.write_text('extern "C" __global__ void add(float *a){a[threadIdx.x]+=1;}\n')
+    ptx = root / "k.ptx"
+    subprocess.run(["nvcc", "-ptx", "-arch=compute_80", str(cu), "-o", str(ptx)], check=True)
+    ptx.write_text(ptx.read_text().replace(".version 9.0", ".version 9.1"))
+    fb = root / "k91.fatbin"
+    subprocess.run(["fatbinary", f"--create={fb}", "-64", f"--image3=kind=ptx,sm=80,file={ptx}"], check=True)
+    out["ptx91.fatbin"] = fb.read_bytes()
+    return out
+
+
+def _site(tmp_path: Path, files: dict[str, bytes], torch_cuda: str | None = None) -> Path:
+    site = tmp_path / "site-packages"
+    scenario.write_dist(site, {"name": "kern", "version": "1.0", "files": {f"kern/{k}": v for k, v in files.items()}})
+    if torch_cuda:
+        scenario.write_dist(
+            site,
+            {
+                "name": "torch",
+                "version": f"2.14.1+cu{torch_cuda.replace('.', '')}",
+                "files": {"torch/version.py": f"__version__ = '2.14.1'\ncuda = '{torch_cuda}'\n"},
+            },
+        )
+    return site
+
+
+def _doctor(site: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    rc = main(["doctor", "--site-packages", str(site), "--python-version", "3.11", "--format", "json", *args])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def _cuda(data: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(f["code"], f["subject"]) for f in data["findings"] if f["code"].startswith("CUDA")]
+
+
+def _verdicts(data: dict[str, Any]) -> dict[str, list[str]]:
+    return {g["compute_capability"]: [f["verdict"] for f in g["files"]] for g in data["gpus"]}
+
+
+def test_sass_only_library(tmp_path: Path, kernels: dict[str, bytes], capsys: pytest.CaptureFixture[str]) -> None:
+    site = _site(tmp_path, {"libk.so": kernels["sass80.so"]})
+    rc, data = _doctor(site, capsys, "--gpu", "sm_86", "--gpu", "sm_90", "--gpu", "sm_120")
+    assert _verdicts(data) == {"8.6": ["runs"], "9.0": ["no-kernel-image"], "12.0": ["no-kernel-image"]}
+    assert _cuda(data) == [("CUDA001", "libk.so on sm_120"), ("CUDA001", "libk.so on sm_90")]
+    assert rc == 1
+    f = next(f for f in data["findings"] if f["code"] == "CUDA001")
+    assert f["distribution"] == "kern" and f["path"].endswith("kern/libk.so")
+    assert any("sm_80" in e for e in f["evidence"]) and "TORCH_CUDA_ARCH_LIST" in f["fix"]["summary"]
+
+
+def test_ptx_only_library_jits(tmp_path: Path, kernels: dict[str, bytes], capsys: pytest.CaptureFixture[str]) -> None:
+    site = _site(tmp_path, {"libk.so": kernels["ptx80.so"]})
+    rc, data = _doctor(site, capsys, "--gpu", "sm_75", "--gpu", "sm_120", "--driver", "580.65.06")
+    assert _verdicts(data) == {"7.5": ["no-kernel-image"], "12.0": ["ptx-jit"]}
+    assert _cuda(data) == [("CUDA001", "libk.so on sm_75"), ("CUDA002", "libk.so on sm_120")]
+    rc, data = _doctor(site, capsys, "--gpu", "sm_120", "--driver", "580.65.06", "--fail-on", "warning")
+    assert rc == 1
+
+
+def test_ptx_newer_than_the_driver(
+    tmp_path: Path, kernels: dict[str, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = _site(tmp_path, {"k91.fatbin": kernels["ptx91.fatbin"]})
+    rc, data = _doctor(site, capsys, "--gpu", "sm_90", "--driver", "580.65.06")  # CUDA 13.0 < ISA 9.1's 13.1
+    assert _cuda(data) == [("CUDA003", "k91.fatbin on sm_90")] and rc == 1
+    assert "13.1" in data["findings"][0]["fix"]["summary"]
+    rc, data = _doctor(site, capsys, "--gpu", "sm_90", "--driver", "590.44.01")
+    assert _cuda(data) == [("CUDA002", "k91.fatbin on sm_90")] and rc == 0
+    rc, data = _doctor(site, capsys, "--gpu", "sm_90")  # driver unknown: JIT assumed possible, CUDA003 skipped
+    assert _cuda(data) == [("CUDA002", "k91.fatbin on sm_90")]
+    skip = next(c for c in data["checks"] if c["code"] == "CUDA003")
+    assert skip["outcome"] == "skip" and "--driver" in skip["reason"]
+
+
+def test_arch_specific_cubin(tmp_path: Path, kernels: dict[str, bytes], capsys: pytest.CaptureFixture[str]) -> None:
+    """F11: an sm_120a-only cubin runs on 12.0 and on nothing else, not on a GB10 (12.1)."""
+    site = _site(tmp_path, {"k.cubin": kernels["sm120a.cubin"]})
+    _rc, data = _doctor(site, capsys, "--gpu", "sm_120,sm_121")
+    assert _verdicts(data) == {"12.0": ["runs"], "12.1": ["no-kernel-image"]}
+
+
+@pytest.mark.parametrize(
+    ("torch_cuda", "driver", "expected"),
+    [
+        ("13.0", "570.86.10", [("CUDA005", "error")]),  # F08: cu130 on a 12.8 driver
+        ("13.0", "580.65.06", []),
+        ("12.9", "575.51.03", []),
+        ("12.9", "570.86.10", [("CUDA005", "warning")]),  # minor-version compatibility
+        ("12.8", "520.61.05", [("CUDA005", "error")]),
+    ],
+)
+def test_driver_against_runtime(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], torch_cuda: str, driver: str, expected: list[tuple[str, str]]
+) -> None:
+    site = _site(tmp_path, {}, torch_cuda=torch_cuda)
+    _rc, data = _doctor(site, capsys, "--driver", driver, "--select", "CUDA005")
+    assert [(f["code"], f["severity"]) for f in data["findings"]] == expected
+
+
+def test_no_driver_here_is_a_reason_not_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if Path("/proc/driver/nvidia/version").exists():
+        pytest.skip("this machine has an NVIDIA driver")
+    site = _site(tmp_path, {}, torch_cuda="13.0")
+    rc, data = _doctor(site, capsys)
+    assert rc == 0 and _cuda(data) == []
+    assert data["target"]["gpu"]["gpus"] == [] and data["target"]["gpu"]["driver"] is None
+    reasons = {c["code"]: c["reason"] for c in data["checks"] if c["code"].startswith("CUDA")}
+    assert "no GPU" in reasons["CUDA001"] and "--gpu" in reasons["CUDA001"]
+    assert "no NVIDIA driver" in reasons["CUDA007"]
+
+
+@pytest.mark.parametrize("args", [["--gpu", "sm_x"], ["--gpu", "9.10"], ["--driver", "abc"]])
+def test_bad_gpu_or_driver_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    site = _site(tmp_path, {})
+    assert main(["doctor", "--site-packages", str(site), *args]) == 2
+    assert args[1] in capsys.readouterr().err
+
+
+def test_host_parsers() -> None:
+    proprietary = (
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 23 09:55:41 UTC 2025\nGCC version: gcc\n"
+    )
+    open_module = (
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.10  Release Build  (dvs-builder@U16)\n"
+    )
+    assert parse_proc_version(proprietary) == "580.95.05"
+    assert parse_proc_version(open_module) == "570.86.10"
+    assert parse_proc_version("garbage") is None
+    smi = "0, NVIDIA H200, GPU-1234, 9.0, 143771\n1, NVIDIA RTX PRO 6000, GPU-5678, 12.0, 97887\nbad line\n"
+    gpus = parse_nvidia_smi(smi)
+    assert [(g.index, g.name, g.cc, g.memory_mib) for g in gpus] == [
+        (0, "NVIDIA H200", 90, 143771),
+        (1, "NVIDIA RTX PRO 6000", 120, 97887),
+    ]
+    assert user_space_driver({}) == (None, None)
+
+
+def test_user_space_driver_version_is_the_file_name_libcuda_resolves_to(tmp_path: Path) -> None:
+    real = tmp_path / "libcuda.so.580.95.05"
+    real.write_bytes(b"")
+    (tmp_path / "libcuda.so.1").symlink_to(real.name)
+    entries = {("libcuda.so.1", 0x0303): str(tmp_path / "libcuda.so.1")}
+    assert user_space_driver(entries) == ("580.95.05", str(real))
