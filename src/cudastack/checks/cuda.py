@@ -52,7 +52,7 @@ def _verdicts(ctx: Context) -> Iterator[tuple[DeviceFile, int, list[Gpu], Covera
             for cc, group in gpus.items():
                 cov = judge(f, group[0], dcuda)
                 if cov.verdict not in ("runs", "ptx-jit") and f.elsewhere:
-                    elf = ctx.elf_cache.get(f.path)
+                    elf = ctx.elf_cache.headers(f.path)
                     if not isinstance(elf, str):
                         deeper = scan_elf_sections(os.path.realpath(f.path), elf.sections, deep=True)
                         deeper.path = f.path

@@ -67,7 +67,7 @@ def scan_environment(inventory: Inventory, cache: ElfCache, *, deep: bool = Fals
         if real in seen:
             continue
         seen.add(real)
-        elf = cache.get(path)
+        elf = cache.headers(path)
         if isinstance(elf, str):
             continue  # ELF001 reports it
         if not any(s in elf.sections for s in DEEP_SECTIONS):
