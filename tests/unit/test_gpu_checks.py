@@ -172,3 +172,38 @@ def test_user_space_driver_version_is_the_file_name_libcuda_resolves_to(tmp_path
     (tmp_path / "libcuda.so.1").symlink_to(real.name)
     entries = {("libcuda.so.1", 0x0303): str(tmp_path / "libcuda.so.1")}
     assert user_space_driver(entries) == ("580.95.05", str(real))
+
+
+def _triton_site(tmp_path: Path, ptxas: dict[str, str]) -> Path:
+    """A triton distribution whose bundled ptxas binaries carry the version string of a release
+    (cudastack reads it from the bytes and never runs the binary)."""
+    site = tmp_path / "site-packages"
+    files = {
+        f"triton/backends/nvidia/bin/{name}": b"\x7fELF..."
+        + f"Cuda compilation tools, release {rel}, V{rel}.1".encode()
+        for name, rel in ptxas.items()
+    }
+    scenario.write_dist(site, {"name": "triton", "version": "3.3.0", "files": files})
+    return site
+
+
+@pytest.mark.parametrize(
+    ("ptxas", "gpu", "env", "fires"),
+    [
+        ({"ptxas": "12.8"}, "sm_121", [], True),  # F14: sm_121a unknown to 12.8
+        ({"ptxas": "12.8"}, "sm_120", [], False),
+        ({"ptxas": "12.9", "ptxas-blackwell": "13.3"}, "sm_110", [], False),  # blackwell ptxas for >= 10.0
+        ({"ptxas": "12.9", "ptxas-blackwell": "12.9"}, "sm_110", [], True),
+        ({"ptxas": "11.8"}, "sm_90", [], True),  # Triton compiles sm_90a: needs 12.0
+        ({"ptxas": "12.8"}, "sm_121", ["-e", "TRITON_PTXAS_PATH={site}/cuda13/ptxas"], False),
+    ],
+)
+def test_triton_ptxas_against_the_gpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], ptxas: dict[str, str], gpu: str, env: list[str], fires: bool
+) -> None:
+    site = _triton_site(tmp_path, ptxas)
+    (site / "cuda13").mkdir()
+    (site / "cuda13" / "ptxas").write_bytes(b"Cuda compilation tools, release 13.0, V13.0.88")
+    args = [a.format(site=site) for a in env]
+    _rc, data = _doctor(site, capsys, "--gpu", gpu, "--select", "CUDA009", *args)
+    assert [f["code"] for f in data["findings"]] == (["CUDA009"] if fires else [])

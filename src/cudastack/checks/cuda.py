@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -542,3 +543,102 @@ def gpu_table(ctx: Context) -> list[dict[str, object]]:
 
 
 __all__ = ["gpu_table", "parse_version"]
+
+
+_PTXAS_RELEASE = re.compile(rb"Cuda compilation tools, release (\d+)\.(\d+)")
+
+
+def ptxas_release(path: str) -> tuple[int, int] | None:
+    """The CUDA release a ptxas binary reports, read from its bytes (never run)."""
+    try:
+        with open(path, "rb") as fh:
+            tail = b""
+            while chunk := fh.read(4 << 20):
+                m = _PTXAS_RELEASE.search(tail + chunk)
+                if m:
+                    return int(m.group(1)), int(m.group(2))
+                tail = chunk[-64:]
+    except OSError:
+        return None
+    return None
+
+
+def _triton_ptxas(ctx: Context, cc: int) -> tuple[str | None, str]:
+    """The ptxas Triton runs for a GPU, and why: ``TRITON_PTXAS_BLACKWELL_PATH`` /
+    ``TRITON_PTXAS_PATH``, else the bundled ``ptxas-blackwell`` (compute >= 10.0, triton >= 3.5)
+    or ``ptxas`` (triton/backends/nvidia/compiler.py: get_ptxas)."""
+    env = ctx.target.environ
+    if cc >= 100 and env.get("TRITON_PTXAS_BLACKWELL_PATH"):
+        return env["TRITON_PTXAS_BLACKWELL_PATH"], "TRITON_PTXAS_BLACKWELL_PATH"
+    if env.get("TRITON_PTXAS_PATH"):
+        return env["TRITON_PTXAS_PATH"], "TRITON_PTXAS_PATH"
+    dist = ctx.inventory.get("triton")
+    if dist is None:
+        return None, "triton is not installed"
+    names = ["ptxas-blackwell", "ptxas"] if cc >= 100 else ["ptxas"]
+    for name in names:
+        path = dist.abspath(f"triton/backends/nvidia/bin/{name}")
+        if os.path.isfile(path):
+            return path, f"bundled with triton {dist.version}"
+    return None, f"triton {dist.version} bundles no ptxas"
+
+
+@rule(
+    code="CUDA009",
+    name="triton-ptxas-too-old",
+    severity=Severity.ERROR,
+    summary="The ptxas Triton uses does not know the GPU's architecture",
+)
+def triton_ptxas_too_old(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The CUDA release of the ptxas Triton compiles with (``TRITON_PTXAS_PATH``, else the one in
+    ``triton/backends/nvidia/bin``, ``ptxas-blackwell`` for compute >= 10.0), read from the
+    binary's version string without running it, against the first release that knows the GPU's
+    architecture (sm_100/sm_120: 12.8, sm_103/sm_121: 12.9, sm_110: 13.0).
+
+    ## Why is this bad?
+    Every import succeeds, then the first Triton kernel of the first request fails:
+    ``ptxas fatal : Value 'sm_121a' is not defined for option 'gpu-name'`` (F14).
+
+    ## Example
+    A GB10 (compute 12.1) with a triton whose bundled ptxas is from CUDA 12.8.
+
+    ## Fix
+    ``export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas`` (a CUDA 13 toolkit), or upgrade triton.
+
+    ## References
+    - https://github.com/triton-lang/triton/issues/8539
+    - https://github.com/vllm-project/vllm/pull/31338
+    """
+    from cudastack.cuda.archs import ARCH_MIN_CUDA
+
+    if ctx.inventory.get("triton") is None:
+        raise SkipCheck("triton is not installed")
+    for cc, group in _gpus(ctx).items():
+        path, how = _triton_ptxas(ctx, cc)
+        need = ARCH_MIN_CUDA.get(cc)
+        if path is None or need is None:
+            continue
+        release = ptxas_release(path)
+        if release is None or release >= need:
+            continue
+        yield Finding(
+            code="CUDA009",
+            severity=Severity.ERROR,
+            message=(
+                f"Triton's ptxas is from CUDA {release[0]}.{release[1]}; {_gpu_words(cc, group)} needs "
+                f"{need[0]}.{need[1]} or newer: Triton kernels fail to compile at first use"
+            ),
+            subject=f"ptxas on sm_{cc}",
+            distribution="triton",
+            path=path,
+            evidence=(
+                f"ptxas: {path} ({how})",
+                f"its version string: release {release[0]}.{release[1]}",
+                f"sm_{cc} first appears in CUDA {need[0]}.{need[1]}",
+            ),
+            fix=Fix(
+                summary="Point Triton at a ptxas that knows the GPU (a CUDA 13 toolkit), or upgrade triton",
+                commands=("export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas",),
+            ),
+        )

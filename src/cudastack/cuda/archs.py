@@ -42,6 +42,13 @@ MIN_DRIVER_FOR_MAJOR: dict[int, tuple[int, ...]] = {11: (450, 80, 2), 12: (525, 
 # Architectures renamed between releases: CUDA 13 calls the Thor GPU sm_110 (sm_101 before).
 RENAMED_ARCHS: dict[int, int] = {101: 110}
 
+# The first CUDA release whose ptxas knows an architecture (CUDA release notes); Triton compiles
+# for the arch-specific target (sm_90a, sm_100a, sm_121a), hence 12.0 for compute 9.0.
+ARCH_MIN_CUDA: dict[int, tuple[int, int]] = {
+    75: (10, 0), 80: (11, 0), 86: (11, 1), 87: (11, 4), 89: (11, 8), 90: (12, 0),
+    100: (12, 8), 103: (12, 9), 110: (13, 0), 120: (12, 8), 121: (12, 9),
+}  # fmt: skip
+
 VERDICTS = ("runs", "ptx-jit", "ptx-too-new", "no-kernel-image")
 """Per file and GPU, best to worst."""
 
