@@ -86,7 +86,11 @@ def main() -> None:
     print("| tool | time | ratio |")
     print("|---|---|---|")
     print(f"| cudastack, warm (median of {args.runs}) | {warm:.3f} s | 1× |")
-    print(f"| cudastack, cold (files evicted; {faults} major page faults ≈ {faults * 4 / 1024:.0f} MiB) | {cold:.3f} s | {cold / warm:.1f}× |")  # noqa: E501
+    mib = faults * 4 / 1024
+    print(
+        f"| cudastack, cold (files evicted; {faults} major page faults ≈ {mib:.0f} MiB) "
+        f"| {cold:.3f} s | {cold / warm:.1f}× |"
+    )
     if cuobj is not None:
         print(f"| `cuobjdump --list-elf --list-ptx`, same files, once | {cuobj:.1f} s | {cuobj / warm:.0f}× |")
 

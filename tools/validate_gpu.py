@@ -64,7 +64,15 @@ def build(out: Path) -> None:
     cu = out / "k.cu"
     cu.write_text(KERNEL)
     for name, (specs, flags) in FIXTURES.items():
-        cmd = ["nvcc", "-fatbin", *[a for s in specs for a in _gencode(s)], *flags, str(cu), "-o", str(out / f"{name}.fatbin")]
+        cmd = [
+            "nvcc",
+            "-fatbin",
+            *[a for s in specs for a in _gencode(s)],
+            *flags,
+            str(cu),
+            "-o",
+            str(out / f"{name}.fatbin"),
+        ]
         subprocess.run(cmd, check=True)
     for arch in CUBINS:
         subprocess.run(["nvcc", "-cubin", f"-arch={arch}", str(cu), "-o", str(out / f"cubin_{arch}.cubin")], check=True)
@@ -99,7 +107,8 @@ buf = ctypes.c_uint64()
 ok = ok and call("cuMemAlloc_v2", ctypes.byref(buf), ctypes.c_size_t(1024)) == 0
 if ok:
     a0 = ctypes.c_uint64(buf.value); a1 = ctypes.c_float(1.0)
-    params = (ctypes.c_void_p * 2)(ctypes.cast(ctypes.byref(a0), ctypes.c_void_p), ctypes.cast(ctypes.byref(a1), ctypes.c_void_p))
+    ptr = lambda x: ctypes.cast(ctypes.byref(x), ctypes.c_void_p)  # noqa: E731
+    params = (ctypes.c_void_p * 2)(ptr(a0), ptr(a1))
     ok = call("cuLaunchKernel", fn, 1, 1, 1, 32, 1, 1, 0, None, params, None) == 0
     ok = ok and call("cuCtxSynchronize") == 0
 print(json.dumps({"ok": bool(ok), "steps": steps}))
@@ -110,7 +119,9 @@ def launch(path: Path, no_jit: bool) -> dict:
     env = dict(os.environ)
     if no_jit:
         env["CUDA_DISABLE_PTX_JIT"] = "1"
-    proc = subprocess.run([sys.executable, "-c", LAUNCH, str(path)], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", LAUNCH, str(path)], capture_output=True, text=True, env=env, timeout=120
+    )
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -197,8 +208,16 @@ def run(fixtures: Path, outdir: Path, python: str) -> None:
                 row["only_ours"] = dict((ours - Counter(theirs)).most_common(8))
                 row["only_cuobjdump"] = dict((Counter(theirs) - ours).most_common(8))
             cmp_rows.append(row)
-            print(f"  {'==' if row['equal'] else '!='} {os.path.basename(f.path):40} ours {row['ours']:6} cuobjdump {row['cuobjdump']}")
-    result["cuobjdump"] = {"exe": exe, "files": cmp_rows, "ours_s": round(ours_s, 3), "cuobjdump_s": round(total_cuobj, 3)}
+            print(
+                f"  {'==' if row['equal'] else '!='} {os.path.basename(f.path):40} "
+                f"ours {row['ours']:6} cuobjdump {row['cuobjdump']}"
+            )
+    result["cuobjdump"] = {
+        "exe": exe,
+        "files": cmp_rows,
+        "ours_s": round(ours_s, 3),
+        "cuobjdump_s": round(total_cuobj, 3),
+    }
 
     # 3. doctor on the environment + real torch ops
     t0 = time.perf_counter()
@@ -212,15 +231,24 @@ def run(fixtures: Path, outdir: Path, python: str) -> None:
         "cuda_info": [(f["code"], f["message"]) for f in data["findings"] if f["code"].startswith("CUDA")],
         "gpus": data.get("gpus"),
     }
-    ops = "import torch;x=torch.randn(256,256,device='cuda');(x@x).sum().item();" \
-          "torch.nn.functional.conv2d(torch.randn(1,3,32,32,device='cuda'),torch.randn(8,3,3,3,device='cuda')).sum().item();" \
-          "torch.fft.fft(torch.randn(1024,device='cuda')).abs().sum().item();print(torch.cuda.get_arch_list())"  # fmt: skip
+    ops = (
+        "import torch; F = torch.nn.functional; d = 'cuda'\n"
+        "x = torch.randn(256, 256, device=d); (x @ x).sum().item()\n"
+        "F.conv2d(torch.randn(1, 3, 32, 32, device=d), torch.randn(8, 3, 3, 3, device=d)).sum().item()\n"
+        "torch.fft.fft(torch.randn(1024, device=d)).abs().sum().item()\n"
+        "print(torch.cuda.get_arch_list())\n"
+    )
     t = subprocess.run([python, "-c", ops], capture_output=True, text=True, check=False, timeout=300)
-    result["torch_ops"] = {"ok": t.returncode == 0, "stdout": t.stdout.strip()[-300:], "stderr": t.stderr.strip()[-500:]}
+    result["torch_ops"] = {
+        "ok": t.returncode == 0,
+        "stdout": t.stdout.strip()[-300:],
+        "stderr": t.stderr.strip()[-500:],
+    }
     (outdir / "gpu_validation.json").write_text(json.dumps(result, indent=1))
     bad = [r for r in rows if not r["match"]]
-    print(f"fixtures: {len(rows) - len(bad)}/{len(rows)} match; cuobjdump equal on "
-          f"{sum(r['equal'] for r in cmp_rows)}/{len(cmp_rows)} files; ours {ours_s:.3f}s vs cuobjdump {total_cuobj:.1f}s")  # fmt: skip
+    same = sum(r["equal"] for r in cmp_rows)
+    print(f"fixtures: {len(rows) - len(bad)}/{len(rows)} match; cuobjdump equal on {same}/{len(cmp_rows)} files")
+    print(f"ours {ours_s:.3f}s vs cuobjdump {total_cuobj:.1f}s")
     print("doctor:", json.dumps(result["doctor"]["findings"])[:2000])
     print("torch ops:", result["torch_ops"])
 

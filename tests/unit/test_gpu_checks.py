@@ -207,3 +207,47 @@ def test_triton_ptxas_against_the_gpu(
     args = [a.format(site=site) for a in env]
     _rc, data = _doctor(site, capsys, "--gpu", gpu, "--select", "CUDA009", *args)
     assert [f["code"] for f in data["findings"]] == (["CUDA009"] if fires else [])
+
+
+def _toolkit(root: Path, version: str, nvcc: bool = True) -> Path:
+    """A toolkit directory as a runtime compiler sees it: headers with CUDART_VERSION, bin/nvcc."""
+    major, minor = (int(x) for x in version.split("."))
+    (root / "include").mkdir(parents=True)
+    (root / "include" / "cuda_runtime_api.h").write_text(f"#define CUDART_VERSION  {major * 1000 + minor * 10}\n")
+    if nvcc:
+        (root / "bin").mkdir()
+        (root / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("toolkit", "jit_cache", "expected"),
+    [
+        (None, False, ["CUDA010"]),  # flashinfer JIT and no nvcc anywhere it looks
+        (None, True, []),  # jit-cache: nothing to compile
+        ("12.8", False, ["CUDA010"]),  # CUDA 12 headers for a cu130 torch
+        ("13.0", False, []),
+    ],
+)
+def test_runtime_compiler_toolkit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], toolkit: str | None, jit_cache: bool, expected: list[str]
+) -> None:
+    site = _site(tmp_path, {}, torch_cuda="13.0")
+    scenario.write_dist(site, {"name": "flashinfer-python", "version": "0.6.3"})
+    if jit_cache:
+        scenario.write_dist(site, {"name": "flashinfer-jit-cache", "version": "0.6.3+cu130"})
+    home = str(_toolkit(tmp_path / "cuda", toolkit)) if toolkit else str(tmp_path / "nowhere")
+    env = ["-e", f"CUDA_HOME={home}", "-e", "PATH=/nonexistent"]
+    _rc, data = _doctor(site, capsys, "--select", "CUDA010", *env)
+    assert [f["code"] for f in data["findings"]] == expected
+
+
+@pytest.mark.parametrize(("nvrtc", "headers", "fires"), [("13.2.51", "13.0", True), ("13.0.88", "13.0", False)])
+def test_nvrtc_newer_than_headers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nvrtc: str, headers: str, fires: bool
+) -> None:
+    site = _site(tmp_path, {})
+    scenario.write_dist(site, {"name": "nvidia-cuda-nvrtc", "version": nvrtc})
+    home = _toolkit(tmp_path / "cuda", headers)
+    _rc, data = _doctor(site, capsys, "--select", "CUDA011", "-e", f"CUDA_HOME={home}")
+    assert [f["code"] for f in data["findings"]] == (["CUDA011"] if fires else [])

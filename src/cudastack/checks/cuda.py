@@ -642,3 +642,180 @@ def triton_ptxas_too_old(ctx: Context) -> Iterator[Finding]:
                 commands=("export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas",),
             ),
         )
+
+
+_CUDART_VERSION = re.compile(rb"#define\s+CUDART_VERSION\s+(\d+)")
+
+
+def find_cuda_home(environ: dict[str, str]) -> tuple[str | None, str]:
+    """The toolkit runtime compilers use, as torch's cpp_extension and flashinfer look for it:
+    ``CUDA_HOME``, ``CUDA_PATH``, the directory above an ``nvcc`` on the process PATH, then
+    ``/usr/local/cuda``."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if environ.get(var):
+            return environ[var], f"${var}"
+    for d in environ.get("PATH", "").split(os.pathsep):
+        nvcc = os.path.join(d, "nvcc") if d else ""
+        if nvcc and os.path.isfile(nvcc):
+            real = os.path.realpath(nvcc)
+            home = os.path.dirname(os.path.dirname(real))
+            if os.path.isdir(os.path.join(home, "include")):
+                return home, f"nvcc on PATH ({real})"
+    if os.path.isdir("/usr/local/cuda"):
+        return "/usr/local/cuda", "/usr/local/cuda"
+    return None, "no CUDA_HOME, CUDA_PATH, nvcc on PATH or /usr/local/cuda"
+
+
+def toolkit_version(home: str) -> tuple[int, int] | None:
+    """``CUDART_VERSION`` of the toolkit's headers (13000 → 13.0)."""
+    try:
+        with open(os.path.join(home, "include", "cuda_runtime_api.h"), "rb") as fh:
+            m = _CUDART_VERSION.search(fh.read(1 << 20))
+    except OSError:
+        return None
+    if not m:
+        return None
+    v = int(m.group(1))
+    return v // 1000, (v % 1000) // 10
+
+
+_JIT_USERS = {
+    "flashinfer-python": "flashinfer JIT-compiles kernels it has no prebuilt copy of at first use",
+    "deep-gemm": "DeepGEMM compiles its kernels at first use",
+}
+
+
+@rule(
+    code="CUDA010",
+    name="jit-toolkit-mismatch",
+    severity=Severity.WARNING,
+    summary="A package compiles CUDA at run time, and the toolkit it would use is missing or another major",
+)
+def jit_toolkit(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    For packages that compile CUDA kernels at first use (flashinfer without
+    ``flashinfer-jit-cache``, DeepGEMM): a CUDA toolkit is found where they look (``CUDA_HOME``,
+    ``CUDA_PATH``, nvcc on PATH, ``/usr/local/cuda``), with ``bin/nvcc``, and its major (from
+    ``CUDART_VERSION`` in its headers) is the one torch was built with.
+
+    ## Why is this bad?
+    Imports succeed; the first request that needs an uncached kernel fails to compile (no nvcc),
+    or compiles against CUDA 12 headers for a CUDA 13 process (F27): a first-request crash.
+
+    ## Example
+    ``flashinfer-python`` on a serving image without a toolkit, or with ``/usr/local/cuda`` at
+    12.8 under a ``+cu130`` torch.
+
+    ## Fix
+    Install ``flashinfer-jit-cache`` for the CUDA variant, or point ``CUDA_HOME`` at a toolkit of
+    torch's CUDA major.
+
+    ## References
+    - https://github.com/sgl-project/sglang/issues/9977
+    - https://github.com/deepseek-ai/FlashMLA/issues/121
+    """
+    users = {k: why for k, why in _JIT_USERS.items() if ctx.inventory.get(k) is not None}
+    if "flashinfer-python" in users and ctx.inventory.get("flashinfer-jit-cache") is not None:
+        users.pop("flashinfer-python")
+    if not users:
+        raise SkipCheck("no installed package compiles CUDA at run time (flashinfer without jit-cache, deep-gemm)")
+    home, how = find_cuda_home(ctx.target.environ)
+    torch = ctx.inventory.torch
+    first = sorted(users)[0]
+    if home is None or not os.path.isfile(os.path.join(home, "bin", "nvcc")):
+        yield Finding(
+            code="CUDA010",
+            severity=Severity.WARNING,
+            message=f"{users[first]}, and no CUDA toolkit with nvcc is found ({how})",
+            subject="nvcc",
+            distribution=first,
+            evidence=(*[f"{k}: {v}" for k, v in sorted(users.items())], f"toolkit: {home or 'none'} ({how})"),
+            fix=Fix(summary="Install flashinfer-jit-cache for your CUDA variant, or a CUDA toolkit and set CUDA_HOME"),
+        )
+        return
+    version = toolkit_version(home)
+    if torch is None or not torch.cuda or version is None:
+        return
+    want = int(torch.cuda.split(".")[0])
+    if version[0] != want:
+        yield Finding(
+            code="CUDA010",
+            severity=Severity.WARNING,
+            message=(
+                f"the CUDA toolkit at {home} is {version[0]}.{version[1]} and torch is built with CUDA "
+                f"{torch.cuda}: kernels compiled at run time target the wrong CUDA major"
+            ),
+            subject="nvcc",
+            distribution=first,
+            path=os.path.join(home, "bin", "nvcc"),
+            evidence=(
+                *[f"{k}: {v}" for k, v in sorted(users.items())],
+                f"toolkit: {home} ({how}); CUDART_VERSION in include/cuda_runtime_api.h: {version[0]}.{version[1]}",
+                f"torch {torch.version} built with CUDA {torch.cuda} ({torch.source})",
+            ),
+            fix=Fix(
+                summary=f"Point CUDA_HOME at a CUDA {want} toolkit",
+                commands=(f"export CUDA_HOME=/usr/local/cuda-{want}.0",),
+            ),
+        )
+
+
+@rule(
+    code="CUDA011",
+    name="nvrtc-header-skew",
+    severity=Severity.WARNING,
+    summary="The NVRTC wheel is newer than the CUDA headers runtime compilation includes",
+)
+def nvrtc_header_skew(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The version of the pip NVRTC (``nvidia-cuda-nvrtc``) against ``CUDART_VERSION`` of the
+    toolkit headers that CuPy / cuda-python / flashinfer pass to it (``CUDA_HOME`` and friends).
+
+    ## Why is this bad?
+    NVRTC from 13.2 compiling against 13.0 headers: ``incomplete type "__nv_fp8_e8m0" is not
+    allowed`` at the first runtime-compiled kernel (F28).
+
+    ## Example
+    ``nvidia-cuda-nvrtc 13.2`` with ``/usr/local/cuda-13.0`` as ``CUDA_HOME``.
+
+    ## Fix
+    Match them: install the nvrtc wheel of the toolkit's release, or a toolkit of the wheel's.
+
+    ## References
+    - https://github.com/cupy/cupy/pull/9853
+    - https://github.com/NVIDIA/cuda-python/pull/1977
+    """
+    dist = next(
+        (ctx.inventory.get(n) for n in ("nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu13", "nvidia-cuda-nvrtc-cu12")
+         if ctx.inventory.get(n) is not None),
+        None,
+    )  # fmt: skip
+    if dist is None:
+        raise SkipCheck("no pip NVRTC is installed")
+    home, how = find_cuda_home(ctx.target.environ)
+    version = toolkit_version(home) if home else None
+    if version is None:
+        raise SkipCheck(f"no CUDA toolkit headers to compare with ({how})")
+    parts = dist.public_version.split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        raise SkipCheck(f"{dist.name} {dist.version}: version not of the form X.Y")
+    nvrtc = (int(parts[0]), int(parts[1]))
+    if nvrtc[0] == version[0] and nvrtc > version:
+        yield Finding(
+            code="CUDA011",
+            severity=Severity.WARNING,
+            message=(
+                f"{dist.name} {dist.version} compiles against the CUDA {version[0]}.{version[1]} headers "
+                f"of {home}: newer NVRTC, older headers"
+            ),
+            subject=f"{dist.key} vs {home}",
+            distribution=dist.key,
+            evidence=(
+                f"{dist.name} {dist.version} ({dist.meta_dir})",
+                f"headers: {home} ({how}), CUDART_VERSION {version[0]}.{version[1]}",
+            ),
+            fix=ctx.install_fix(
+                f"Install the NVRTC of the toolkit's release {version[0]}.{version[1]}",
+                [f"{dist.name}=={version[0]}.{version[1]}.*"],
+            ),
+        )
