@@ -251,3 +251,21 @@ def test_nvrtc_newer_than_headers(
     home = _toolkit(tmp_path / "cuda", headers)
     _rc, data = _doctor(site, capsys, "--select", "CUDA011", "-e", f"CUDA_HOME={home}")
     assert [f["code"] for f in data["findings"]] == (["CUDA011"] if fires else [])
+
+
+def test_cuda_compat_on_the_library_path_raises_what_the_driver_supports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F08: a 535 driver cannot run a cu130 torch, unless the cuda-compat libcuda of a 580
+    driver is on LD_LIBRARY_PATH (forward compatibility)."""
+    site = _site(tmp_path, {}, torch_cuda="13.0")
+    _rc, data = _doctor(site, capsys, "--driver", "535.104.05", "--select", "CUDA005", "-e", "LD_LIBRARY_PATH=")
+    assert [f["severity"] for f in data["findings"]] == ["error"]
+    compat = tmp_path / "compat"
+    compat.mkdir()
+    (compat / "libcuda.so.580.65.06").write_bytes(b"")
+    (compat / "libcuda.so.1").symlink_to("libcuda.so.580.65.06")
+    _rc, data = _doctor(
+        site, capsys, "--driver", "535.104.05", "--select", "CUDA005", "-e", f"LD_LIBRARY_PATH={compat}"
+    )
+    assert data["findings"] == []

@@ -347,9 +347,17 @@ def driver_too_old(ctx: Context) -> Iterator[Finding]:
     if rt is None:
         raise SkipCheck("no CUDA runtime in the environment (CPU build of torch, no nvidia-cuda-runtime)")
     (major, minor), how = rt
+    compat = _compat_libcuda(ctx.target.environ)
+    extra: tuple[str, ...] = ()
+    if compat is not None and compat[0] > drv:
+        extra = (
+            f"cuda-compat libcuda {'.'.join(map(str, compat[0]))} on LD_LIBRARY_PATH ({compat[1]}) is what the process "
+            "loads: forward compatibility (datacenter GPUs only) raises the supported CUDA version",
+        )
+        drv = compat[0]
     supports = driver_cuda(drv)
     minimum = MIN_DRIVER_FOR_MAJOR.get(major)
-    ev = (how, f"driver {host.driver} from {host.driver_source} supports CUDA "
+    ev = (how, *extra, f"driver {'.'.join(map(str, drv))} ({host.driver_source}) supports CUDA "
           f"{'.'.join(map(str, supports)) if supports else 'older than 11.0'}")  # fmt: skip
     if (minimum is not None and drv < minimum) or supports is None or supports[0] < major:
         need = ".".join(map(str, minimum)) if minimum else "newer"
@@ -373,6 +381,21 @@ def driver_too_old(ctx: Context) -> Iterator[Finding]:
             evidence=ev,
             fix=Fix(summary=f"Upgrade the NVIDIA driver to one for CUDA {major}.{minor}"),
         )
+
+
+def _compat_libcuda(environ: dict[str, str]) -> tuple[tuple[int, ...], str] | None:
+    """A ``libcuda.so.1`` in an LD_LIBRARY_PATH directory (the cuda-compat package, F08): the
+    loader takes it before the system's, and its file name carries its version."""
+    for d in environ.get("LD_LIBRARY_PATH", "").split(":"):
+        cand = os.path.join(d, "libcuda.so.1") if d else ""
+        if cand and os.path.exists(cand):
+            m = re.search(r"libcuda\.so\.(\d+(?:\.\d+){1,2})$", os.path.realpath(cand))
+            if m:
+                try:
+                    return parse_version(m.group(1)), os.path.realpath(cand)
+                except ValueError:
+                    return None
+    return None
 
 
 @rule(

@@ -117,6 +117,27 @@ def render_human(
             )
         console.print()
 
+    gpus = report.extra.get("gpus")
+    if isinstance(gpus, list) and gpus:
+        for g in gpus:
+            files = g.get("files", [])
+            counts: dict[str, int] = defaultdict(int)
+            for f in files:
+                counts[f["verdict"]] += 1
+            summary = ", ".join(f"{n} {v}" for v, n in counts.items()) or "no device code"
+            console.print(
+                Text(
+                    f"GPU {g['index']} {g['name']} (compute {g['compute_capability']}): "
+                    f"{len(files)} files with device code: {summary}",
+                    style="bold",
+                )
+            )
+            for f in files:
+                if all_modules or f["verdict"] not in ("runs", "no-kernels"):
+                    style = "red" if f["verdict"] in ("no-kernel-image", "ptx-too-new") else ""
+                    console.print(Text(f"  {f['verdict']:<15} {f['path']}", style=style))
+        console.print()
+
     errored = [c for c in report.checks if c.outcome is Outcome.ERROR]
     for c in errored:
         console.print(
