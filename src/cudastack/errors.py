@@ -6,7 +6,8 @@ expect, so ``except ValueError`` keeps working::
     CudastackError
     ├── UsageError (ValueError)            bad arguments or configuration: exit code 2
     ├── TargetError (FileNotFoundError)    the environment to inspect cannot be found or probed
-    └── ReportError (ValueError)           a saved report/baseline cannot be read
+    ├── ReportError (ValueError)           a saved report/baseline cannot be read
+    └── PatchError (RuntimeError)          a checkout cudastack refuses to change (patches/git.py)
 
 A broken file *in the inspected environment* is never an exception: it is a finding. An exception
 that is not a :class:`CudastackError` means cudastack itself failed (exit code 3).

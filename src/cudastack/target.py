@@ -269,6 +269,16 @@ def gpu_host(gpus: list[str], driver: str | None, environ: dict[str, str]) -> Gp
     )
 
 
+def state_root(environ: dict[str, str] | None = None) -> Path:
+    """``$CUDASTACK_STATE_DIR``, else ``$XDG_STATE_HOME/cudastack`` (default ``~/.local/state``)."""
+    env = os.environ if environ is None else environ
+    root = env.get("CUDASTACK_STATE_DIR")
+    if root:
+        return Path(root)
+    xdg = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(xdg) / "cudastack"
+
+
 def state_dir(target: Target, environ: dict[str, str] | None = None) -> Path:
     """Where cudastack keeps state for one target environment (caches, snapshots, locks).
 

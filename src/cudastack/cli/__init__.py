@@ -22,7 +22,7 @@ def _error(message: str, hint: str | None = None, cause: str | None = None) -> N
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cudastack.cli import doctor, rules
+    from cudastack.cli import doctor, patches, rules
 
     parser = argparse.ArgumentParser(
         prog="cudastack",
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     doctor.add_parser(sub)
     rules.add_parser(sub)
+    patches.add_parser(sub)
     return parser
 
 
@@ -55,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(exc.message, exc.hint)
         if isinstance(exc, UsageError | FileNotFoundError):
             return int(ExitCode.USAGE)
+        if exc.__class__.__name__ == "PatchError":
+            return int(ExitCode.REFUSED)  # a checkout cudastack will not change (or a git failure)
         return int(ExitCode.USAGE) if exc.__class__.__name__ == "ReportError" else int(ExitCode.INTERNAL)
     except KeyboardInterrupt:
         _error("interrupted")

@@ -1,0 +1,390 @@
+"""status, save, restore and upgrade of a source checkout's local patches (git CLI only).
+
+A *save* is a commit under ``refs/cudastack/saves/<n>`` whose tree is the working tree (tracked
+and untracked-not-ignored files, built with a temporary index and ``commit-tree``, so neither the
+real index nor the working tree is touched) and whose second parent is a commit of the exact
+index; the message holds the HEAD commit and branch as JSON. ``restore`` rebuilds HEAD, branch,
+index and working tree from it. Ignored files (in-tree ``.so`` from ``pip install -e``) are never
+saved nor touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+
+from cudastack.patches.git import Git, PatchError, preflight, step
+
+SAVE_REF = "refs/cudastack/saves"
+
+
+@dataclass(slots=True)
+class Patch:
+    name: str
+    kind: str
+    """``commit``, ``staged``, ``unstaged`` (untracked files included)."""
+    files: list[str]
+    commit: str | None = None
+    subject: str = ""
+    patch_id: str | None = None
+    outcome: str | None = None
+    """After an upgrade: ``applied``, ``upstream``, ``partial``, ``conflict``."""
+    evidence: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "files": self.files,
+            "commit": self.commit,
+            "subject": self.subject,
+            "patch_id": self.patch_id,
+            "outcome": self.outcome,
+            "evidence": self.evidence,
+        }
+
+
+@dataclass(slots=True)
+class Status:
+    repo: str
+    head: str
+    branch: str | None
+    base: str | None
+    base_how: str
+    patches: list[Patch]
+    ignored_note: str
+
+
+def _base(git: Git) -> tuple[str | None, str]:
+    tag = git.out("describe", "--tags", "--abbrev=0", "HEAD", check=False)
+    if tag:
+        return tag, "nearest tag (git describe --tags)"
+    upstream = git.out("rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}", check=False)
+    if upstream and not upstream.startswith("fatal"):
+        mb = git.out("merge-base", "HEAD", upstream, check=False)
+        if mb:
+            return mb, f"merge-base with {upstream}"
+    return None, "no tag and no upstream branch: every commit counts as local"
+
+
+def _patch_id(git: Git, rev: str) -> str | None:
+    diff = git.run("show", "--format=", "--binary", rev).stdout
+    out = git.run("patch-id", "--stable", input=diff).stdout.decode().split()
+    return out[0] if out else None
+
+
+def status(git: Git) -> Status:
+    preflight(git, for_change=False)
+    head = git.out("rev-parse", "HEAD")
+    branch = git.out("symbolic-ref", "--short", "-q", "HEAD", check=False) or None
+    base, how = _base(git)
+    patches: list[Patch] = []
+    rng = f"{base}..HEAD" if base else "HEAD"
+    for line in git.lines("rev-list", "--reverse", "--no-merges", rng):
+        files = git.lines("diff-tree", "--no-commit-id", "--name-only", "-r", "--root", line)
+        subject = git.out("log", "-1", "--format=%s", line)
+        patches.append(
+            Patch(f"{len(patches) + 1:02d}-{_slug(subject)}", "commit", files, line, subject, _patch_id(git, line))
+        )
+    staged = git.lines("diff", "--cached", "--name-only", "-z")
+    if staged:
+        patches.append(Patch("staged", "staged", staged))
+    unstaged = git.lines("diff", "--name-only", "-z")
+    untracked = git.lines("ls-files", "--others", "--exclude-standard", "-z")
+    if unstaged or untracked:
+        patches.append(Patch("unstaged", "unstaged", sorted(set(unstaged) | set(untracked))))
+    n_ignored = len(git.lines("ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z"))
+    note = f"{n_ignored} ignored path(s) (build outputs such as in-tree .so) are not saved" if n_ignored else ""
+    return Status(git.repo, head, branch, base, how, patches, note)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "patch"
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    ref: str
+    commit: str
+    head: str
+    branch: str | None
+    index_tree: str
+    work_tree: str
+
+
+def save(git: Git, state_dir: str | None = None) -> Saved:
+    """Record HEAD, branch, index, working tree and untracked files under a recovery ref."""
+    preflight(git, for_change=False)
+    head = git.out("rev-parse", "HEAD")
+    branch = git.out("symbolic-ref", "--short", "-q", "HEAD", check=False) or None
+    index_tree = git.out("write-tree")
+    gd = git.git_dir
+    with tempfile.TemporaryDirectory(prefix="cudastack-index-") as tmp:
+        tmp_index = os.path.join(tmp, "index")
+        real_index = os.path.join(gd, "index")
+        if os.path.exists(real_index):
+            shutil.copyfile(real_index, tmp_index)
+        env = {"GIT_INDEX_FILE": tmp_index}
+        git.run("add", "-A", "--", ".", env=env)
+        work_tree = git.out("write-tree", env=env)
+    step("save:trees")
+    meta = json.dumps({"cudastack": "save", "head": head, "branch": branch})
+    ident = {"GIT_AUTHOR_NAME": "cudastack", "GIT_AUTHOR_EMAIL": "cudastack@localhost",
+             "GIT_COMMITTER_NAME": "cudastack", "GIT_COMMITTER_EMAIL": "cudastack@localhost"}  # fmt: skip
+    index_commit = git.out("commit-tree", index_tree, "-p", head, "-m", "cudastack save: index", env=ident)
+    commit = git.out("commit-tree", work_tree, "-p", head, "-p", index_commit, "-m", meta, env=ident)
+    existing = git.lines("for-each-ref", "--format=%(refname)", SAVE_REF)
+    n = 1 + max((int(r.rsplit("/", 1)[1]) for r in existing if r.rsplit("/", 1)[1].isdigit()), default=0)
+    ref = f"{SAVE_REF}/{n}"
+    git.run("update-ref", ref, commit)
+    step("save:ref")
+    if state_dir:
+        _write_series(git, state_dir, n, head)
+    return Saved(ref, commit, head, branch, index_tree, work_tree)
+
+
+def _write_series(git: Git, state_dir: str, n: int, head: str) -> None:
+    st = status(git)
+    out = os.path.join(state_dir, f"save-{n}")
+    os.makedirs(out, exist_ok=True)
+    if st.base:
+        git.run("format-patch", "-q", "--binary", "-o", out, f"{st.base}..{head}")
+    with open(os.path.join(out, "manifest.json"), "w", encoding="utf-8") as fh:
+        json.dump({"base": st.base, "head": head, "patches": [p.as_dict() for p in st.patches]}, fh, indent=1)
+
+
+def latest_save(git: Git) -> str:
+    refs = git.lines("for-each-ref", "--format=%(refname)", SAVE_REF)
+    nums = sorted(int(r.rsplit("/", 1)[1]) for r in refs if r.rsplit("/", 1)[1].isdigit())
+    if not nums:
+        raise PatchError(f"no save in {git.repo} (refs/cudastack/saves/*): run `cudastack patches save` first")
+    return f"{SAVE_REF}/{nums[-1]}"
+
+
+def read_save(git: Git, ref: str) -> Saved:
+    commit = git.out("rev-parse", "--verify", f"{ref}^{{commit}}", check=False)
+    if not commit:
+        raise PatchError(f"{ref}: no such save")
+    meta = json.loads(git.out("log", "-1", "--format=%B", commit))
+    parents = git.out("log", "-1", "--format=%P", commit).split()
+    return Saved(
+        ref,
+        commit,
+        meta["head"],
+        meta.get("branch"),
+        git.out("rev-parse", f"{parents[1]}^{{tree}}"),
+        git.out("rev-parse", f"{commit}^{{tree}}"),
+    )
+
+
+def restore(git: Git, ref: str | None = None) -> Saved:
+    """Return to the saved state exactly: branch and HEAD, then working tree, then index."""
+    gd = git.git_dir
+    for name in ("CHERRY_PICK_HEAD", "MERGE_HEAD", "REVERT_HEAD"):
+        if os.path.exists(os.path.join(gd, name)):  # an upgrade killed mid-pick: drop its state
+            git.run("cherry-pick", "--abort" if name == "CHERRY_PICK_HEAD" else "--quit", check=False)
+            git.run("merge", "--abort", check=False)
+    lock = os.path.join(gd, "index.lock")
+    if os.path.exists(lock):
+        raise PatchError(f"{lock} exists", hint=f"if no git is running on this checkout, remove it: rm {lock}")
+    saved = read_save(git, ref or latest_save(git))
+    if saved.branch:
+        git.run("checkout", "-q", "-f", saved.branch)
+        git.run("reset", "-q", "--hard", saved.head)
+    else:
+        git.run("checkout", "-q", "-f", "--detach", saved.head)
+    git.run("clean", "-q", "-f", "-d")  # untracked, not ignored: the save holds every one of them
+    # working tree = saved tree: write its files, delete what it does not have
+    git.run("read-tree", saved.work_tree)
+    git.run("checkout-index", "-a", "-f")
+    for path in git.lines("diff", "--name-only", "--diff-filter=D", "-z", saved.head, saved.work_tree):
+        full = os.path.join(git.repo, path)
+        if os.path.lexists(full):
+            os.unlink(full)
+    git.run("read-tree", saved.index_tree)
+    git.run("update-index", "-q", "--refresh", check=False)
+    return saved
+
+
+@dataclass(slots=True)
+class Upgrade:
+    saved: Saved
+    target: str
+    branch: str
+    base: str | None
+    patches: list[Patch]
+    conflicts: list[str]
+    range_diff: str = ""
+    head: str = ""
+
+
+_IDENT = {"GIT_COMMITTER_NAME": "cudastack", "GIT_COMMITTER_EMAIL": "cudastack@localhost"}
+
+
+def _hunks(diff: str) -> list[tuple[str, str]]:
+    """Split a unified diff into single-hunk patches: (file, patch text)."""
+    out: list[tuple[str, str]] = []
+    header: list[str] = []
+    current: list[str] | None = None
+    name = ""
+    for line in diff.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            if current:
+                out.append((name, "".join(header + current)))
+            header, current = [line], None
+            name = line.split(" b/", 1)[-1].strip()
+        elif line.startswith("@@"):
+            if current:
+                out.append((name, "".join(header + current)))
+            current = [line]
+        elif current is not None:
+            current.append(line)
+        else:
+            header.append(line)
+    if current:
+        out.append((name, "".join(header + current)))
+    return out
+
+
+def _upstream_hunks(git: Git, diff: str) -> tuple[list[str], list[str]]:
+    """Hunks of ``diff`` whose result is already in the index (reverse-apply cleanly), and the rest."""
+    present, missing = [], []
+    for name, text in _hunks(diff):
+        label = f"{name} {text.split('@@')[1].strip() if '@@' in text else ''}".strip()
+        if git.run("apply", "--cached", "--reverse", "--check", input=text.encode(), check=False).returncode == 0:
+            present.append(label)
+        else:
+            missing.append(label)
+    return present, missing
+
+
+def _conflict_markers(git: Git, files: list[str]) -> list[str]:
+    out = []
+    for f in files:
+        try:
+            with open(os.path.join(git.repo, f), encoding="utf-8", errors="replace") as fh:
+                for n, line in enumerate(fh, 1):
+                    if line.startswith("<<<<<<< "):
+                        out.append(f"{f}:{n}")
+        except OSError:
+            continue
+    return out
+
+
+def upgrade(git: Git, to: str, state_dir: str | None = None) -> Upgrade:
+    """Save, then rebuild the local patches on ``to`` on a new branch ``cudastack/<to>``."""
+    preflight(git, for_change=True)
+    if not git.out("rev-parse", "--verify", "-q", f"{to}^{{commit}}", check=False):
+        remotes = git.lines("remote")
+        if remotes:
+            git.run("fetch", "--tags", remotes[0], check=False)
+        if not git.out("rev-parse", "--verify", "-q", f"{to}^{{commit}}", check=False):
+            raise PatchError(f"{to}: no such tag or commit" + (f" (fetched tags from {remotes[0]})" if remotes else ""))
+    st = status(git)
+    if st.base and git.run("cat-file", "-e", f"{st.base}^{{commit}}", check=False).returncode != 0:
+        raise PatchError(f"the base {st.base} is not in this (shallow?) clone", hint="git fetch --unshallow")
+    saved = save(git, state_dir)
+    step("upgrade:saved")
+    branch, n = f"cudastack/{to}", 1
+    while git.out("rev-parse", "--verify", "-q", f"refs/heads/{branch}", check=False):
+        n += 1  # an earlier upgrade's branch may hold resolved conflicts: never reuse it
+        branch = f"cudastack/{to}-{n}"
+    upstream_ids: dict[str, str] = {}
+    if st.base:
+        for rev in git.lines("rev-list", "--no-merges", f"{st.base}..{to}"):
+            pid = _patch_id(git, rev)
+            if pid:
+                upstream_ids[pid] = rev
+    git.run("checkout", "-q", "-f", "-b", branch, to)
+    git.run("clean", "-q", "-f", "-d")
+    step("upgrade:branch")
+    conflicts: list[str] = []
+    patches = [p for p in st.patches if p.kind == "commit"]
+    for p in patches:
+        assert p.commit is not None
+        step(f"upgrade:patch:{p.name}")
+        if p.patch_id and p.patch_id in upstream_ids:
+            p.outcome = "upstream"
+            p.evidence.append(f"identical patch-id {p.patch_id[:12]} as upstream {upstream_ids[p.patch_id][:12]}")
+            continue
+        diff = git.run("show", "--format=", "--binary", p.commit).stdout.decode(errors="surrogateescape")
+        present, missing = _upstream_hunks(git, diff)
+        if present and not missing:
+            p.outcome = "upstream"
+            p.evidence.append(f"every hunk reverse-applies on {to}: " + "; ".join(present))
+            continue
+        pick = git.run(
+            "cherry-pick", "-x", "--allow-empty", "--keep-redundant-commits", p.commit, env=_IDENT, check=False
+        )
+        if pick.returncode == 0:
+            if git.out("rev-parse", "HEAD^{tree}") == git.out("rev-parse", "HEAD~1^{tree}"):
+                git.run("reset", "-q", "--hard", "HEAD~1")
+                p.outcome = "upstream"
+                p.evidence.append(f"empty after a three-way merge onto {to}")
+            elif present:
+                p.outcome = "partial"
+                p.evidence.append("already upstream: " + "; ".join(present))
+                p.evidence.append("applied: " + "; ".join(missing))
+            else:
+                p.outcome = "applied"
+                p.evidence.append(f"cherry-picked cleanly as {git.out('rev-parse', '--short', 'HEAD')}")
+            continue
+        files = git.lines("diff", "--name-only", "--diff-filter=U", "-z")
+        if not files:
+            raise PatchError(f"cherry-pick of {p.commit[:12]} failed: {pick.stderr.decode(errors='replace')[-400:]}")
+        markers = _conflict_markers(git, files)
+        git.run("add", "-A", "--", *files)
+        msg = (
+            f"CONFLICT (cudastack): {p.subject}\n\nresolve the markers in: {', '.join(files)}\n"
+            f"(cherry picked from commit {p.commit})"
+        )
+        git.run(
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            msg,
+            env={**_IDENT, "GIT_AUTHOR_NAME": "cudastack", "GIT_AUTHOR_EMAIL": "cudastack@localhost"},
+        )
+        p.outcome = "partial" if present else "conflict"
+        if present:
+            p.evidence.append("already upstream: " + "; ".join(present))
+        p.evidence.append("conflict markers at " + ", ".join(markers or files))
+        p.evidence.append(
+            f"committed with the markers as {git.out('rev-parse', '--short', 'HEAD')} so the rest could go on"
+        )
+        conflicts.extend(files)
+    new_head = git.out("rev-parse", "HEAD")
+    step("upgrade:commits")
+    # uncommitted edits come back uncommitted: the staged part staged, the rest only on disk
+    # (applied with --index for the three-way merge, then the index is put back)
+    staged_index = git.out("write-tree")
+    for p in st.patches:
+        if p.kind == "commit":
+            continue
+        step(f"upgrade:{p.kind}")
+        a, b = (saved.head, saved.index_tree) if p.kind == "staged" else (saved.index_tree, saved.work_tree)
+        patch = git.run("diff", "--binary", "--full-index", a, b).stdout
+        res = git.run("apply", "--3way", "--index", input=patch, check=False)
+        unmerged = git.lines("diff", "--name-only", "--diff-filter=U", "-z")
+        if p.kind == "staged" and not unmerged:
+            staged_index = git.out("write-tree")
+        if res.returncode == 0 and not unmerged:
+            p.outcome = "applied"
+            p.evidence.append("re-applied as uncommitted" + (" and staged" if p.kind == "staged" else "") + " edits")
+        else:
+            files = unmerged or p.files
+            p.outcome = "conflict"
+            p.evidence.append(res.stderr.decode(errors="replace").strip()[-400:])
+            p.evidence.append("conflict markers at " + ", ".join(_conflict_markers(git, files) or files))
+            conflicts.extend(files)
+    git.run("read-tree", staged_index)
+    rd = ""
+    if st.base:
+        rd = git.out("range-diff", "--no-color", f"{st.base}..{saved.head}", f"{to}..{new_head}", check=False)
+    step("upgrade:done")
+    return Upgrade(saved, to, branch, st.base, st.patches, sorted(set(conflicts)), rd, new_head)
