@@ -248,3 +248,52 @@ def test_save_changes_nothing_and_restore_comes_back_to_it(checkout: Path, capsy
     assert main(["patches", "restore", str(checkout), "refs/cudastack/saves/1"]) == 0
     capsys.readouterr()
     assert snapshot(checkout) == before
+
+
+def test_a_git_killed_mid_write_is_detected_then_restore_works(
+    checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A git killed inside an operation leaves .git/index.lock: restore explains it and refuses,
+    and once it is gone restores exactly."""
+    before = snapshot(checkout)
+    env = {**os.environ, "CUDASTACK_TEST_KILL_AT": "upgrade:patch:03-fix-c-local-tweak"}
+    env["CUDASTACK_STATE_DIR"] = str(checkout.parent / "state")
+    subprocess.run(
+        [sys.executable, "-m", "cudastack", "patches", "upgrade", str(checkout), "--to", "v0.5.9"], env=env, check=False
+    )
+    lock = checkout / ".git" / "index.lock"
+    lock.write_text("")
+    assert main(["patches", "restore", str(checkout)]) == 4
+    err = capsys.readouterr().err
+    assert "index.lock" in err and "rm " in err
+    lock.unlink()
+    assert main(["patches", "restore", str(checkout)]) == 0
+    capsys.readouterr()
+    assert snapshot(checkout) == before
+    # the patch series and its manifest were written next to the save, outside the checkout
+    manifest = json.loads(next((checkout.parent / "state" / "patches").glob("save-*/manifest.json")).read_text())
+    assert manifest["base"] == "v0.5.8" and len(manifest["patches"]) == 6
+    assert len(list((checkout.parent / "state" / "patches").glob("save-*/*.patch"))) == 4
+
+
+def test_shallow_clone_without_the_base_and_dirty_submodule_are_refused(
+    checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", "--no-tags", f"file://{tmp_path / 'upstream'}", str(shallow))
+    (shallow / "x.py").write_text("x\n")
+    commit(shallow, "local")
+    assert main(["patches", "status", str(shallow)]) == 0  # the base is the merge-base with origin/main
+    capsys.readouterr()
+    git(shallow, "branch", "--unset-upstream")
+    assert main(["patches", "status", str(shallow)]) == 4
+    assert "shallow clone" in capsys.readouterr().err
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / "s.txt").write_text("s\n")
+    commit(sub, "sub")
+    git(checkout, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "third_party/sub")
+    (checkout / "third_party" / "sub" / "s.txt").write_text("dirty\n")
+    assert main(["patches", "upgrade", str(checkout), "--to", "v0.5.9"]) == 4
+    assert "submodule third_party/sub has local changes" in capsys.readouterr().err

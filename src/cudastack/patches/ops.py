@@ -82,6 +82,12 @@ def status(git: Git) -> Status:
     head = git.out("rev-parse", "HEAD")
     branch = git.out("symbolic-ref", "--short", "-q", "HEAD", check=False) or None
     base, how = _base(git)
+    if base is None and os.path.exists(os.path.join(git.git_dir, "shallow")):
+        raise PatchError(
+            f"{git.repo} is a shallow clone with no tag or upstream merge-base in reach: the local commits "
+            "cannot be told from upstream ones",
+            hint="git fetch --unshallow --tags",
+        )
     patches: list[Patch] = []
     rng = f"{base}..HEAD" if base else "HEAD"
     for line in git.lines("rev-list", "--reverse", "--no-merges", rng):
