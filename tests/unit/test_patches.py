@@ -297,3 +297,46 @@ def test_shallow_clone_without_the_base_and_dirty_submodule_are_refused(
     (checkout / "third_party" / "sub" / "s.txt").write_text("dirty\n")
     assert main(["patches", "upgrade", str(checkout), "--to", "v0.5.9"]) == 4
     assert "submodule third_party/sub has local changes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.1, 0.12, 0.14, 0.16, 0.18, 0.2, 0.25, 0.3])
+def test_upgrade_killed_with_its_git_children_at_a_random_moment(
+    checkout: Path, capsys: pytest.CaptureFixture[str], delay: float
+) -> None:
+    """SIGKILL to the whole process group a moment after the save: this lands inside git commands
+    (cherry-pick, apply, checkout). Whatever was left, restore gets back to the exact state; a
+    stale index.lock is the one thing it asks a human to remove, and says so."""
+    import signal
+    import time
+
+    before = snapshot(checkout)
+    env = {**os.environ, "CUDASTACK_STATE_DIR": str(checkout.parent / "state")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cudastack", "patches", "upgrade", str(checkout), "--to", "v0.5.9"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    saved = checkout / ".git" / "refs" / "cudastack" / "saves" / "1"
+    deadline = time.monotonic() + 30
+    while not saved.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)  # the upgrade phase starts once the save exists
+    time.sleep(delay)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    saves = git(checkout, "for-each-ref", "refs/cudastack/saves")
+    if not saves:
+        assert snapshot(checkout) == before  # killed before the save: nothing was touched
+        return
+    lock = checkout / ".git" / "index.lock"
+    if lock.exists():
+        assert main(["patches", "restore", str(checkout)]) == 4
+        assert "index.lock" in capsys.readouterr().err
+        lock.unlink()
+    assert main(["patches", "restore", str(checkout)]) == 0
+    capsys.readouterr()
+    assert snapshot(checkout) == before
