@@ -682,7 +682,7 @@ def find_cuda_home(environ: dict[str, str]) -> tuple[str | None, str]:
         if nvcc and os.path.isfile(nvcc):
             real = os.path.realpath(nvcc)
             home = os.path.dirname(os.path.dirname(real))
-            if os.path.isdir(os.path.join(home, "include")):
+            if os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h")):
                 return home, f"nvcc on PATH ({real})"
     if os.path.isdir("/usr/local/cuda"):
         return "/usr/local/cuda", "/usr/local/cuda"

@@ -22,7 +22,7 @@ def _error(message: str, hint: str | None = None, cause: str | None = None) -> N
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cudastack.cli import doctor, patches, rules
+    from cudastack.cli import doctor, patches, rules, snapshot
 
     parser = argparse.ArgumentParser(
         prog="cudastack",
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_parser(sub)
     rules.add_parser(sub)
     patches.add_parser(sub)
+    snapshot.add_parser(sub)
     return parser
 
 
