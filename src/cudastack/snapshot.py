@@ -15,12 +15,14 @@ import json
 import os
 import subprocess
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cudastack.env.dists import Distribution
-from cudastack.env.inventory import STACK_KEYS, Inventory, read_inventory
 from cudastack.errors import ReportError
-from cudastack.target import Target
+
+if TYPE_CHECKING:  # imported where used: `diff` of two files needs none of them
+    from cudastack.env.dists import Distribution
+    from cudastack.env.inventory import Inventory
+    from cudastack.target import Target
 
 SNAPSHOT_FORMAT = 1
 """Version of the ``snapshot`` object inside the report envelope (bumped on incompatible change)."""
@@ -112,6 +114,8 @@ def _hash_file(path: str) -> str:
 
 def take_snapshot(target: Target, inventory: Inventory | None = None) -> dict[str, Any]:
     """The snapshot object of a target (the ``snapshot`` key of the report)."""
+    from cudastack.env.inventory import read_inventory
+
     inv = inventory or read_inventory(target)
     interp = target.interpreter
     dists = []
@@ -219,6 +223,8 @@ _KIND_ORDER = ("variant", "downgraded", "upgraded", "removed", "added", "source"
 
 
 def abi_relevant(key: str) -> bool:
+    from cudastack.data.families import STACK_KEYS
+
     return key in STACK_KEYS or key.startswith(ABI_RELEVANT_PREFIXES)
 
 

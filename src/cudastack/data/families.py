@@ -7,6 +7,28 @@ from __future__ import annotations
 
 import re
 
+# --- the stack ---------------------------------------------------------------------------------
+# Distributions whose versions the report header shows and whose changes `diff` puts first.
+STACK_KEYS: tuple[str, ...] = (
+    "torch",
+    "torchvision",
+    "torchaudio",
+    "triton",
+    "xformers",
+    "torchao",
+    "flash-attn",
+    "flashinfer-python",
+    "flashinfer-cubin",
+    "flashinfer-jit-cache",
+    "sgl-kernel",
+    "sglang-kernel",
+    "cupy-cuda12x",
+    "cupy-cuda13x",
+    "bitsandbytes",
+    "sglang",
+    "vllm",
+)
+
 # --- flashinfer ---------------------------------------------------------------------------------
 # flashinfer/jit/env.py compares the public versions of the three packages exactly and raises
 # "flashinfer-cubin version (X) does not match flashinfer version (Y)". Source:

@@ -6,31 +6,12 @@ from dataclasses import dataclass, field
 
 from packaging.utils import canonicalize_name
 
+# Distributions shown in the report header, in this order (the floors of the tower).
+from cudastack.data.families import STACK_KEYS
 from cudastack.env.conda import CondaPackage, read_conda_meta
 from cudastack.env.dists import Distribution, iter_distributions
 from cudastack.env.versionfiles import VersionFile, read_version_files
 from cudastack.target import Target
-
-# Distributions shown in the report header, in this order (the floors of the tower).
-STACK_KEYS: tuple[str, ...] = (
-    "torch",
-    "torchvision",
-    "torchaudio",
-    "triton",
-    "xformers",
-    "torchao",
-    "flash-attn",
-    "flashinfer-python",
-    "flashinfer-cubin",
-    "flashinfer-jit-cache",
-    "sgl-kernel",
-    "sglang-kernel",
-    "cupy-cuda12x",
-    "cupy-cuda13x",
-    "bitsandbytes",
-    "sglang",
-    "vllm",
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
