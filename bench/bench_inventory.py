@@ -10,6 +10,7 @@ process, as a user would run it; cudastack's in-process time (no interpreter sta
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import statistics
@@ -57,6 +58,7 @@ def main() -> None:
     n_dists = report.extra["distributions"]
     inproc = []
     for _ in range(args.runs):
+        gc.collect()  # each run starts from a collected heap, as a fresh cudastack process does
         t0 = time.perf_counter()
         run_doctor(target, select=["PKG", "ENV"])
         inproc.append(time.perf_counter() - t0)

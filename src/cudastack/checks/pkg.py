@@ -7,7 +7,7 @@ import functools
 import hashlib
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 
 from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
@@ -883,21 +883,29 @@ def file_owned_twice(ctx: Context) -> Iterator[Finding]:
     - https://github.com/gpustack/gpustack/issues/5459
     - https://github.com/pytorch/pytorch/issues/186591
     """
-    firsts: dict[str, dict[str, tuple[Distribution, str | None]]] = defaultdict(dict)
-    clashes: dict[tuple[str, str], list[tuple[Distribution, str | None]]] = {}
+    # count every RECORD path per site directory in C (Counter over sets); Python-level work
+    # only for the few paths that two distributions share (measured: 0.11 s -> 0.02 s for 88k)
+    by_site: dict[str, list[Distribution]] = defaultdict(list)
     for dist in ctx.inventory.dists.values():
-        site = dist.site_dir
-        first = firsts[site]
-        for entry in dist.record or ():
-            other = first.setdefault(entry.path, (dist, entry.hash))
-            if other[0] is not dist:
-                clashes.setdefault((site, entry.path), [other]).append((dist, entry.hash))
-    by_pair: dict[tuple[str, ...], list[tuple[str, str, list[tuple[Distribution, str | None]]]]] = defaultdict(list)
+        by_site[dist.site_dir].append(dist)
+    clashes: dict[tuple[str, str], list[tuple[Distribution, str]]] = {}
+    for site, dists in by_site.items():
+        counts: Counter[str] = Counter()
+        for dist in dists:
+            counts.update({e.path for e in dist.record or ()})
+        shared = {p for p, n in counts.items() if n > 1}
+        if not shared:
+            continue
+        for dist in dists:
+            for entry in dist.record or ():
+                if entry.path in shared:
+                    clashes.setdefault((site, entry.path), []).append((dist, entry.hash))
+    by_pair: dict[tuple[str, ...], list[tuple[str, str, list[tuple[Distribution, str]]]]] = defaultdict(list)
     for (site, rel), owned in clashes.items():
         if rel.endswith(".pyc") or "/__pycache__/" in rel:
             continue
         hashes = {h for _, h in owned}
-        if len(hashes) == 1 and None not in hashes:
+        if len(hashes) == 1 and "" not in hashes:
             continue
         by_pair[tuple(sorted(d.key for d, _ in owned))].append((site, rel, owned))
     for pair, files in sorted(by_pair.items()):
