@@ -269,3 +269,33 @@ def test_cuda_compat_on_the_library_path_raises_what_the_driver_supports(
         site, capsys, "--driver", "535.104.05", "--select", "CUDA005", "-e", f"LD_LIBRARY_PATH={compat}"
     )
     assert data["findings"] == []
+
+
+@pytest.mark.parametrize(("layout", "fires"), [("cccl-only", True), ("both", False)])
+def test_source_build_against_the_cuda13_cccl_layout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], layout: str, fires: bool
+) -> None:
+    """F27: an editable kernel checkout (with .cu sources) and a CUDA 13 toolkit whose CCCL
+    headers are only under include/cccl."""
+    home = _toolkit(tmp_path / "cuda", "13.0")
+    (home / "include" / "cccl" / "cuda" / "std").mkdir(parents=True)
+    if layout == "both":
+        (home / "include" / "cuda" / "std").mkdir(parents=True)
+    src = tmp_path / "sgl-kernel"
+    (src / "csrc").mkdir(parents=True)
+    (src / "csrc" / "norm.cu").write_text("// kernel\n")
+    site = _site(tmp_path, {})
+    scenario.write_dist(
+        site,
+        {
+            "name": "sgl-kernel",
+            "version": "0.3.9",
+            "files": {
+                "sgl_kernel-0.3.9.dist-info/direct_url.json": json.dumps(
+                    {"url": f"file://{src}", "dir_info": {"editable": True}}
+                )
+            },
+        },
+    )
+    _rc, data = _doctor(site, capsys, "--select", "CUDA012", "-e", f"CUDA_HOME={home}")
+    assert [f["code"] for f in data["findings"]] == (["CUDA012"] if fires else [])

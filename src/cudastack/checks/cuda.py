@@ -842,3 +842,81 @@ def nvrtc_header_skew(ctx: Context) -> Iterator[Finding]:
                 [f"{dist.name}=={version[0]}.{version[1]}.*"],
             ),
         )
+
+
+@rule(
+    code="CUDA012",
+    name="cccl-header-layout",
+    severity=Severity.WARNING,
+    summary="A kernel package is built from source against a CUDA 13 toolkit whose CCCL headers moved",
+)
+def cccl_header_layout(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    A distribution installed editable from a source checkout (``pip install -e``, as SGLang's
+    ``sgl-kernel`` or vLLM are built) that ships native code, while the toolkit its builds use
+    (``CUDA_HOME`` and friends) is CUDA 13, which keeps the CCCL headers only under
+    ``include/cccl/`` (``include/cccl/cuda/std`` present, ``include/cuda/std`` absent).
+
+    ## Why is this bad?
+    The next rebuild of the checkout (after ``git pull``, or by a resolver without
+    ``--no-build-isolation``) fails in host-compiled translation units:
+    ``fatal error: cuda/std/utility: No such file or directory`` (F27).
+
+    ## Example
+    ``sglang`` and ``sgl-kernel`` editable from a checkout, ``CUDA_HOME=/usr/local/cuda-13.0``.
+
+    ## Fix
+    Add the CCCL directory to the include path before rebuilding.
+
+    ## References
+    - https://github.com/sgl-project/sglang/issues/9977
+    - https://github.com/sgl-project/sglang/pull/20588
+    """
+    editable = [d for d in ctx.inventory.dists.values() if d.editable_path]
+    if not editable:
+        raise SkipCheck("no distribution is installed editable from a source checkout")
+    home, how = find_cuda_home(ctx.target.environ)
+    version = toolkit_version(home) if home else None
+    if home is None or version is None or version[0] < 13:
+        raise SkipCheck(f"no CUDA 13 toolkit where builds look ({how})")
+    cccl = os.path.join(home, "include", "cccl", "cuda", "std")
+    if not os.path.isdir(cccl) or os.path.isdir(os.path.join(home, "include", "cuda", "std")):
+        return
+    for dist in sorted(editable, key=lambda d: d.key):
+        src = dist.editable_path or ""
+        natives = [p for p in dist.native_files()]
+        if not natives and not _has_cuda_sources(src):
+            continue
+        yield Finding(
+            code="CUDA012",
+            severity=Severity.WARNING,
+            message=(
+                f"{dist.name} is built from {src}; CUDA {version[0]}.{version[1]} at {home} keeps the CCCL "
+                "headers only under include/cccl: its next source build fails without that include path"
+            ),
+            subject=dist.key,
+            distribution=dist.key,
+            path=src,
+            evidence=(
+                f"{dist.name} {dist.version} installed editable from {src}",
+                f"toolkit: {home} ({how}), CUDA {version[0]}.{version[1]}",
+                f"{cccl} exists; {os.path.join(home, 'include', 'cuda', 'std')} does not",
+            ),
+            fix=Fix(
+                summary="Put the CCCL headers on the include path before rebuilding",
+                commands=(f"export CPLUS_INCLUDE_PATH={os.path.join(home, 'include', 'cccl')}:$CPLUS_INCLUDE_PATH",),
+            ),
+        )
+
+
+def _has_cuda_sources(root: str, limit: int = 20000) -> bool:
+    n = 0
+    for _dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in (".git", "node_modules", "__pycache__")]
+        for f in filenames:
+            n += 1
+            if f.endswith((".cu", ".cuh")):
+                return True
+        if n > limit:
+            return False
+    return False
