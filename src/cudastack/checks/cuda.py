@@ -13,6 +13,7 @@ from cudastack.cuda.archs import (
     PTX_ISA_CUDA,
     cc_name,
     driver_cuda,
+    format_driver,
     parse_version,
     ptx_jit_target,
 )
@@ -96,11 +97,16 @@ def _evidence(ctx: Context, f: DeviceFile, cc: int, group: list[Gpu], cov: Cover
 def _arch_fix(ctx: Context, f: DeviceFile, cc: int) -> Fix:
     dist = ctx.inventory.get(f.distribution) if f.distribution else None
     name = dist.name if dist else os.path.basename(f.path)
+    if cc < 75:
+        which = "CUDA 12.8+ and 13 builds dropped everything below sm_75: a cu126 (or older) build"
+    elif cc >= 120:
+        which = "a cu128/cu130 build (sm_120 needs CUDA 12.8+)"
+    else:
+        which = "a build for your GPU"
     return Fix(
         summary=(
             f"Install a build of {name} that carries sm_{cc} SASS or PTX for compute {cc_name(cc)} or older "
-            f"(for compute 12.x: a cu128/cu130 wheel); for a source build set TORCH_CUDA_ARCH_LIST="
-            f'"{cc_name(cc)}" and rebuild'
+            f'({which}); for a source build set TORCH_CUDA_ARCH_LIST="{cc_name(cc)}" and rebuild'
         ),
         commands=(),
     )
@@ -357,10 +363,10 @@ def driver_too_old(ctx: Context) -> Iterator[Finding]:
         drv = compat[0]
     supports = driver_cuda(drv)
     minimum = MIN_DRIVER_FOR_MAJOR.get(major)
-    ev = (how, *extra, f"driver {'.'.join(map(str, drv))} ({host.driver_source}) supports CUDA "
+    ev = (how, *extra, f"driver {format_driver(drv)} ({host.driver_source}) supports CUDA "
           f"{'.'.join(map(str, supports)) if supports else 'older than 11.0'}")  # fmt: skip
     if (minimum is not None and drv < minimum) or supports is None or supports[0] < major:
-        need = ".".join(map(str, minimum)) if minimum else "newer"
+        need = format_driver(minimum) if minimum else "newer"
         yield Finding(
             code="CUDA005",
             severity=Severity.ERROR,

@@ -61,6 +61,11 @@ def parse_version(text: str) -> tuple[int, ...]:
     return parts
 
 
+def format_driver(version: tuple[int, ...]) -> str:
+    """(580, 65, 6) → ``580.65.06``, as NVIDIA writes driver versions."""
+    return ".".join([str(version[0]), *(f"{p:02d}" for p in version[1:])])
+
+
 def driver_cuda(driver: tuple[int, ...]) -> tuple[int, int] | None:
     """The newest CUDA version a driver supports, or None for a driver older than CUDA 11."""
     best = None

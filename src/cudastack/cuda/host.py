@@ -166,7 +166,7 @@ def detect_host(environ: dict[str, str]) -> GpuHost:
     if not gpus and kernel is not None:
         gpus, source = _smi(notes)
     if not gpus and not source:
-        source = "none: " + "; ".join(notes) if notes else "none found"
+        source = "; ".join(notes) if notes else "none found"
     try:
         nodes = tuple(sorted(n for n in os.listdir("/dev") if n.startswith("nvidia")))
     except OSError:
