@@ -239,6 +239,7 @@ def test_save_changes_nothing_and_restore_comes_back_to_it(checkout: Path, capsy
     before = snapshot(checkout)
     rc, data = cli(capsys, "save", str(checkout))
     assert rc == 0 and data["save"]["ref"] == "refs/cudastack/saves/1"
+    assert "1 ignored path(s)" in data["save"]["not_saved"]  # ext.so, built in tree
     assert snapshot(checkout) == before
     # wreck everything, then restore
     (checkout / "a.py").write_text("gone\n")

@@ -54,9 +54,12 @@ def run(args: argparse.Namespace) -> int:
         from cudastack.target import state_root
 
         saved = save(git, state_dir=str(state_root() / "patches"))
+        note = status(git).ignored_note
         target.update(head=saved.head, branch=saved.branch)
-        extra["save"] = {"ref": saved.ref, "commit": saved.commit}
+        extra["save"] = {"ref": saved.ref, "commit": saved.commit, "not_saved": note or None}
         lines.append(f"saved HEAD {saved.head[:12]}, index and working tree as {saved.ref} ({saved.commit[:12]})")
+        if note:
+            lines.append(f"  {note}")
         lines.append(f"  restore with: cudastack patches restore {git.repo} {saved.ref}")
     elif args.action == "restore":
         saved = restore(git, args.save)
