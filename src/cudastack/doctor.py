@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 from collections.abc import Iterator, Sequence
 
 from cudastack.checks import Context, run_rules
 from cudastack.env.inventory import read_inventory
 from cudastack.errors import ReportError
 from cudastack.findings import Severity
-from cudastack.report import SCHEMA_VERSION, Report
+from cudastack.report import SCHEMA_VERSION, Report, read_json_report
 from cudastack.target import Target
 
 
@@ -52,13 +51,7 @@ def describe_target(target: Target) -> dict[str, object]:
 
 def read_baseline(path: str) -> frozenset[tuple[str, str, str]]:
     """Keys of the findings in a saved ``--format json`` report."""
-    try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read())
-    except OSError as exc:
-        raise ReportError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ReportError(f"baseline {path} is not JSON: {exc}") from None
+    data = read_json_report(path, "baseline")
     if not isinstance(data, dict) or "schema_version" not in data or not isinstance(data.get("findings"), list):
         raise ReportError(f"baseline {path} is not a cudastack report (no schema_version/findings)")
     major = str(data["schema_version"]).split(".")[0]

@@ -50,3 +50,18 @@ class Report:
         for f in self.findings:
             out[str(f.severity)] += 1
         return out
+
+
+def read_json_report(path: str, what: str) -> object:
+    """The parsed JSON of a saved report (``what``: baseline, snapshot), or a clear ReportError."""
+    import json
+
+    from cudastack.errors import ReportError
+
+    try:
+        with open(path, "rb") as fh:
+            return json.loads(fh.read())
+    except OSError as exc:
+        raise ReportError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ReportError(f"{what} {path} is not JSON (truncated?): {exc}") from None

@@ -11,7 +11,6 @@ an editable install) are read and hashed.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -182,13 +181,9 @@ def _toolkits(environ: dict[str, str]) -> list[dict[str, Any]]:
 
 def load_snapshot(path: str) -> dict[str, Any]:
     """A snapshot from a file written by ``cudastack snapshot -o``; clear errors, never a traceback."""
-    try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read())
-    except OSError as exc:
-        raise ReportError(f"cannot read snapshot {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ReportError(f"snapshot {path} is not JSON (truncated?): {exc}") from None
+    from cudastack.report import read_json_report
+
+    data = read_json_report(path, "snapshot")
     snap = data.get("snapshot") if isinstance(data, dict) else None
     if not isinstance(snap, dict) or not isinstance(snap.get("distributions"), list):
         raise ReportError(f"{path} is not a cudastack snapshot (no snapshot.distributions)")

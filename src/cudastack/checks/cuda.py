@@ -112,6 +112,23 @@ def _arch_fix(ctx: Context, f: DeviceFile, cc: int) -> Fix:
     )
 
 
+def _coverage_finding(
+    ctx: Context, code: str, severity: Severity, message: str, verdict: tuple[DeviceFile, int, list[Gpu], Coverage]
+) -> Finding:
+    """A finding about one file on one GPU, with the evidence and the fix every such rule gives."""
+    f, cc, group, cov = verdict
+    return Finding(
+        code=code,
+        severity=severity,
+        message=message,
+        subject=_subject(f, cc),
+        distribution=f.distribution,
+        path=f.path,
+        evidence=_evidence(ctx, f, cc, group, cov),
+        fix=_arch_fix(ctx, f, cc),
+    )
+
+
 def _subject(f: DeviceFile, cc: int) -> str:
     return f"{os.path.basename(f.path)} on sm_{cc}"
 
@@ -147,16 +164,8 @@ def no_kernel_image(ctx: Context) -> Iterator[Finding]:
     """
     for f, cc, group, cov in _verdicts(ctx):
         if cov.verdict == "no-kernel-image":
-            yield Finding(
-                code="CUDA001",
-                severity=Severity.ERROR,
-                message=f"{os.path.basename(f.path)} has no kernel image for {_gpu_words(cc, group)}",
-                subject=_subject(f, cc),
-                distribution=f.distribution,
-                path=f.path,
-                evidence=_evidence(ctx, f, cc, group, cov),
-                fix=_arch_fix(ctx, f, cc),
-            )
+            message = f"{os.path.basename(f.path)} has no kernel image for {_gpu_words(cc, group)}"
+            yield _coverage_finding(ctx, "CUDA001", Severity.ERROR, message, (f, cc, group, cov))
 
 
 @rule(
@@ -185,20 +194,11 @@ def ptx_jit_only(ctx: Context) -> Iterator[Finding]:
     """
     for f, cc, group, cov in _verdicts(ctx):
         if cov.verdict == "ptx-jit":
-            n = cov.units.get("ptx-jit", 0)
-            yield Finding(
-                code="CUDA002",
-                severity=Severity.WARNING,
-                message=(
-                    f"{n} unit(s) of {os.path.basename(f.path)} run on {_gpu_words(cc, group)} only "
-                    "by JIT-compiling PTX at first launch"
-                ),
-                subject=_subject(f, cc),
-                distribution=f.distribution,
-                path=f.path,
-                evidence=_evidence(ctx, f, cc, group, cov),
-                fix=_arch_fix(ctx, f, cc),
+            message = (
+                f"{cov.units.get('ptx-jit', 0)} unit(s) of {os.path.basename(f.path)} run on "
+                f"{_gpu_words(cc, group)} only by JIT-compiling PTX at first launch"
             )
+            yield _coverage_finding(ctx, "CUDA002", Severity.WARNING, message, (f, cc, group, cov))
 
 
 @rule(
