@@ -223,10 +223,20 @@ def abi_relevant(key: str) -> bool:
     return key in STACK_KEYS or key.startswith(ABI_RELEVANT_PREFIXES)
 
 
-def diff_snapshots(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
-    """Changes from ``a`` to ``b``; ABI-relevant ones (torch, CUDA libraries, kernels) first."""
+def version_change(before: str, after: str) -> str:
+    """``variant`` (same release, another local label), ``upgraded`` or ``downgraded``."""
     from packaging.version import InvalidVersion, Version
 
+    if before.split("+", 1)[0] == after.split("+", 1)[0]:
+        return "variant"
+    try:
+        return "upgraded" if Version(after) > Version(before) else "downgraded"
+    except InvalidVersion:
+        return "upgraded" if after > before else "downgraded"
+
+
+def diff_snapshots(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
+    """Changes from ``a`` to ``b``; ABI-relevant ones (torch, CUDA libraries, kernels) first."""
     before = {d["key"]: d for d in a["distributions"]}
     after = {d["key"]: d for d in b["distributions"]}
     out: list[Change] = []
@@ -246,11 +256,7 @@ def diff_snapshots(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
             if px == py:
                 out.append(Change(y["name"], "variant", vx, vy, rel, "same release, another build variant"))
                 continue
-            try:
-                kind = "upgraded" if Version(vy) > Version(vx) else "downgraded"
-            except InvalidVersion:
-                kind = "upgraded" if vy > vx else "downgraded"
-            out.append(Change(y["name"], kind, vx, vy, rel))
+            out.append(Change(y["name"], version_change(vx, vy), vx, vy, rel))
             continue
         nx, ny = x["native"].get("digest"), y["native"].get("digest")
         if nx != ny:

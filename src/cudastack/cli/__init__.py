@@ -22,7 +22,7 @@ def _error(message: str, hint: str | None = None, cause: str | None = None) -> N
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cudastack.cli import doctor, patches, rules, snapshot
+    from cudastack.cli import doctor, install, patches, rules, snapshot
 
     parser = argparse.ArgumentParser(
         prog="cudastack",
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_parser(sub)
     patches.add_parser(sub)
     snapshot.add_parser(sub)
+    install.add_parser(sub)
     return parser
 
 
@@ -57,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(exc.message, exc.hint)
         if isinstance(exc, UsageError | FileNotFoundError):
             return int(ExitCode.USAGE)
+        if exc.__class__.__name__ == "InstallerError":
+            return int(ExitCode.USAGE)  # the request does not resolve as given; nothing was changed
         if exc.__class__.__name__ == "PatchError":
             return int(ExitCode.REFUSED)  # a checkout cudastack will not change (or a git failure)
         return int(ExitCode.USAGE) if exc.__class__.__name__ == "ReportError" else int(ExitCode.INTERNAL)

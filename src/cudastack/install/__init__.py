@@ -1,0 +1,1 @@
+"""Guarded installs: resolve first, show what would change, refuse what breaks protected parts."""
