@@ -252,11 +252,9 @@ def diff_snapshots(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
         assert x is not None and y is not None
         vx, vy = x["version"], y["version"]
         if vx != vy:
-            px, py = vx.split("+", 1)[0], vy.split("+", 1)[0]
-            if px == py:
-                out.append(Change(y["name"], "variant", vx, vy, rel, "same release, another build variant"))
-                continue
-            out.append(Change(y["name"], version_change(vx, vy), vx, vy, rel))
+            kind = version_change(vx, vy)
+            detail = "same release, another build variant" if kind == "variant" else ""
+            out.append(Change(y["name"], kind, vx, vy, rel, detail))
             continue
         nx, ny = x["native"].get("digest"), y["native"].get("digest")
         if nx != ny:

@@ -46,10 +46,9 @@ def _driver_cuda(ctx: Context) -> tuple[int, int] | None:
 def _verdicts(ctx: Context) -> Iterator[tuple[DeviceFile, int, list[Gpu], Coverage]]:
     """Every (file, compute capability) pair with its coverage, rescanning a file ``--deep`` when
     ``.nv_fatbin`` alone leaves it with nothing for the GPU but other sections may hold kernels."""
-    cache: dict[int, list[tuple[DeviceFile, int, list[Gpu], Coverage]]] = ctx.__dict__.setdefault("_cuda_verdicts", {})
-    key = 0
-    if key not in cache:
-        gpus, dcuda, out = _gpus(ctx), _driver_cuda(ctx), []
+    cached: list[tuple[DeviceFile, int, list[Gpu], Coverage]] | None = ctx.__dict__.get("_cuda_verdicts")
+    if cached is None:
+        gpus, dcuda, cached = _gpus(ctx), _driver_cuda(ctx), []
         for f in ctx.device_code.files:
             for cc, group in gpus.items():
                 cov = judge(f, group[0], dcuda)
@@ -61,9 +60,9 @@ def _verdicts(ctx: Context) -> Iterator[tuple[DeviceFile, int, list[Gpu], Covera
                         f.scan, f.elsewhere = deeper, ()
                         cov = judge(f, group[0], dcuda)
                 if f.scan.has_device_code:
-                    out.append((f, cc, group, cov))
-        cache[key] = out
-    yield from cache[key]
+                    cached.append((f, cc, group, cov))
+        ctx.__dict__["_cuda_verdicts"] = cached
+    yield from cached
 
 
 def _gpu_words(cc: int, group: list[Gpu]) -> str:

@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.action == "save":
         from cudastack.target import state_root
 
-        saved = save(git, state_dir=str(state_root() / "patches"))
-        note = status(git).ignored_note
+        st = status(git)
+        saved = save(git, state_dir=str(state_root() / "patches"), st=st)
+        note = st.ignored_note
         target.update(head=saved.head, branch=saved.branch)
         extra["save"] = {"ref": saved.ref, "commit": saved.commit, "not_saved": note or None}
         lines.append(f"saved HEAD {saved.head[:12]}, index and working tree as {saved.ref} ({saved.commit[:12]})")

@@ -122,8 +122,10 @@ class Saved:
     work_tree: str
 
 
-def save(git: Git, state_dir: str | None = None) -> Saved:
-    """Record HEAD, branch, index, working tree and untracked files under a recovery ref."""
+def save(git: Git, state_dir: str | None = None, st: Status | None = None) -> Saved:
+    """Record HEAD, branch, index, working tree and untracked files under a recovery ref; with
+    ``state_dir``, also the patch series and manifest of ``st`` (the checkout's status, computed
+    here when the caller has none)."""
     preflight(git, for_change=False)
     head = git.out("rev-parse", "HEAD")
     branch = git.out("symbolic-ref", "--short", "-q", "HEAD", check=False) or None
@@ -149,12 +151,11 @@ def save(git: Git, state_dir: str | None = None) -> Saved:
     git.run("update-ref", ref, commit)
     step("save:ref")
     if state_dir:
-        _write_series(git, state_dir, n, head)
+        _write_series(git, state_dir, n, head, st or status(git))
     return Saved(ref, commit, head, branch, index_tree, work_tree)
 
 
-def _write_series(git: Git, state_dir: str, n: int, head: str) -> None:
-    st = status(git)
+def _write_series(git: Git, state_dir: str, n: int, head: str, st: Status) -> None:
     out = os.path.join(state_dir, f"save-{n}")
     os.makedirs(out, exist_ok=True)
     if st.base:
@@ -293,7 +294,7 @@ def upgrade(git: Git, to: str, state_dir: str | None = None) -> Upgrade:
     st = status(git)
     if st.base and git.run("cat-file", "-e", f"{st.base}^{{commit}}", check=False).returncode != 0:
         raise PatchError(f"the base {st.base} is not in this (shallow?) clone", hint="git fetch --unshallow")
-    saved = save(git, state_dir)
+    saved = save(git, state_dir, st)
     step("upgrade:saved")
     branch, n = f"cudastack/{to}", 1
     while git.out("rev-parse", "--verify", "-q", f"refs/heads/{branch}", check=False):
