@@ -122,3 +122,73 @@ def test_module_of_a_dist_without_record_is_still_judged(tmp_path: Path, capsys:
     rc, data = _doctor(python, capsys)
     assert rc == 1
     assert sorted(f["code"] for f in data["findings"]) == ["ENV003", "LDD001"]
+
+
+# where the name sits decides: code that runs at import, or a function nobody calls then
+CUPY_LAZY = "def einsum():\n    import optpkg._fast\n    return optpkg._fast\n"
+CALLED_ACROSS_FILES = "from optpkg.load import _load\n\n_load()\n"
+CLASS_AT_IMPORT = "class Backend:\n    def __init__(self):\n        from optpkg import _fast\n\n\nDEFAULT = Backend()\n"
+METHOD_NEVER_CALLED = "class Backend:\n    def fast(self):\n        from optpkg import _fast\n\n\nDEFAULT = Backend()\n"
+BY_STRING = "import importlib\n\nNAME = 'optpkg.backend'\nmod = importlib.import_module(NAME)\n"
+
+
+@pytest.mark.parametrize(
+    ("init", "extra", "at_import"),
+    [
+        (CUPY_LAZY, {}, False),
+        (
+            CALLED_ACROSS_FILES,
+            {"load.py": "import importlib\n\ndef _load():\n    importlib.import_module('optpkg._fast')\n"},
+            True,
+        ),
+        (CLASS_AT_IMPORT, {}, True),
+        (METHOD_NEVER_CALLED, {}, False),
+        (BY_STRING, {"backend/__init__.py": "from . import _fast2\n"}, True),
+    ],
+    ids=[
+        "function-never-called",
+        "called-from-another-file",
+        "class-instantiated",
+        "method-never-called",
+        "pyzmq-by-string",
+    ],
+)
+def test_import_time_code_decides_error_or_on_demand(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], init: str, extra: dict[str, str], at_import: bool
+) -> None:
+    python = _make(tmp_path, init)
+    site = site_of(python)
+    record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
+    for rel, text in extra.items():
+        (site / "optpkg" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / "optpkg" / rel).write_text(text)
+        record.write_text(record.read_text() + f"optpkg/{rel},,\n")
+    if "backend" in str(extra):  # the module the string names lives in a subpackage
+        fast = next((site / "optpkg").glob("_fast.*.so"))
+        fast.rename(site / "optpkg" / "backend" / fast.name.replace("_fast", "_fast2"))
+        record.write_text(
+            record.read_text().replace(f"optpkg/{fast.name}", f"optpkg/backend/{fast.name.replace('_fast', '_fast2')}")
+        )
+    real = subprocess.run([str(python), "-c", "import optpkg"], capture_output=True, text=True)
+    assert (real.returncode != 0) == at_import, real.stderr
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == ((1, ["LDD001"]) if at_import else (0, ["LDD005"]))
+
+
+def test_compiled_package_init_is_the_package(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """mypyc's black ships black/__init__.cpython-….so: `import black` loads it."""
+    python = make_venv(tmp_path / "env")
+    site = site_of(python)
+    stub = build(tmp_path / "stub" / "libmissing.so", "int m(void){return 1;}\n", flags=("-Wl,-soname,libmissing.so",))
+    ext = build(
+        site / "cpkg" / f"__init__{sysconfig.get_config_var('EXT_SUFFIX')}",
+        "int m(void); int PyInit_cpkg(void){return m();}\n",
+        libs=(str(stub),),
+    )
+    stub.unlink()
+    scenario.write_dist(site, {"name": "cpkg", "version": "1.0", "files": {"cpkg/helper.py": "X = 1\n"}})
+    record = next(site.glob("cpkg-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"cpkg/{ext.name},,\n")
+    assert subprocess.run([str(python), "-c", "import cpkg"], capture_output=True).returncode != 0
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -76,6 +76,8 @@ class Distribution:
     direct_url: dict[str, object] | None = field(default=None, hash=False)
     problems: tuple[Problem, ...] = ()
     _native: tuple[str, ...] | None = field(default=None, repr=False, compare=False, hash=False)
+    _import_time: Any = field(default=None, repr=False, compare=False, hash=False)
+    """``env.imports.ImportTime``, computed once when a module of the distribution fails to load."""
 
     @property
     def parsed_version(self) -> Version | None:
