@@ -101,7 +101,13 @@ dev = ctypes.c_int(); ctx = ctypes.c_void_p(); mod = ctypes.c_void_p(); fn = cty
 ok = ok and call("cuDeviceGet", ctypes.byref(dev), 0) == 0
 ok = ok and call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), dev) == 0
 ok = ok and call("cuCtxSetCurrent", ctx) == 0
-ok = ok and call("cuModuleLoadData", ctypes.byref(mod), ctypes.c_char_p(data)) == 0
+# the JIT's own account: CU_JIT_WALL_TIME (2) is > 0 and CU_JIT_INFO_LOG_BUFFER (3) holds ptxas'
+# output only when the driver compiled PTX for this load
+log = ctypes.create_string_buffer(8192)
+opts = (ctypes.c_int * 4)(2, 3, 4, 12)
+vals = (ctypes.c_void_p * 4)(None, ctypes.cast(log, ctypes.c_void_p), ctypes.c_void_p(8192), ctypes.c_void_p(1))
+ok = ok and call("cuModuleLoadDataEx", ctypes.byref(mod), ctypes.c_char_p(data), 4, opts, vals) == 0
+wall = ctypes.cast(ctypes.pointer(ctypes.c_void_p(vals[0] or 0)), ctypes.POINTER(ctypes.c_float)).contents.value
 ok = ok and call("cuModuleGetFunction", ctypes.byref(fn), mod, b"add") == 0
 buf = ctypes.c_uint64()
 ok = ok and call("cuMemAlloc_v2", ctypes.byref(buf), ctypes.c_size_t(1024)) == 0
@@ -111,12 +117,13 @@ if ok:
     params = (ctypes.c_void_p * 2)(ptr(a0), ptr(a1))
     ok = call("cuLaunchKernel", fn, 1, 1, 1, 32, 1, 1, 0, None, params, None) == 0
     ok = ok and call("cuCtxSynchronize") == 0
-print(json.dumps({"ok": bool(ok), "steps": steps}))
+print(json.dumps({"ok": bool(ok), "steps": steps, "jit_ms": wall if ok else None,
+                  "jit_log": log.value.decode(errors="replace")[:300]}))
 """
 
 
 def launch(path: Path, no_jit: bool) -> dict:
-    env = dict(os.environ)
+    env = dict(os.environ, CUDA_CACHE_DISABLE="1")  # else the JIT cache serves PTX-only code with JIT off
     if no_jit:
         env["CUDA_DISABLE_PTX_JIT"] = "1"
     proc = subprocess.run(
@@ -129,7 +136,7 @@ def launch(path: Path, no_jit: bool) -> dict:
 
 
 def reality(path: Path) -> tuple[str, dict, dict]:
-    normal, nojit = launch(path, False), launch(path, True)
+    nojit, normal = launch(path, True), launch(path, False)
     codes = [r for _n, r in normal["steps"] if r]
     if normal["ok"] and nojit["ok"]:
         return "runs", normal, nojit
@@ -181,8 +188,10 @@ def run(fixtures: Path, outdir: Path, python: str) -> None:
         pred = judge(DeviceFile(str(path), None, scan), gpu, dcuda).verdict
         real, normal, nojit = reality(path)
         rows.append({"file": path.name, "entries": [str(e) for e in scan.entries], "predicted": pred, "real": real,
-                     "match": pred == real, "normal": normal["steps"], "no_jit": nojit["steps"]})  # fmt: skip
-        print(f"  {'OK ' if pred == real else 'BAD'} {path.name:28} predicted {pred:16} real {real}")
+                     "match": pred == real, "normal": normal["steps"], "no_jit": nojit["steps"],
+                     "jit_ms": normal.get("jit_ms"), "jit_log": normal.get("jit_log")})  # fmt: skip
+        print(f"  {'OK ' if pred == real else 'BAD'} {path.name:28} predicted {pred:16} real {real:16} "
+              f"jit {normal.get('jit_ms')} ms {normal.get('jit_log', '')[:60]!r}")  # fmt: skip
     result["fixtures"] = rows
 
     # 2. parser vs cuobjdump over the environment's device code

@@ -86,6 +86,21 @@ def test_ptx_only_library_jits(tmp_path: Path, kernels: dict[str, bytes], capsys
     assert rc == 1
 
 
+def test_ptx_jit_in_an_nvidia_component_wheel_is_info(
+    tmp_path: Path, kernels: dict[str, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seen on the H200: nvidia-cufile carries sm_75/80/86 SASS and compute_86 PTX, so compute 9.0
+    JIT-compiles it. True, but there is no other build to install: info, not a warning."""
+    site = tmp_path / "site-packages"
+    scenario.write_dist(
+        site, {"name": "nvidia-cufile", "version": "1.15.1.6", "files": {"nvidia/cu13/lib/libk.so": kernels["ptx80.so"]}}
+    )
+    rc, data = _doctor(site, capsys, "--gpu", "sm_90", "--driver", "580.159.04", "--fail-on", "warning")
+    found = [f for f in data["findings"] if f["code"] == "CUDA002"]
+    assert [(f["severity"], f["fix"]) for f in found] == [("info", None)] and rc == 0
+    assert "as NVIDIA ships it" in found[0]["message"]
+
+
 def test_ptx_newer_than_the_driver(
     tmp_path: Path, kernels: dict[str, bytes], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections import defaultdict
@@ -182,6 +183,10 @@ def ptx_jit_only(ctx: Context) -> Iterator[Finding]:
     when the compute cache (``CUDA_CACHE_MAXSIZE``) is too small, and only as good as the driver's
     compiler. It works, so this is a warning.
 
+    Reported as info for NVIDIA's own component wheels (``nvidia-*``): there is no other build of
+    them to install. Seen on an H200: ``nvidia-cufile`` ships SASS sm_75/80/86 and compute_86 PTX,
+    so its kernels are JIT-compiled on compute 9.0 — true, and nothing to act on.
+
     ## Fix
     A build with SASS for the GPU; or a large enough ``CUDA_CACHE_MAXSIZE``.
 
@@ -197,7 +202,18 @@ def ptx_jit_only(ctx: Context) -> Iterator[Finding]:
                 f"{cov.units.get('ptx-jit', 0)} unit(s) of {os.path.basename(f.path)} run on "
                 f"{_gpu_words(cc, group)} only by JIT-compiling PTX at first launch"
             )
-            yield _coverage_finding(ctx, "CUDA002", Severity.WARNING, message, (f, cc, group, cov))
+            finding = _coverage_finding(ctx, "CUDA002", Severity.WARNING, message, (f, cc, group, cov))
+            if (f.distribution or "").startswith("nvidia-"):
+                # NVIDIA's own component wheel: shipped this way for every GPU of this arch
+                finding = dataclasses.replace(
+                    finding,
+                    severity=Severity.INFO,
+                    message=message + " (as NVIDIA ships it)",
+                    fix=None,
+                    hints=("NVIDIA's CUDA component wheels carry no other build to switch to; the driver compiles "
+                           "these kernels once per process unless its JIT cache (CUDA_CACHE_MAXSIZE) holds them",),
+                )  # fmt: skip
+            yield finding
 
 
 @rule(
