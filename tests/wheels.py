@@ -15,7 +15,22 @@ def _hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def make_wheel(out_dir: Path, name: str, version: str, files: dict[str, bytes], requires: tuple[str, ...] = ()) -> Path:
+def _entry_points(scripts: dict[str, str]) -> bytes:
+    return ("[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items())).encode()
+
+
+def make_wheel(
+    out_dir: Path,
+    name: str,
+    version: str,
+    files: dict[str, bytes],
+    requires: tuple[str, ...] = (),
+    *,
+    scripts: dict[str, str] | None = None,
+    executable: bool = False,
+) -> Path:
+    """``scripts``: console_scripts entry points (``{"tool": "tool:main"}``); ``executable``: the
+    package files carry the x bit in the zip, so pip chmods each one after writing it."""
     norm = name.replace("-", "_")
     dist_info = f"{norm}-{version}.dist-info"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -25,6 +40,7 @@ def make_wheel(out_dir: Path, name: str, version: str, files: dict[str, bytes], 
     contents = {
         **files,
         f"{dist_info}/METADATA": meta.encode(),
+        **({f"{dist_info}/entry_points.txt": _entry_points(scripts)} if scripts else {}),
         f"{dist_info}/WHEEL": (
             b"Wheel-Version: 1.0\nGenerator: cudastack-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
         ),
@@ -32,7 +48,10 @@ def make_wheel(out_dir: Path, name: str, version: str, files: dict[str, bytes], 
     record = "".join(f"{p},{_hash(d)},{len(d)}\n" for p, d in contents.items()) + f"{dist_info}/RECORD,,\n"
     with zipfile.ZipFile(path, "w") as zf:
         for p, d in contents.items():
-            zf.writestr(p, d)
+            info = zipfile.ZipInfo(p)
+            if executable and p in files:
+                info.external_attr = 0o100755 << 16
+            zf.writestr(info, d)
         zf.writestr(f"{dist_info}/RECORD", record)
     return path
 

@@ -93,7 +93,8 @@ def test_ptx_jit_in_an_nvidia_component_wheel_is_info(
     JIT-compiles it. True, but there is no other build to install: info, not a warning."""
     site = tmp_path / "site-packages"
     scenario.write_dist(
-        site, {"name": "nvidia-cufile", "version": "1.15.1.6", "files": {"nvidia/cu13/lib/libk.so": kernels["ptx80.so"]}}
+        site,
+        {"name": "nvidia-cufile", "version": "1.15.1.6", "files": {"nvidia/cu13/lib/libk.so": kernels["ptx80.so"]}},
     )
     rc, data = _doctor(site, capsys, "--gpu", "sm_90", "--driver", "580.159.04", "--fail-on", "warning")
     found = [f for f in data["findings"] if f["code"] == "CUDA002"]

@@ -53,16 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except CudastackError as exc:
-        from cudastack.errors import UsageError
-
         _error(exc.message, exc.hint)
-        if isinstance(exc, UsageError | FileNotFoundError):
-            return int(ExitCode.USAGE)
-        if exc.__class__.__name__ == "InstallerError":
-            return int(ExitCode.USAGE)  # the request does not resolve as given; nothing was changed
-        if exc.__class__.__name__ == "PatchError":
-            return int(ExitCode.REFUSED)  # a checkout cudastack will not change (or a git failure)
-        return int(ExitCode.USAGE) if exc.__class__.__name__ == "ReportError" else int(ExitCode.INTERNAL)
+        return int(exc.exit_code)
     except KeyboardInterrupt:
         _error("interrupted")
         return 130

@@ -1,8 +1,9 @@
-"""``cudastack install --dry-run [--allow PKG] -- <pip install arguments>``."""
+"""``cudastack install [--dry-run] [--allow PKG] -- <installer arguments>`` and ``cudastack rollback``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -13,36 +14,116 @@ from cudastack.findings import ExitCode, Finding, Fix, Severity
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "install",
-        help="resolve an install first: what it would change, and refuse changes to protected packages",
+        help="install with a plan first, refusals for protected packages, a doctor check after, and rollback",
     )
     p.add_argument("--python", metavar="PATH", help="interpreter of the environment (default: this one)")
+    p.add_argument("--installer", choices=("pip", "uv"), default="pip", help="which installer plans and installs")
     p.add_argument("--allow", metavar="PKG", action="append", default=[], help="let the install change PKG")
     p.add_argument("--protect", metavar="PKG", action="append", default=[], help="protect PKG too")
-    p.add_argument("--dry-run", action="store_true", help="resolve and judge only (the only mode built so far)")
+    p.add_argument("--dry-run", action="store_true", help="resolve and judge only: change nothing")
+    p.add_argument(
+        "--no-rollback", action="store_true", help="keep the result even if the install fails or adds errors"
+    )
     p.add_argument("--format", choices=("human", "json"), default="human")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="-- then the pip install arguments")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="-- then the installer's arguments")
     p.set_defaults(run=run)
+    r = sub.add_parser("rollback", help="restore the environment as it was before a cudastack install (offline)")
+    r.add_argument("snapshot", nargs="?", help="before.json of an install's transaction (default: the newest)")
+    r.add_argument("--python", metavar="PATH", help="interpreter of the environment (default: this one)")
+    r.add_argument("--format", choices=("human", "json"), default="human")
+    r.set_defaults(run=run_rollback)
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    """Progress: to stderr, so that ``--format json`` keeps stdout for the report."""
+    print(f"cudastack: {text}", file=sys.stderr, flush=True)
+
+
+def _errors(report: Any) -> set[tuple[str, str, str]]:
+    return {f.key for f in report.findings if f.severity >= Severity.ERROR}
 
 
 def run(args: argparse.Namespace) -> int:
     from cudastack.env.inventory import read_inventory
     from cudastack.install.plan import plan_install
-    from cudastack.render.json import render_json
-    from cudastack.report import Report
     from cudastack.target import build_target
 
     pip_args = [a for a in args.args if a != "--"] if args.args[:1] == ["--"] else list(args.args)
     if not pip_args:
-        raise UsageError("nothing to install: cudastack install --dry-run -- <pip install arguments>")
-    if not args.dry_run:
-        raise UsageError(
-            "only --dry-run is available in this version: the guarded install with verification and "
-            "rollback is not built yet",
-            hint="cudastack install --dry-run -- " + " ".join(pip_args),
-        )
+        raise UsageError("nothing to install: cudastack install -- <installer arguments>")
+    args.installer_args = pip_args
     target = build_target(python=args.python, detect_gpus=False)
+    if args.dry_run:
+        inventory = read_inventory(target)
+        plan = plan_install(target, inventory, pip_args, allow=tuple(args.allow), protect=tuple(args.protect),
+                            installer=args.installer)  # fmt: skip
+        return _emit(args, target, plan, {"dry_run": True})
+    from cudastack.install.run import env_lock
+
+    with env_lock(target):
+        return _install(args, target, pip_args)
+
+
+def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
+    from cudastack.doctor import run_doctor
+    from cudastack.env.inventory import read_inventory
+    from cudastack.faults import step
+    from cudastack.install.plan import plan_install
+    from cudastack.install.run import run_installer
+    from cudastack.install.txn import begin, rollback
+    from cudastack.render.json import finding_to_dict
+    from cudastack.target import build_target
+
     inventory = read_inventory(target)
-    plan = plan_install(target, inventory, pip_args, allow=tuple(args.allow), protect=tuple(args.protect))
+    plan = plan_install(target, inventory, pip_args, allow=tuple(args.allow), protect=tuple(args.protect),
+                        installer=args.installer)  # fmt: skip
+    if plan.refused:
+        return _emit(args, target, plan, {"dry_run": False, "outcome": "refused"})
+    if not plan.changes:
+        return _emit(args, target, plan, {"dry_run": False, "outcome": "nothing to do"})
+    _say(args, f"plan: {len(plan.changes)} change(s); checking the environment first")
+    before = _errors(run_doctor(target))
+    touched = sorted({_key(c.name) for c in plan.changes if c.before is not None})
+    txn = begin(target, inventory, touched, {"command": plan.install, "changes": [c.as_dict() for c in plan.changes]})
+    j = txn.journal
+    _say(args, f"backed up {j.get('backup_files', 0)} file(s), {j.get('backup_bytes', 0) / 1e6:.1f} MB, of "
+               f"{', '.join(touched) or 'nothing (additions only)'} in {txn.path}")  # fmt: skip
+    txn.set_state("installing")
+    step("install:installing")
+    _say(args, "running " + " ".join(plan.install))
+    rc, interrupted = run_installer(plan.install, stdout=sys.stderr, stderr=sys.stderr)
+    extra: dict[str, Any] = {"dry_run": False, "transaction": str(txn.path), "installer_exit": rc}
+    if rc != 0 or interrupted:
+        why = "interrupted" if interrupted else (f"killed by signal {-rc}" if rc < 0 else f"exited {rc}")
+        extra["failure"] = f"the installer {why}"
+        if args.no_rollback:
+            txn.set_state("kept", failure=extra["failure"])
+            _say(args, f"{extra['failure']}; kept as is (--no-rollback): cudastack rollback restores it")
+            return _emit(args, target, plan, {**extra, "outcome": "failed, kept"}, code=ExitCode.FINDINGS)
+        _say(args, f"{extra['failure']}: rolling back")
+        res = rollback(build_target(python=args.python, detect_gpus=False), txn)
+        return _emit(args, target, plan, {**extra, "outcome": "rolled back", "rollback": res.as_dict()},
+                     code=ExitCode.ROLLED_BACK if not res.remaining else ExitCode.ROLLBACK_INCOMPLETE)  # fmt: skip
+    txn.set_state("installed")
+    _say(args, "installed; checking the environment again")
+    after_target = build_target(python=args.python, detect_gpus=False)
+    after_report = run_doctor(after_target)
+    new = sorted(_errors(after_report) - before)
+    extra["new_errors"] = [finding_to_dict(f) for f in after_report.findings if f.key in new]
+    if new and not args.no_rollback:
+        _say(args, f"the install added {len(new)} error(s): rolling back")
+        res = rollback(after_target, txn)
+        return _emit(args, target, plan, {**extra, "outcome": "rolled back", "rollback": res.as_dict()},
+                     code=ExitCode.ROLLED_BACK if not res.remaining else ExitCode.ROLLBACK_INCOMPLETE)  # fmt: skip
+    txn.set_state("kept")
+    code = ExitCode.FINDINGS if new else ExitCode.CLEAN
+    return _emit(args, target, plan, {**extra, "outcome": "installed"}, code=code)
+
+
+def _emit(args: argparse.Namespace, target: Any, plan: Any, extra: dict[str, Any], code: ExitCode | None = None) -> int:
+    from cudastack.render.json import render_json
+    from cudastack.report import Report
+
     findings = [
         Finding(
             code="INS001",
@@ -54,37 +135,76 @@ def run(args: argparse.Namespace) -> int:
         )
         for c in plan.refused
     ]
+    if code is None:
+        code = ExitCode.REFUSED if plan.refused else ExitCode.CLEAN
     if args.format == "json":
         report = Report(
             command="install",
-            target={"python": target.python, "dry_run": True, "args": pip_args},
+            target={"python": target.python, "args": args.installer_args},
             findings=tuple(findings),
             checks=(),
             fail_on=Severity.ERROR,
             extra={
+                **extra,
+                "installer": args.installer,
                 "changes": [c.as_dict() for c in plan.changes],
                 "refused": [c.name for c in plan.refused],
                 "protected": plan.protected,
                 "strategy": plan.strategy,
+                "exit_code": int(code),
             },
         )
         sys.stdout.write(render_json(report))
-    else:
-        out = [f"plan ({' '.join(plan.command)}):"]
-        if not plan.changes:
-            out.append("  nothing would change")
-        for c in plan.changes:
-            mark = "REFUSED" if c in plan.refused else ("!" if c.abi_relevant else "")
-            out.append(f"  {mark:<8} {c.kind:<10} {c.name:<30} {c.before or '-'} -> {c.after or '-'}")
-        if plan.refused:
-            out.append("refused: these are protected (--allow PKG to let the install change one):")
-            out.extend(f"  {c.name}: {plan.protected.get(_key(c.name), '')}" for c in plan.refused)
-            out.append("instead, install with the protected versions pinned:")
-            out.extend(f"  $ {line}" for line in plan.strategy)
-        else:
-            out.append("nothing protected would change (dry run: nothing was installed)")
-        sys.stdout.write("\n".join(out) + "\n")
-    return int(ExitCode.REFUSED) if plan.refused else int(ExitCode.CLEAN)
+        return int(code)
+    out = [f"plan ({' '.join(plan.command)}):"]
+    if not plan.changes:
+        out.append("  nothing would change")
+    for c in plan.changes:
+        mark = "REFUSED" if c in plan.refused else ("!" if c.abi_relevant else "")
+        out.append(f"  {mark:<8} {c.kind:<10} {c.name:<30} {c.before or '-'} -> {c.after or '-'}")
+    if plan.refused:
+        out.append("refused: these are protected (--allow PKG to let the install change one):")
+        out.extend(f"  {c.name}: {plan.protected.get(_key(c.name), '')}" for c in plan.refused)
+        out.append("instead, install with the protected versions pinned:")
+        out.extend(f"  $ {line}" for line in plan.strategy)
+    elif extra.get("dry_run"):
+        out.append("nothing protected would change (dry run: nothing was installed)")
+    for f in extra.get("new_errors", []):
+        out.append(f"new error after the install: {f['code']} {f['message']}")
+    if "rollback" in extra:
+        r = extra["rollback"]
+        out.append(f"rolled back: {r['restored']} file(s) restored, {r['deleted']} new file(s) deleted")
+        for c in r["remaining"]:
+            out.append(f"  NOT restored: {c['name']} {c['kind']} {c.get('before')} -> {c.get('after')}")
+    if "outcome" in extra and not plan.refused:
+        out.append(f"outcome: {extra['outcome']} (exit {int(code)})")
+    if extra.get("transaction"):
+        out.append(f"transaction: {extra['transaction']} (cudastack rollback undoes it)")
+    sys.stdout.write("\n".join(out) + "\n")
+    return int(code)
+
+
+def run_rollback(args: argparse.Namespace) -> int:
+    from cudastack.install.run import env_lock
+    from cudastack.install.txn import find, rollback
+    from cudastack.target import build_target
+
+    target = build_target(python=args.python, detect_gpus=False)
+    with env_lock(target):
+        txn = find(target, args.snapshot)
+        _say(args, f"restoring {target.prefix} to {txn.before} (state: {txn.journal.get('state')})")
+        res = rollback(target, txn)
+    code = ExitCode.CLEAN if not res.remaining else ExitCode.ROLLBACK_INCOMPLETE
+    if args.format == "json":
+        sys.stdout.write(json.dumps({"command": "rollback", "transaction": str(txn.path), **res.as_dict(),
+                                     "exit_code": int(code)}, indent=1) + "\n")  # fmt: skip
+        return int(code)
+    lines = [f"rolled back to {txn.before}: {len(res.restored)} file(s) restored, {len(res.deleted)} deleted"]
+    lines += [f"  NOT restored: {c['name']} {c['kind']} {c.get('before')} -> {c.get('after')}" for c in res.remaining]
+    lines += [f"  left in place (outside the listed directories): {p}" for p in res.outside[:20]]
+    lines.append("the environment equals the snapshot" if not res.remaining else "the environment differs from it")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return int(code)
 
 
 _VERB = {

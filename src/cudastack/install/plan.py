@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any
 
 from cudastack.env.inventory import Inventory
 from cudastack.errors import CudastackError, UsageError
@@ -25,10 +25,15 @@ LINKS_TO_PROTECT = ("libtorch", "libc10", "libcudart.so", "libcuda.so", "libcubl
 class InstallerError(CudastackError, RuntimeError):
     """The installer could not produce a plan (resolution failed, no pip in the target)."""
 
+    exit_code = 2  # the request does not resolve as given; nothing was changed
+
 
 @dataclass(slots=True)
 class Plan:
     command: list[str]
+    """The dry run that produced the plan."""
+    install: list[str]
+    """The real install: the same installer and arguments."""
     changes: list[Change]
     protected: dict[str, str]
     refused: list[Change] = field(default_factory=list)
@@ -60,13 +65,53 @@ def protected_distributions(inventory: Inventory, extra: tuple[str, ...] = ()) -
     return out
 
 
-def resolve(target: Target, args: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    """The installer's plan: ``pip install --dry-run --report -`` run by the target's own pip
-    (same index configuration as the real install), parsed from its JSON, never from text."""
+def uv_binary() -> str:
+    """The ``uv`` executable of the ``uv`` package (cudastack's ``[install]`` extra), else PATH's."""
+    try:
+        from uv import find_uv_bin  # type: ignore[import-not-found,unused-ignore]
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found:
+            return found
+    raise UsageError("--installer uv needs uv: pip install 'cudastack[install]' (or put uv on PATH)")
+
+
+def installer_command(target: Target, installer: str) -> list[str]:
+    """The install command both the dry run and the real install use (same installer, same index
+    configuration: uv does not read pip.conf, so the two installers may resolve differently)."""
     if target.python is None:
         raise UsageError("install needs an interpreter: pass --python")
-    cmd = [target.python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
+    if installer == "uv":
+        return [uv_binary(), "pip", "install", "--python", target.python]
+    return [target.python, "-m", "pip", "install"]
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """One distribution the installer would install."""
+
+    name: str
+    version: str
+    requested: bool = False
+    from_source: bool = False
+    replaces: str | None = None
+    """The installed version it replaces, when the installer says (uv does)."""
+
+
+def resolve(target: Target, args: list[str], installer: str = "pip") -> tuple[list[str], list[Resolved], list[str]]:
+    """The installer's plan from its machine-readable dry run, never its text: pip's
+    ``--dry-run --report -`` JSON, uv's ``--dry-run --output-format json``. Returns the dry-run
+    command, what it installs, and what it removes without replacing."""
+    base = installer_command(target, installer)
+    if installer == "uv":
+        cmd = [*base, "--dry-run", "--quiet", "--output-format", "json", *args]
+    else:
+        cmd = [*base, "--dry-run", "--quiet", "--report", "-", *args]
+    from cudastack.install.run import die_with_parent
+
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800, preexec_fn=die_with_parent)
     if proc.returncode != 0:
         raise InstallerError(
             f"the installer could not resolve {' '.join(args)}: {proc.stderr.strip()[-800:]}",
@@ -75,50 +120,87 @@ def resolve(target: Target, args: list[str]) -> tuple[list[str], list[dict[str, 
     try:
         report = json.loads(proc.stdout)
     except ValueError as exc:
-        raise InstallerError(f"pip's --report output is not JSON: {exc}") from None
+        raise InstallerError(f"{installer}'s dry-run output is not JSON: {exc}") from None
+    if installer == "uv":
+        return cmd, *_from_uv(report)
     items = report.get("install") if isinstance(report, dict) else None
     if not isinstance(items, list):
         raise InstallerError("pip's report has no 'install' list")
-    return cmd, items
+    out = []
+    for item in items:
+        meta = item.get("metadata") or {}
+        info = item.get("download_info") or {}
+        source = "dir_info" in info or ("archive_info" in info and not str(info.get("url", "")).endswith(".whl"))
+        out.append(
+            Resolved(str(meta.get("name", "?")), str(meta.get("version", "?")), bool(item.get("requested")), source)
+        )
+    return cmd, out, []
+
+
+def _from_uv(report: object) -> tuple[list[Resolved], list[str]]:
+    """uv 0.9+ ``{"changes": [{"name", "version", "action": "installed"|"uninstalled"}]}``
+    (schema "preview": checked field by field)."""
+    changes = report.get("changes") if isinstance(report, dict) else None
+    if not isinstance(changes, list):
+        raise InstallerError("uv's dry-run JSON has no 'changes' list (a uv release with another schema?)")
+    gone: dict[str, str] = {}
+    new: list[tuple[str, str]] = []
+    for c in changes:
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not isinstance(c.get("version"), str):
+            raise InstallerError(f"uv's dry-run JSON has an entry cudastack cannot read: {c!r}"[:300])
+        if c.get("action") == "uninstalled":
+            gone[c["name"]] = c["version"]
+        elif c.get("action") == "installed":
+            new.append((c["name"], c["version"]))
+        else:
+            raise InstallerError(f"uv's dry-run JSON has an unknown action {c.get('action')!r}")
+    out = [Resolved(n, v, replaces=gone.pop(n, None)) for n, v in new]
+    return out, sorted(gone)
 
 
 def plan_install(
-    target: Target, inventory: Inventory, args: list[str], *, allow: tuple[str, ...] = (), protect: tuple[str, ...] = ()
+    target: Target,
+    inventory: Inventory,
+    args: list[str],
+    *,
+    allow: tuple[str, ...] = (),
+    protect: tuple[str, ...] = (),
+    installer: str = "pip",
 ) -> Plan:
     from packaging.utils import canonicalize_name
 
-    cmd, items = resolve(target, args)
+    cmd, items, removed = resolve(target, args, installer)
     changes: list[Change] = []
     from_source: list[str] = []
     for item in items:
-        meta = item.get("metadata") or {}
-        name, version = str(meta.get("name", "?")), str(meta.get("version", "?"))
-        key = canonicalize_name(name)
-        info = item.get("download_info") or {}
-        if "dir_info" in info or ("archive_info" in info and not str(info.get("url", "")).endswith(".whl")):
-            from_source.append(name)
+        key = canonicalize_name(item.name)
+        if item.from_source:
+            from_source.append(item.name)
         have = inventory.get(key)
         if have is None:
-            changes.append(Change(name, "added", None, version, abi_relevant(key)))
-        elif have.version != version:
-            changes.append(
-                Change(name, version_change(have.version, version), have.version, version, abi_relevant(key))
-            )
-        elif item.get("requested"):
-            changes.append(Change(name, "variant", have.version, version, abi_relevant(key), "reinstalled"))
+            changes.append(Change(item.name, "added", None, item.version, abi_relevant(key)))
+        elif have.version != item.version:
+            kind = version_change(have.version, item.version)
+            changes.append(Change(item.name, kind, have.version, item.version, abi_relevant(key)))
+        elif item.requested or item.replaces is not None:
+            changes.append(Change(item.name, "variant", have.version, item.version, abi_relevant(key), "reinstalled"))
+    for name in removed:
+        have = inventory.get(canonicalize_name(name))
+        changes.append(Change(name, "removed", have.version if have else None, None, abi_relevant(name)))
     changes.sort(key=lambda c: (not c.abi_relevant, c.name.lower()))
     protected = protected_distributions(inventory, protect)
     allowed = {canonicalize_name(a) for a in allow}
     refused = [
         c for c in changes if canonicalize_name(c.name) in protected and canonicalize_name(c.name) not in allowed
     ]
-    plan = Plan(cmd, changes, protected, refused, builds_from_source=from_source)
+    plan = Plan(cmd, [*installer_command(target, installer), *args], changes, protected, refused,
+                builds_from_source=from_source)  # fmt: skip
     if refused:
-        plan.strategy = _strategy(target, inventory, plan, args)
+        plan.strategy = _strategy(target, inventory, plan, args, installer)
     return plan
 
 
-def _strategy(target: Target, inventory: Inventory, plan: Plan, args: list[str]) -> list[str]:
+def _strategy(target: Target, inventory: Inventory, plan: Plan, args: list[str], installer: str) -> list[str]:
     """Commands that install what was asked while pinning what is protected."""
     from cudastack.target import state_dir
 
@@ -126,12 +208,11 @@ def _strategy(target: Target, inventory: Inventory, plan: Plan, args: list[str])
     path = state_dir(target) / "constraints.txt"
     extra = ["--no-build-isolation"] if plan.builds_from_source else []
     quoted = shlex.join(args)
+    again = ["cudastack", "install", *(["--installer", "uv"] if installer == "uv" else [])]
     lines = [
         f"mkdir -p {shlex.quote(str(path.parent))} && printf '%s\\n' {shlex.join(pins)} > {shlex.quote(str(path))}",
-        shlex.join([target.python or "python", "-m", "pip", "install", "-c", str(path), *extra]) + " " + quoted,
+        shlex.join([*again, "--python", target.python or "python", "--", "-c", str(path), *extra]) + " " + quoted,
     ]
     if any(not c.abi_relevant and c.kind == "added" for c in plan.changes):
-        lines.append(
-            f"# or, for a kernel wheel whose pins are too strict: {target.python} -m pip install --no-deps {quoted}"
-        )
+        lines.append(f"# or, for a kernel wheel whose pins are too strict: cudastack install -- --no-deps {quoted}")
     return lines

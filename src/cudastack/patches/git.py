@@ -4,24 +4,19 @@ touches a checkout (never guess: refuse with a clear reason)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from dataclasses import dataclass
 
 from cudastack.errors import CudastackError
+from cudastack.faults import KILL_ENV, step
+
+__all__ = ["KILL_ENV", "Git", "PatchError", "step"]
 
 
 class PatchError(CudastackError, RuntimeError):
     """A checkout cudastack refuses to work on, or a git command that failed unexpectedly."""
 
-
-KILL_ENV = "CUDASTACK_TEST_KILL_AT"
-"""Fault injection for the tests: the process SIGKILLs itself at the named step boundary."""
-
-
-def step(name: str) -> None:
-    if os.environ.get(KILL_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+    exit_code = 4  # refused: a checkout cudastack will not change
 
 
 @dataclass(frozen=True, slots=True)
