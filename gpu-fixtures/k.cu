@@ -1,0 +1,1 @@
+extern "C" __global__ void add(float *a, float b) { a[threadIdx.x] += b; }
