@@ -14,6 +14,7 @@ import mmap
 import os
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from cudastack.env.dists import Distribution
 
@@ -161,26 +162,45 @@ class _Walk:
         self.calls: set[str] = set()
 
     def run(self, path: str, roots: list[ast.stmt], into: list[ast.AST]) -> None:
-        stack: list[ast.AST] = list(roots)
+        """Walk ``roots``, appending to ``into`` what the questions need: statements, import
+        statements and string constants (not every expression node: 5x fewer, and faster)."""
+        stack: list[Any] = list(roots)  # Any: dispatch is on type(node) is X, for speed
+        defs, calls, keep = self.defs, self.calls, into.append
+        # local names for the node types: this loop runs once per node of a package's Python
+        AST, FuncDef, AsyncDef, ClassDef = ast.AST, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef  # noqa: N806
+        Call, Name, Attribute, Constant, Lambda = ast.Call, ast.Name, ast.Attribute, ast.Constant, ast.Lambda  # noqa: N806
+        stmt = ast.stmt
         while stack:
             node = stack.pop()
-            into.append(node)
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                self.defs.setdefault(node.name, []).append((path, node))
+            t = type(node)
+            if t is FuncDef or t is AsyncDef:
+                keep(node)
+                defs.setdefault(node.name, []).append((path, node))
                 a = node.args
                 stack.extend([*node.decorator_list, *a.defaults, *(d for d in a.kw_defaults if d is not None)])
                 continue
-            if isinstance(node, ast.Lambda):
+            if t is Lambda:
                 continue
-            if isinstance(node, ast.ClassDef):
-                self.defs.setdefault(node.name, []).append((path, node))
-            elif isinstance(node, ast.Call):
+            if t is Constant:
+                if type(node.value) is str:
+                    keep(node)
+                continue
+            if t is Call:
                 f = node.func
-                if isinstance(f, ast.Name):
-                    self.calls.add(f.id)
-                elif isinstance(f, ast.Attribute) and not f.attr.startswith("__"):
-                    self.calls.add(f.attr)  # (``super().__init__()`` runs no unrelated __init__)
-            stack.extend(ast.iter_child_nodes(node))
+                if type(f) is Name:
+                    calls.add(f.id)
+                elif type(f) is Attribute and not f.attr.startswith("__"):
+                    calls.add(f.attr)  # (``super().__init__()`` runs no unrelated __init__)
+            elif t is ClassDef:
+                defs.setdefault(node.name, []).append((path, node))
+            if isinstance(node, stmt):
+                keep(node)
+            for field in node._fields:
+                v = getattr(node, field, None)
+                if type(v) is list:
+                    stack.extend(x for x in v if isinstance(x, AST))
+                elif isinstance(v, AST) and field != "ctx":
+                    stack.append(v)
 
 
 class ImportTime:

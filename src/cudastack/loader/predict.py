@@ -255,19 +255,24 @@ def predict(
         if res.ok:
             for obj in res.root.searchlist or [] if res.root else []:
                 loaded_at_import.add(cache.realpath(obj.path))
+        # whether the package's import loads it, and then whether a try/except guards that (each
+        # may read the package's Python: only for modules that fail)
+        at_import = not res.ok and referenced_at_import(dist, path)
         pred.files.append(
             FilePrediction(
                 path=path,
                 distribution=dist.key,
                 kind="module",
-                predicted="loads" if res.ok else ("fails" if referenced_at_import(dist, path) else "on-demand"),
-                optional=None if res.ok else find_import_guard(dist, path),
+                predicted="loads" if res.ok else ("fails" if at_import else "on-demand"),
+                optional=find_import_guard(dist, path) if at_import else None,
                 problems=tuple(res.problems),
                 context=ctx or "",
                 result=res,
                 blocked_by=blocked,
             )
         )
+    for dist in inventory.dists.values():
+        object.__setattr__(dist, "_import_time", None)  # the parsed Python of failing packages: done with it
     if torch_proc is not None:
         for obj in torch_proc.objects:
             loaded_at_import.add(cache.realpath(obj.path))
