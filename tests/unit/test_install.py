@@ -47,6 +47,8 @@ def links(tmp_path_factory: pytest.TempPathFactory) -> Path:
     make_wheel(out, "badext", "1.0", {"badext.so": bad.read_bytes()}, requires=("helper==1.1",))
     make_wheel(out, "torch", "2.14.1+cu130", {"torch/__init__.py": b""})
     make_wheel(out, "torch", "2.13.0", {"torch/__init__.py": b""})
+    lib = build(root / "lib" / "libtorch_cpu.so", "int at(void){return 128;}\n", flags=("-Wl,-soname,libtorch_cpu.so",))
+    make_wheel(out, "torch", "2.14.1+cu128", {"torch/__init__.py": b"", "torch/lib/libtorch_cpu.so": lib.read_bytes()})
     make_wheel(out, "oldserve", "0.5", {"oldserve/__init__.py": b""}, requires=("torch==2.13.0",))
     return out
 
@@ -128,6 +130,24 @@ def test_an_install_that_adds_an_error_is_rolled_back(env: Path, links: Path, tm
     r = install(env, tmp_path / "state2", links, "badext", opts=("--no-rollback",))
     assert r.returncode == 1 and json.loads(r.stdout)["outcome"] == "installed"
     assert versions(env)["badext"] == "1.0"
+
+
+def test_an_allowed_variant_swap_is_kept_then_rolled_back(env: Path, links: Path, tmp_path: Path) -> None:
+    """+cu130 -> +cu128 of the same torch release: refused by default, allowed with --allow."""
+    before_snap, before_tree = snapshot(env), tree(env)
+    r = install(env, tmp_path / "state", links, "torch==2.14.1+cu128")
+    assert r.returncode == 4 and json.loads(r.stdout)["refused"] == ["torch"]
+    r = install(env, tmp_path / "state", links, "torch==2.14.1+cu128", opts=("--allow", "torch"))
+    data = json.loads(r.stdout)
+    assert r.returncode == 0, r.stderr
+    assert [(c["kind"], c["before"], c["after"]) for c in data["changes"]] == [
+        ("variant", "2.14.1+cu130", "2.14.1+cu128")
+    ]
+    assert (site_of(env) / "torch" / "lib" / "libtorch_cpu.so").exists()
+    r = cli(env, tmp_path / "state", "rollback", "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["command"] == "rollback"
+    assert snapshot(env) == before_snap and tree(env) == before_tree
+    assert versions(env)["torch"] == "2.14.1+cu130"
 
 
 def test_refused_and_locked_change_nothing(env: Path, links: Path, tmp_path: Path) -> None:

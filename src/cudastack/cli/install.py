@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -196,8 +195,14 @@ def run_rollback(args: argparse.Namespace) -> int:
         res = rollback(target, txn)
     code = ExitCode.CLEAN if not res.remaining else ExitCode.ROLLBACK_INCOMPLETE
     if args.format == "json":
-        sys.stdout.write(json.dumps({"command": "rollback", "transaction": str(txn.path), **res.as_dict(),
-                                     "exit_code": int(code)}, indent=1) + "\n")  # fmt: skip
+        from cudastack.render.json import render_json
+        from cudastack.report import Report
+
+        report = Report(
+            command="rollback", target={"python": target.python, "prefix": target.prefix}, findings=(), checks=(),
+            fail_on=Severity.ERROR, extra={"transaction": str(txn.path), **res.as_dict(), "exit_code": int(code)},
+        )  # fmt: skip
+        sys.stdout.write(render_json(report))
         return int(code)
     lines = [f"rolled back to {txn.before}: {len(res.restored)} file(s) restored, {len(res.deleted)} deleted"]
     lines += [f"  NOT restored: {c['name']} {c['kind']} {c.get('before')} -> {c.get('after')}" for c in res.remaining]
