@@ -1,12 +1,19 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "src" / "cudastack" / "data" / "report.schema.json"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """cudastack's state (transactions, the import-verdict cache) goes to a temp dir, never $HOME."""
+    os.environ.setdefault("CUDASTACK_STATE_DIR", str(tmp_path_factory.mktemp("cudastack-state")))
 
 
 @pytest.fixture(scope="session")

@@ -150,22 +150,21 @@ def test_an_allowed_variant_swap_is_kept_then_rolled_back(env: Path, links: Path
     assert versions(env)["torch"] == "2.14.1+cu130"
 
 
-def test_refused_and_locked_change_nothing(env: Path, links: Path, tmp_path: Path) -> None:
+def test_refused_and_locked_change_nothing(
+    env: Path, links: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from cudastack.install.run import env_lock
     from cudastack.target import build_target
 
     before_tree = tree(env)
     r = install(env, tmp_path / "state", links, "oldserve==0.5")
     assert r.returncode == 4 and json.loads(r.stdout)["refused"] == ["torch"]
-    os.environ["CUDASTACK_STATE_DIR"] = str(tmp_path / "state")
-    try:
-        with env_lock(build_target(python=str(env), detect_gpus=False)):
-            r = install(env, tmp_path / "state", links, "tool==2.0")
-            assert r.returncode == 4 and "another cudastack install or rollback is running" in r.stderr
-            r = cli(env, tmp_path / "state", "rollback")
-            assert r.returncode == 4
-    finally:
-        del os.environ["CUDASTACK_STATE_DIR"]
+    monkeypatch.setenv("CUDASTACK_STATE_DIR", str(tmp_path / "state"))
+    with env_lock(build_target(python=str(env), detect_gpus=False)):
+        r = install(env, tmp_path / "state", links, "tool==2.0")
+        assert r.returncode == 4 and "another cudastack install or rollback is running" in r.stderr
+        r = cli(env, tmp_path / "state", "rollback")
+        assert r.returncode == 4
     assert tree(env) == before_tree
 
 

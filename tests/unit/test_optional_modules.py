@@ -192,3 +192,21 @@ def test_compiled_package_init_is_the_package(tmp_path: Path, capsys: pytest.Cap
     assert subprocess.run([str(python), "-c", "import cpkg"], capture_output=True).returncode != 0
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
+
+
+def test_verdicts_are_cached_per_installation_and_an_edit_invalidates_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDASTACK_STATE_DIR", str(tmp_path / "state"))
+    python = _make(tmp_path, CUPY_LAZY)
+    assert _doctor(python, capsys)[1]["findings"][0]["code"] == "LDD005"
+    cached = list((tmp_path / "state" / "cache" / "imports").glob("optpkg-*.json"))
+    assert len(cached) == 1 and json.loads(cached[0].read_text())["modules"]
+    assert _doctor(python, capsys)[1]["findings"][0]["code"] == "LDD005"  # served from the cache
+    init = site_of(python) / "optpkg" / "__init__.py"
+    init.write_text(UNGUARDED)  # now import loads it: the cached "on-demand" must not be reused
+    assert subprocess.run([str(python), "-c", "import optpkg"], capture_output=True).returncode != 0
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
+    monkeypatch.setenv("CUDASTACK_NO_CACHE", "1")
+    assert _doctor(python, capsys)[0] == 1

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import itertools
+import json
 import mmap
 import os
 import re
@@ -497,3 +499,69 @@ def _names_module(node: ast.AST, base: str, *, bare_words: bool = False) -> bool
         v, dotted = node.value, "." + base
         return v.endswith(dotted) or (dotted + ".") in v or (bare_words and base in v)
     return False
+
+
+CACHE_ENV = "CUDASTACK_NO_CACHE"
+"""Set to 1 to neither read nor write the verdict cache (the benchmarks' "cache off")."""
+_CACHE_VERSION = 1
+_loaded: dict[str, dict[str, Any]] = {}
+
+
+def _cache_file(dist: Distribution) -> str | None:
+    """Where the verdicts for this exact installation of ``dist`` are kept: named by a digest of
+    its location, version, RECORD and the size and mtime of each Python file and extension module
+    it lists (so an edited file, a reinstall or a moved environment start afresh); None for an
+    editable install (its files are not in RECORD) or when caching is off."""
+    if os.environ.get(CACHE_ENV) == "1" or dist.record is None or dist.editable_path:
+        return None
+    from cudastack.target import state_root
+
+    h = hashlib.sha256(f"{_CACHE_VERSION}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode())
+    try:
+        with open(os.path.join(dist.meta_dir, "RECORD"), "rb") as fh:
+            h.update(fh.read())
+    except OSError:
+        return None
+    for e in dist.record:
+        if e.path.endswith((".py", ".so")):
+            try:
+                st = os.stat(dist.abspath(e.path))
+                h.update(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            except OSError:
+                h.update(f"{e.path}\0-\n".encode())
+    return str(state_root() / "cache" / "imports" / f"{dist.key}-{h.hexdigest()[:32]}.json")
+
+
+def import_verdict(dist: Distribution, module_path: str) -> tuple[bool, str | None]:
+    """For an extension module that fails to load: whether importing its package loads it
+    (:func:`referenced_at_import`) and, if so, the ``try`` that guards it
+    (:func:`find_import_guard`). Kept per installation in the state directory: the analysis may
+    parse a whole package (numba: 290 files, 2 s), its inputs rarely change."""
+    path = _cache_file(dist)
+    rel = os.path.relpath(module_path, dist.site_dir)
+    data = _loaded.get(path) if path else None
+    if path and data is None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            data = None
+        if not isinstance(data, dict) or not isinstance(data.get("modules"), dict):
+            data = {"modules": {}}
+        _loaded[path] = data
+    hit = data["modules"].get(rel) if data else None
+    if isinstance(hit, list) and len(hit) == 2 and isinstance(hit[0], bool):
+        return hit[0], hit[1] if isinstance(hit[1], str) else None
+    at = referenced_at_import(dist, module_path)
+    guard = find_import_guard(dist, module_path) if at else None
+    if path and data is not None:
+        data["modules"][rel] = [at, guard]
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(data, fh)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only home: no cache, same answers
+    return at, guard

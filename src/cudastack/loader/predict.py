@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 
 from cudastack.data.libraries import KNOWN_PRELOADS
 from cudastack.env.dists import Distribution
-from cudastack.env.imports import find_import_guard, referenced_at_import
+from cudastack.env.imports import import_verdict
 from cudastack.env.inventory import Inventory
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import ElfCache
@@ -257,14 +257,14 @@ def predict(
                 loaded_at_import.add(cache.realpath(obj.path))
         # whether the package's import loads it, and then whether a try/except guards that (each
         # may read the package's Python: only for modules that fail)
-        at_import = not res.ok and referenced_at_import(dist, path)
+        at_import, guard = import_verdict(dist, path) if not res.ok else (False, None)
         pred.files.append(
             FilePrediction(
                 path=path,
                 distribution=dist.key,
                 kind="module",
                 predicted="loads" if res.ok else ("fails" if at_import else "on-demand"),
-                optional=find_import_guard(dist, path) if at_import else None,
+                optional=guard,
                 problems=tuple(res.problems),
                 context=ctx or "",
                 result=res,
