@@ -40,14 +40,13 @@ os._exit(0)
 
 
 def tops(dist) -> list[str]:  # type: ignore[no-untyped-def]
-    out = set()
-    for e in dist.record or ():
-        first, _, rest = e.path.partition("/")
-        if first.endswith((".dist-info", ".data")) or first.startswith("..") or first == "__pycache__":
-            continue
-        if rest == "__init__.py" or (not rest and first.endswith((".py", ".so"))):
-            out.add(first.split(".", 1)[0] if not rest else first)
-    return sorted(n for n in out if n.isidentifier())
+    """The packages to import: top-level ones, and under a namespace package without __init__
+    (cuda-core's cuda/) the first that have one (cuda.core), as cudastack's ImportTime takes them."""
+    from cudastack.env.imports import ImportTime
+
+    return [
+        r for r in ImportTime(dist).roots if all(p.isidentifier() for p in r.split(".")) and not r.endswith("__main__")
+    ]
 
 
 def probe(python: str, top: str) -> dict:

@@ -210,3 +210,26 @@ def test_verdicts_are_cached_per_installation_and_an_edit_invalidates_them(
     assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
     monkeypatch.setenv("CUDASTACK_NO_CACHE", "1")
     assert _doctor(python, capsys)[0] == 1
+
+
+def test_a_namespace_package_is_imported_through_its_first_regular_package(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cuda-core installs cuda/core/ with no cuda/__init__.py: `import cuda.core` is the import."""
+    python = make_venv(tmp_path / "env")
+    site = site_of(python)
+    stub = build(tmp_path / "stub" / "libmissing.so", "int m(void){return 1;}\n", flags=("-Wl,-soname,libmissing.so",))
+    ext = build(
+        site / "nsx" / "core" / f"_fast{sysconfig.get_config_var('EXT_SUFFIX')}",
+        "int m(void); int PyInit__fast(void){return m();}\n",
+        libs=(str(stub),),
+    )
+    stub.unlink()
+    scenario.write_dist(
+        site, {"name": "nsx-core", "version": "1.0", "files": {"nsx/core/__init__.py": "from . import _fast\n"}}
+    )
+    record = next(site.glob("nsx_core-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"nsx/core/{ext.name},,\n")
+    assert subprocess.run([str(python), "-c", "import nsx.core"], capture_output=True).returncode != 0
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])

@@ -239,7 +239,10 @@ class ImportTime:
         self._seen: set[str] = set()
         self._packages: dict[str, str] = {}
         self._expanded: set[int] = set()
-        self._queue = sorted({n for n in self._files if "." not in n})
+        # what importing the distribution means: its top-level packages and modules, and for a
+        # namespace package without __init__ (cuda-core's cuda/core) the first packages that have one
+        self._queue = sorted(n for n in self._files if n.rpartition(".")[0] not in self._files)
+        self.roots = sorted(self._queue)
         self._done = False
         self._at_import: set[str] | None = None
 
