@@ -130,6 +130,10 @@ CALLED_ACROSS_FILES = "from optpkg.load import _load\n\n_load()\n"
 CLASS_AT_IMPORT = "class Backend:\n    def __init__(self):\n        from optpkg import _fast\n\n\nDEFAULT = Backend()\n"
 METHOD_NEVER_CALLED = "class Backend:\n    def fast(self):\n        from optpkg import _fast\n\n\nDEFAULT = Backend()\n"
 BY_STRING = "import importlib\n\nNAME = 'optpkg.backend'\nmod = importlib.import_module(NAME)\n"
+COMPUTED = (  # cuda-core: the subpackage is chosen at run time
+    "import importlib, os\n\nsub = os.environ.get('OPTPKG_IMPL', 'backend')\n"
+    "importlib.import_module(f'.{sub}', __package__)\n"
+)
 
 
 @pytest.mark.parametrize(

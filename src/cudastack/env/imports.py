@@ -193,6 +193,8 @@ class _Walk:
                     calls.add(f.id)
                 elif type(f) is Attribute and not f.attr.startswith("__"):
                     calls.add(f.attr)  # (``super().__init__()`` runs no unrelated __init__)
+                if node.args and type(node.args[0]) is ast.JoinedStr:
+                    keep(node)  # import_module(f".{subdir}", __package__): see _computed
             elif t is ClassDef:
                 defs.setdefault(node.name, []).append((path, node))
             if isinstance(node, stmt):
@@ -351,7 +353,34 @@ class ImportTime:
                         if imp in files and imp not in seen:
                             out.append(imp)
                         imp = imp.rpartition(".")[0]
+            elif isinstance(node, ast.Call):
+                out.extend(n for n in _computed(node, package, files) if n not in seen)
         return out
+
+
+def _computed(call: ast.Call, package: str, files: dict[str, str]) -> list[str]:
+    """``importlib.import_module(f".{subdir}", __package__)`` (cuda-core picks cu12 or cu13 at run
+    time) or ``import_module(f"pkg.{x}")``: a name only known at run time, under a known package.
+    Taken as importing every direct child of that package — each one could be the one chosen."""
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if name not in ("import_module", "__import__"):
+        return []
+    parts = call.args[0].values if isinstance(call.args[0], ast.JoinedStr) else []
+    if not parts or not isinstance(parts[0], ast.Constant) or not isinstance(parts[0].value, str):
+        return []
+    prefix = parts[0].value
+    if prefix.startswith("."):
+        level = len(prefix) - len(prefix.lstrip("."))
+        base = ".".join(package.split(".")[: len(package.split(".")) - (level - 1)] if level > 1 else [package])
+        rest = prefix[level:]
+        base = f"{base}.{rest}" if rest else base
+    else:
+        base = prefix
+    base = base.rstrip(".")
+    if not base or (prefix and not prefix.endswith(".")):
+        return []  # f"{x}_ops" or f"pkg.mod_{x}": not a child chosen whole
+    return [n for n in files if n.rpartition(".")[0] == base]
 
 
 def _named(nodes: Iterable[ast.AST]) -> set[str]:
