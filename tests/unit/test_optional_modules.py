@@ -148,6 +148,7 @@ COMPUTED = (  # cuda-core: the subpackage is chosen at run time
         (CLASS_AT_IMPORT, {}, True),
         (METHOD_NEVER_CALLED, {}, False),
         (BY_STRING, {"backend/__init__.py": "from . import _fast2\n"}, True),
+        (COMPUTED, {"backend/__init__.py": "from . import _fast2\n"}, True),
     ],
     ids=[
         "function-never-called",
@@ -155,6 +156,7 @@ COMPUTED = (  # cuda-core: the subpackage is chosen at run time
         "class-instantiated",
         "method-never-called",
         "pyzmq-by-string",
+        "cuda-core-computed-subpackage",
     ],
 )
 def test_import_time_code_decides_error_or_on_demand(
