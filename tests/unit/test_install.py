@@ -116,6 +116,10 @@ def test_install_keeps_a_good_result_and_rollback_restores_it_offline(env: Path,
     assert json.loads(r.stdout)["remaining"] == []
     assert snapshot(env) == before_snap and tree(env) == before_tree
     assert not (env.parent / "tool2").exists()
+    pip_install(env, links, "helper==1.1")  # installed since, without cudastack
+    r = cli(env, tmp_path / "state", "rollback", "--format", "json")  # must not undo that
+    assert r.returncode == 0 and json.loads(r.stdout)["already_rolled_back"] is True
+    assert versions(env)["helper"] == "1.1"
 
 
 def test_an_install_that_adds_an_error_is_rolled_back(env: Path, links: Path, tmp_path: Path) -> None:

@@ -204,6 +204,9 @@ def run_rollback(args: argparse.Namespace) -> int:
         )  # fmt: skip
         sys.stdout.write(render_json(report))
         return int(code)
+    if res.already:
+        sys.stdout.write(f"{txn.path} was rolled back already; nothing done (a newer install has its own)\n")
+        return int(code)
     lines = [f"rolled back to {txn.before}: {len(res.restored)} file(s) restored, {len(res.deleted)} deleted"]
     lines += [f"  NOT restored: {c['name']} {c['kind']} {c.get('before')} -> {c.get('after')}" for c in res.remaining]
     lines += [f"  left in place (outside the listed directories): {p}" for p in res.outside[:20]]

@@ -270,6 +270,8 @@ class RollbackResult:
     """``diff`` changes still between the environment and the snapshot (empty on success)."""
     outside: list[str] = field(default_factory=list)
     """Files of changed distributions outside the listed roots: left in place, reported."""
+    already: bool = False
+    """The transaction had been rolled back before: nothing was done this time."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -278,6 +280,7 @@ class RollbackResult:
             "dirs_removed": len(self.dirs_removed),
             "remaining": self.remaining,
             "left_outside_roots": self.outside[:200],
+            "already_rolled_back": self.already,
             "restored_files": self.restored[:200],
             "deleted_files": self.deleted[:200],
         }
@@ -289,6 +292,9 @@ def rollback(target: Target, txn: Transaction) -> RollbackResult:
     from cudastack.snapshot import diff_snapshots, load_snapshot, take_snapshot
 
     journal = txn.journal
+    if journal.get("state") == "rolled-back":
+        # done before: doing it again would undo whatever was installed since
+        return RollbackResult(already=True)
     if journal.get("state") == "backing-up":
         # the install never started: nothing of the environment was changed
         txn.set_state("rolled-back", note="interrupted while backing up; the installer had not run")
