@@ -3,8 +3,9 @@
 
     python bench/bench_doctor.py --python /path/to/venv/bin/python [--runs 5]
 
-Warm: page cache warm, cudastack has no cache of its own. Cold: the environment's files are
-evicted with posix_fadvise(DONTNEED) before each run. Prints a Markdown table for BENCHMARKS.md.
+Warm: page cache warm, cudastack's own cache off (``CUDASTACK_NO_CACHE=1``: the import-verdict
+cache). Cold: the environment's files are evicted with posix_fadvise(DONTNEED) before each run.
+Prints a Markdown table for BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -96,7 +97,10 @@ def main() -> None:
     args = ap.parse_args()
     py = args.python
     files, size = native_files(py)
-    env = {**os.environ, "PYTHONPATH": SRC}
+    env = {**os.environ, "PYTHONPATH": SRC, "CUDASTACK_NO_CACHE": "1"}
+    # as installed: cudastack's own bytecode cached (a shell with PYTHONDONTWRITEBYTECODE=1, as on
+    # this machine, recompiles its 40 modules on every run: +0.1 s that no installed copy pays)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     doctor = [sys.executable, "-m", "cudastack", "doctor", "--python", py, "--format", "json"]
     subprocess.run(doctor, capture_output=True, env=env, check=False)  # warm
     warm = timed(doctor, args.runs, env)
@@ -130,8 +134,16 @@ def main() -> None:
     ldd = timed(
         ["sh", "-c", 'for f in "$@"; do ldd -r "$f" >/dev/null 2>&1; done', "sh", *files], max(1, args.runs // 2)
     )
-    have_pyelftools = subprocess.run([py, "-c", "import elftools"], capture_output=True, check=False).returncode == 0
-    pyelf = timed([py, "-c", PYELFTOOLS, *files], 1) if have_pyelftools else float("nan")
+    # pyelftools reads the files by path: any interpreter that has it (ours does: a test dependency)
+    elf_py = next(
+        (
+            p
+            for p in (sys.executable, py)
+            if subprocess.run([p, "-c", "import elftools"], capture_output=True).returncode == 0
+        ),
+        None,
+    )
+    pyelf = timed([elf_py, "-c", PYELFTOOLS, *files], 1) if elf_py else float("nan")
     imp = timed([py, "-c", "import torch"], args.runs)
 
     print(
