@@ -1,1 +1,0 @@
-extern "C" __global__ void add(float *a, float b) { a[threadIdx.x] += b; }
