@@ -19,20 +19,28 @@ GUARDED = "try:\n    from optpkg import _fast\nexcept ImportError:\n    _fast = 
 UNGUARDED = "from optpkg import _fast\n"
 
 
-def _make(tmp_path: Path, init: str) -> Path:
+def _installed(tmp_path: Path, dist: str, module: str, files: dict[str, str]) -> Path:
+    """A venv with distribution ``dist`` (``files``) and the extension module ``module``
+    (``pkg/_fast``), which needs a library that is gone; returns the interpreter."""
     python = make_venv(tmp_path / "env")
     site = site_of(python)
     stub = build(tmp_path / "stub" / "libmissing.so", "int m(void){return 1;}\n", flags=("-Wl,-soname,libmissing.so",))
+    parts = module.split("/")
+    init = parts[-2] if parts[-1] == "__init__" else parts[-1]
     ext = build(
-        site / "optpkg" / f"_fast{sysconfig.get_config_var('EXT_SUFFIX')}",
-        "int m(void); int PyInit__fast(void){return m();}\n",
+        site.joinpath(*parts[:-1]) / f"{parts[-1]}{sysconfig.get_config_var('EXT_SUFFIX')}",
+        f"int m(void); int PyInit_{init}(void){{return m();}}\n",
         libs=(str(stub),),
     )
     stub.unlink()  # the library the module needs is gone
-    scenario.write_dist(site, {"name": "optpkg", "version": "1.0", "files": {"optpkg/__init__.py": init}})
-    record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
-    record.write_text(record.read_text() + f"optpkg/{ext.name},,\n")
+    scenario.write_dist(site, {"name": dist, "version": "1.0", "files": files})
+    record = next(site.glob(f"{dist.replace('-', '_')}-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"{ext.relative_to(site)},,\n")
     return python
+
+
+def _make(tmp_path: Path, init: str) -> Path:
+    return _installed(tmp_path, "optpkg", "optpkg/_fast", {"optpkg/__init__.py": init})
 
 
 def _doctor(python: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:  # type: ignore[type-arg]
@@ -183,18 +191,7 @@ def test_import_time_code_decides_error_or_on_demand(
 
 def test_compiled_package_init_is_the_package(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """mypyc's black ships black/__init__.cpython-….so: `import black` loads it."""
-    python = make_venv(tmp_path / "env")
-    site = site_of(python)
-    stub = build(tmp_path / "stub" / "libmissing.so", "int m(void){return 1;}\n", flags=("-Wl,-soname,libmissing.so",))
-    ext = build(
-        site / "cpkg" / f"__init__{sysconfig.get_config_var('EXT_SUFFIX')}",
-        "int m(void); int PyInit_cpkg(void){return m();}\n",
-        libs=(str(stub),),
-    )
-    stub.unlink()
-    scenario.write_dist(site, {"name": "cpkg", "version": "1.0", "files": {"cpkg/helper.py": "X = 1\n"}})
-    record = next(site.glob("cpkg-1.0.dist-info")) / "RECORD"
-    record.write_text(record.read_text() + f"cpkg/{ext.name},,\n")
+    python = _installed(tmp_path, "cpkg", "cpkg/__init__", {"cpkg/helper.py": "X = 1\n"})
     assert subprocess.run([str(python), "-c", "import cpkg"], capture_output=True).returncode != 0
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
@@ -222,20 +219,7 @@ def test_a_namespace_package_is_imported_through_its_first_regular_package(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """cuda-core installs cuda/core/ with no cuda/__init__.py: `import cuda.core` is the import."""
-    python = make_venv(tmp_path / "env")
-    site = site_of(python)
-    stub = build(tmp_path / "stub" / "libmissing.so", "int m(void){return 1;}\n", flags=("-Wl,-soname,libmissing.so",))
-    ext = build(
-        site / "nsx" / "core" / f"_fast{sysconfig.get_config_var('EXT_SUFFIX')}",
-        "int m(void); int PyInit__fast(void){return m();}\n",
-        libs=(str(stub),),
-    )
-    stub.unlink()
-    scenario.write_dist(
-        site, {"name": "nsx-core", "version": "1.0", "files": {"nsx/core/__init__.py": "from . import _fast\n"}}
-    )
-    record = next(site.glob("nsx_core-1.0.dist-info")) / "RECORD"
-    record.write_text(record.read_text() + f"nsx/core/{ext.name},,\n")
+    python = _installed(tmp_path, "nsx-core", "nsx/core/_fast", {"nsx/core/__init__.py": "from . import _fast\n"})
     assert subprocess.run([str(python), "-c", "import nsx.core"], capture_output=True).returncode != 0
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
