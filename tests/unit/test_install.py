@@ -350,3 +350,12 @@ def test_uv_installs_and_rolls_back_with_hardlinked_cache(env: Path, links: Path
     r = cli(env, tmp_path / "state", "rollback")
     assert r.returncode == 0, r.stderr
     assert snapshot(env) == before_snap and tree(env) == before_tree
+
+
+def test_a_distribution_without_record_cannot_be_replaced_unguarded(env: Path, links: Path, tmp_path: Path) -> None:
+    """Its files are unknown, so no backup could restore it: refused before anything changes."""
+    (next(site_of(env).glob("helper-1.0.dist-info")) / "RECORD").unlink()
+    before_tree = tree(env)
+    r = install(env, tmp_path / "state", links, "helper==1.1")
+    assert r.returncode == 2 and "cannot back up helper" in r.stderr
+    assert tree(env) == before_tree

@@ -173,9 +173,12 @@ def begin(target: Target, inventory: Inventory, touched: list[str], plan: dict[s
 
     no_record = [k for k in touched if k in inventory.dists and inventory.dists[k].record is None]
     if no_record:
-        raise RollbackError(
-            f"cannot back up {', '.join(no_record)}: no RECORD says which files are theirs",
-            hint="reinstall them with pip first, or pass --no-rollback to install without a way back",
+        from cudastack.install.plan import InstallerError
+
+        raise InstallerError(  # exit 2: refused before anything changed
+            f"cannot back up {', '.join(no_record)}: no RECORD says which files are theirs, so the install could "
+            "not be undone",
+            hint="reinstall them with pip first (pip writes RECORD); nothing was changed",
         )
     base = transactions_dir(target)
     txn = Transaction(base / (time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"))
