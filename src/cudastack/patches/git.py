@@ -64,6 +64,16 @@ def open_repo(path: str) -> Git:
     return Git(proc.stdout.strip())
 
 
+def _lock_files(gd: str) -> list[str]:
+    """git's lock files: ``index.lock``, ``HEAD.lock``, ``ORIG_HEAD.lock``, ``packed-refs.lock``,
+    ``config.lock`` and any ``refs/**.lock`` — a git killed mid-command leaves one behind (seen:
+    HEAD.lock from a checkout killed with its process group), and the next git command fails."""
+    found = [os.path.join(gd, n) for n in sorted(os.listdir(gd)) if n.endswith(".lock")] if os.path.isdir(gd) else []
+    for dirpath, _dirs, files in os.walk(os.path.join(gd, "refs")):
+        found.extend(os.path.join(dirpath, f) for f in sorted(files) if f.endswith(".lock"))
+    return found
+
+
 def preflight(git: Git, *, for_change: bool) -> None:
     """Refuse states in which 'byte for byte' or 'nothing lost' cannot be promised."""
     gd = git.git_dir
@@ -79,11 +89,13 @@ def preflight(git: Git, *, for_change: bool) -> None:
                 f"{git.repo} is in the middle of {what} ({name} exists)",
                 hint="finish it or abort it (git rebase --abort / git merge --abort / git cherry-pick --abort) first",
             )
-    lock = os.path.join(gd, "index.lock")
-    if os.path.exists(lock):
+    locks = _lock_files(gd)
+    if locks:
+        shown = " ".join(locks[:8])
         raise PatchError(
-            f"{lock} exists: a git process is running, or one was killed and left it behind",
-            hint=f"if no git is running on this checkout, remove it: rm {lock}",
+            f"{shown} exist{'s' if len(locks) == 1 else ''}: a git process is running, or one was killed and "
+            "left it behind",
+            hint=f"if no git is running on this checkout, remove {'it' if len(locks) == 1 else 'them'}: rm {shown}",
         )
     autocrlf = git.out("config", "--get", "core.autocrlf", check=False).lower()
     if autocrlf in ("true", "input"):
