@@ -33,7 +33,7 @@ def add_parser(sub: Any) -> None:
     r.set_defaults(run=run_rollback)
 
 
-def _say(args: argparse.Namespace, text: str) -> None:
+def _say(text: str) -> None:
     """Progress: to stderr, so that ``--format json`` keeps stdout for the report."""
     print(f"cudastack: {text}", file=sys.stderr, flush=True)
 
@@ -80,16 +80,16 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
         return _emit(args, target, plan, {"dry_run": False, "outcome": "refused"})
     if not plan.changes:
         return _emit(args, target, plan, {"dry_run": False, "outcome": "nothing to do"})
-    _say(args, f"plan: {len(plan.changes)} change(s); checking the environment first")
+    _say(f"plan: {len(plan.changes)} change(s); checking the environment first")
     before = _errors(run_doctor(target))
     touched = sorted({_key(c.name) for c in plan.changes if c.before is not None})
     txn = begin(target, inventory, touched, {"command": plan.install, "changes": [c.as_dict() for c in plan.changes]})
     j = txn.journal
-    _say(args, f"backed up {j.get('backup_files', 0)} file(s), {j.get('backup_bytes', 0) / 1e6:.1f} MB, of "
+    _say(f"backed up {j.get('backup_files', 0)} file(s), {j.get('backup_bytes', 0) / 1e6:.1f} MB, of "
                f"{', '.join(touched) or 'nothing (additions only)'} in {txn.path}")  # fmt: skip
     txn.set_state("installing")
     step("install:installing")
-    _say(args, "running " + " ".join(plan.install))
+    _say("running " + " ".join(plan.install))
     rc, interrupted = run_installer(plan.install, stdout=sys.stderr, stderr=sys.stderr)
     extra: dict[str, Any] = {"dry_run": False, "transaction": str(txn.path), "installer_exit": rc}
     if rc != 0 or interrupted:
@@ -97,20 +97,20 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
         extra["failure"] = f"the installer {why}"
         if args.no_rollback:
             txn.set_state("kept", failure=extra["failure"])
-            _say(args, f"{extra['failure']}; kept as is (--no-rollback): cudastack rollback restores it")
+            _say(f"{extra['failure']}; kept as is (--no-rollback): cudastack rollback restores it")
             return _emit(args, target, plan, {**extra, "outcome": "failed, kept"}, code=ExitCode.FINDINGS)
-        _say(args, f"{extra['failure']}: rolling back")
+        _say(f"{extra['failure']}: rolling back")
         res = rollback(build_target(python=args.python, detect_gpus=False), txn)
         return _emit(args, target, plan, {**extra, "outcome": "rolled back", "rollback": res.as_dict()},
                      code=ExitCode.ROLLED_BACK if not res.remaining else ExitCode.ROLLBACK_INCOMPLETE)  # fmt: skip
     txn.set_state("installed")
-    _say(args, "installed; checking the environment again")
+    _say("installed; checking the environment again")
     after_target = build_target(python=args.python, detect_gpus=False)
     after_report = run_doctor(after_target)
     new = sorted(_errors(after_report) - before)
     extra["new_errors"] = [finding_to_dict(f) for f in after_report.findings if f.key in new]
     if new and not args.no_rollback:
-        _say(args, f"the install added {len(new)} error(s): rolling back")
+        _say(f"the install added {len(new)} error(s): rolling back")
         res = rollback(after_target, txn)
         return _emit(args, target, plan, {**extra, "outcome": "rolled back", "rollback": res.as_dict()},
                      code=ExitCode.ROLLED_BACK if not res.remaining else ExitCode.ROLLBACK_INCOMPLETE)  # fmt: skip
@@ -191,7 +191,7 @@ def run_rollback(args: argparse.Namespace) -> int:
     target = build_target(python=args.python, detect_gpus=False)
     with env_lock(target):
         txn = find(target, args.snapshot)
-        _say(args, f"restoring {target.prefix} to {txn.before} (state: {txn.journal.get('state')})")
+        _say(f"restoring {target.prefix} to {txn.before} (state: {txn.journal.get('state')})")
         res = rollback(target, txn)
     code = ExitCode.CLEAN if not res.remaining else ExitCode.ROLLBACK_INCOMPLETE
     if args.format == "json":

@@ -35,7 +35,6 @@ from cudastack.faults import step
 from cudastack.target import Target
 
 TXN_FORMAT = 1
-STATES = ("backing-up", "ready", "installing", "installed", "kept", "rolling-back", "rolled-back")
 
 
 class RollbackError(CudastackError, RuntimeError):
