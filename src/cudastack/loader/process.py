@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from cudastack.elf.reader import ElfFile, Import
+from cudastack.elf.reader import ElfFile
 from cudastack.loader.search import ElfCache, Loaded, Resolution, Searcher
 from cudastack.loader.system import LoaderConfig
 
@@ -46,18 +46,19 @@ class DlopenResult:
         return self.problems[0].message if self.problems else None
 
 
-def provides(elf: ElfFile, imp: Import) -> bool:
-    """Does ``elf`` define ``imp`` as glibc's ``check_match`` (elf/dl-lookup.c) accepts it?
+def binds(elf: ElfFile, name: str, version: str | None) -> bool:
+    """Does ``elf`` define ``name`` so that a reference to it (with ``version``, if any) binds, as
+    glibc's ``check_match`` (elf/dl-lookup.c) accepts it?
 
     A versioned reference binds to that version (hidden or not) or to an unversioned definition;
     an unversioned reference binds to a non-hidden definition, or to the only one there is.
     """
-    vers = elf.exports.get(imp.name)
+    vers = elf.exports.get(name)
     if vers is None:
         return False
-    if imp.version is None:
+    if version is None:
         return any(v is None or v[0] != "@" for v in vers) or len(vers) == 1
-    return imp.version in vers or None in vers or ("@" + imp.version) in vers
+    return version in vers or None in vers or ("@" + version) in vers
 
 
 class Process:
@@ -72,7 +73,6 @@ class Process:
         self.main: Loaded | None = None
         self.searcher = Searcher(config, environ, elf_cache, None)
         self.log: list[str] = []
-        self._global_index: tuple[int, dict[str, list[ElfFile]]] | None = None
         """What happened before the module under judgement loaded, in order."""
 
     def clone(self) -> Process:
@@ -81,8 +81,6 @@ class Process:
         p.objects, p.global_scope = list(self.objects), list(self.global_scope)
         p.by_name, p.by_real = dict(self.by_name), dict(self.by_real)
         p.main, p.searcher, p.log = self.main, self.searcher, list(self.log)
-        self._global_providers()  # build once here, so the clones share it
-        p._global_index = self._global_index
         return p
 
     # --- start-up ----------------------------------------------------------------------------
@@ -253,32 +251,35 @@ class Process:
                             )
                         )
 
-    def _global_providers(self) -> dict[str, list[ElfFile]]:
-        """Symbol name → objects of the global scope defining it (rebuilt when the scope grows)."""
-        n = len(self.global_scope)
-        if self._global_index is None or self._global_index[0] != n:
-            index: dict[str, list[ElfFile]] = {}
-            for o in self.global_scope:
-                for name in o.elf.exports:
-                    index.setdefault(name, []).append(o.elf)
-            self._global_index = (n, index)
-        return self._global_index[1]
-
     def _check_symbols(self, res: DlopenResult, scope: list[Loaded]) -> None:
+        """RTLD_NOW: every non-weak undefined symbol of the new objects must be defined in scope.
+
+        Which object defines it (global scope first, then the local one) decides which binds, not
+        *whether* one does, so each object's needs are checked against the scope in bulk: set
+        differences for unversioned references, then the version rule for the rest.
+        """
         if any(p.kind == "version" for p in res.problems):
             return  # glibc stops at the version check; symbols would only repeat it
-        glob_index = self._global_providers()
-        local = [o.elf for o in scope if o not in self.global_scope]
+        providers = [o.elf for o in self.global_scope]
+        providers += [o.elf for o in scope if o not in self.global_scope]
         for obj in res.new:
-            for imp in obj.elf.imports:
-                if imp.weak:
-                    continue
-                # the global scope is searched first, then the local scope (order does not change
-                # *whether* a definition exists, only which one binds)
-                cands = glob_index.get(imp.name)
-                if cands is not None and any(provides(e, imp) for e in cands):
-                    continue
-                if any(imp.name in e.exports and provides(e, imp) for e in local):
+            missing = set(obj.elf.strong_plain)
+            pending = dict(obj.elf.strong_versioned)  # name → (version, file)
+            for e in providers:
+                if missing:
+                    # exact dicts make set.difference probe them, not iterate them
+                    left = missing.difference(e.exports)
+                    missing = left | (missing & e.hidden_only) if e.hidden_only else left
+                if pending:
+                    for name in pending.keys() & e.exports.keys():
+                        if binds(e, name, pending[name][0]):
+                            del pending[name]
+                if not missing and not pending:
+                    break
+            if not missing and not pending:
+                continue
+            for imp in obj.elf.imports:  # report in table order, as the loader meets them
+                if imp.weak or (imp.name not in missing and imp.name not in pending):
                     continue
                 where = f", version {imp.version}" if imp.version else ""
                 res.problems.append(
