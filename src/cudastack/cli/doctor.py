@@ -136,6 +136,10 @@ def use_color(choice: str, stream: Any) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.python:
+        from cudastack.env.interpreter import start_probe
+
+        start_probe(args.python)  # the target starts while cudastack imports its rules
     from cudastack.config import load_config
     from cudastack.doctor import read_baseline, run_doctor
     from cudastack.target import build_target

@@ -90,12 +90,7 @@ def current_interpreter() -> Interpreter:
     return _from_probe(sys.executable, _probe.probe())
 
 
-def probe_interpreter(executable: str | os.PathLike[str]) -> Interpreter:
-    """Run ``executable -I -S _probe.py`` and parse its answer.
-
-    ``-I`` ignores ``PYTHON*`` variables and the user site; ``-S`` skips ``site``, so no ``.pth``
-    file of the target runs. The probe itself is cudastack's own stdlib-only script.
-    """
+def _resolve(executable: str | os.PathLike[str]) -> str:
     exe = os.fspath(executable)
     if os.sep not in exe:
         found = shutil.which(exe)
@@ -109,28 +104,60 @@ def probe_interpreter(executable: str | os.PathLike[str]) -> Interpreter:
             f"{exe} is a directory, not an interpreter",
             hint=f"pass the interpreter ({exe}/bin/python) or use --site-packages for a bare directory",
         )
-    if os.path.abspath(exe) == os.path.abspath(sys.executable):
-        return current_interpreter()
+    return exe
+
+
+_STARTED: dict[str, subprocess.Popen[bytes]] = {}
+"""Probes started ahead of need by :func:`start_probe`, by resolved executable."""
+
+
+def _spawn(exe: str) -> subprocess.Popen[bytes]:
     try:
-        proc = subprocess.run(
-            [exe, "-I", "-S", str(_PROBE)],
-            capture_output=True,
-            timeout=_PROBE_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            check=False,
+        return subprocess.Popen(
+            [exe, "-I", "-S", str(_PROBE)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
     except OSError as exc:
         raise TargetError(f"cannot run interpreter {exe}: {exc.strerror or exc}") from exc
+
+
+def start_probe(executable: str | os.PathLike[str]) -> None:
+    """Start probing ``executable`` now, to be collected by :func:`probe_interpreter`.
+
+    The target interpreter needs ~30 ms to start; started before cudastack imports its rules, that
+    time overlaps them (BENCHMARKS.md). Problems are left for :func:`probe_interpreter` to report.
+    """
+    try:
+        exe = _resolve(executable)
+        if os.path.abspath(exe) != os.path.abspath(sys.executable) and exe not in _STARTED:
+            _STARTED[exe] = _spawn(exe)
+    except TargetError:
+        pass
+
+
+def probe_interpreter(executable: str | os.PathLike[str]) -> Interpreter:
+    """Run ``executable -I -S _probe.py`` and parse its answer.
+
+    ``-I`` ignores ``PYTHON*`` variables and the user site; ``-S`` skips ``site``, so no ``.pth``
+    file of the target runs. The probe itself is cudastack's own stdlib-only script.
+    """
+    exe = _resolve(executable)
+    if os.path.abspath(exe) == os.path.abspath(sys.executable):
+        return current_interpreter()
+    proc = _STARTED.pop(exe, None) or _spawn(exe)
+    try:
+        stdout, stderr_b = proc.communicate(timeout=_PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.wait()
         raise TargetError(f"interpreter {exe} did not answer within {_PROBE_TIMEOUT_S} s") from exc
     if proc.returncode != 0:
-        stderr = proc.stderr.decode(errors="replace").strip().splitlines()
+        stderr = stderr_b.decode(errors="replace").strip().splitlines()
         raise TargetError(
             f"probing interpreter {exe} failed (`{exe} -I -S {_PROBE.name}` exited {proc.returncode})",
             hint=stderr[-1] if stderr else None,
         )
     try:
-        data = json.loads(proc.stdout)
+        data = json.loads(stdout)
     except ValueError as exc:
         raise TargetError(f"interpreter {exe} gave an unreadable answer to the probe") from exc
     if not isinstance(data, dict):
