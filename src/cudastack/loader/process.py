@@ -262,6 +262,7 @@ class Process:
             return  # glibc stops at the version check; symbols would only repeat it
         providers = [o.elf for o in self.global_scope]
         providers += [o.elf for o in scope if o not in self.global_scope]
+        providers.sort(key=lambda e: -len(e.exports))  # the big ones first: `missing` empties sooner
         for obj in res.new:
             missing = set(obj.elf.strong_plain)
             pending = dict(obj.elf.strong_versioned)  # name → (version, file)

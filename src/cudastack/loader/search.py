@@ -137,11 +137,13 @@ class Searcher:
 
     def _probe(self, dirs: list[str], name: str, want: ElfFile, tried: list[str]) -> tuple[str, ElfFile] | None:
         listing = self.elf_cache.listing
+        subdirs = [f"{s}/" for s in self.config.subdirs] + [""]
         for d in dirs:
             d = d or "."  # an empty entry means the current directory
-            for sub in (*self.config.subdirs, ""):
-                where = os.path.join(d, sub) if sub else d
-                cand = os.path.join(where, name)
+            base = d if d.endswith("/") else d + "/"  # os.path.join's result, without its cost
+            for sub in subdirs:
+                where = base + sub
+                cand = where + name
                 tried.append(cand)
                 names = listing(where)
                 if names is None or name not in names or not os.path.exists(cand):
