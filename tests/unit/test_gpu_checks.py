@@ -315,3 +315,32 @@ def test_source_build_against_the_cuda13_cccl_layout(
     )
     _rc, data = _doctor(site, capsys, "--select", "CUDA012", "-e", f"CUDA_HOME={home}")
     assert [f["code"] for f in data["findings"]] == (["CUDA012"] if fires else [])
+
+
+def test_background_scan_answers_what_the_in_process_scan_does(tmp_path: Path, kernels: dict[str, bytes]) -> None:
+    """The doctor scans device code in a forked child while it predicts imports; its answer must
+    be the in-process scan's, problems included, and a child that dies must cost only the time."""
+    import os
+    import signal
+
+    from cudastack.cuda.coverage import BackgroundScan, scan_environment
+    from cudastack.env.inventory import read_inventory
+    from cudastack.loader.search import ElfCache
+    from cudastack.target import build_target
+
+    files = {**{f"lib{k}": v for k, v in kernels.items() if k.endswith(".so")}, **kernels}
+    files["cut.fatbin"] = kernels["ptx91.fatbin"][:60]  # truncated: a CUDA008 problem
+    files["libcut.so"] = kernels["sass80.so"][: len(kernels["sass80.so"]) * 2 // 3]
+    site = _site(tmp_path, files)
+    inv = read_inventory(build_target(site_packages=str(site), python_version="3.11"))
+    here = scan_environment(inv, ElfCache())
+    assert here.files and any(f.scan.problems for f in here.files) and any(f.scan.entries for f in here.files)
+    assert BackgroundScan(inv, ElfCache()).result() == here
+
+    dead = BackgroundScan(inv, ElfCache())
+    os.kill(dead.pid, signal.SIGKILL)
+    assert dead.result() is None  # the caller then scans in-process
+    stopped = BackgroundScan(inv, ElfCache())
+    stopped.cancel()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(stopped.pid, os.WNOHANG)  # reaped: no zombie left behind

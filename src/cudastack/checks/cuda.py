@@ -138,6 +138,7 @@ def _subject(f: DeviceFile, cc: int) -> str:
     name="no-kernel-image",
     severity=Severity.ERROR,
     summary="A file's device code has nothing the GPU can run: 'no kernel image is available'",
+    device_code="per-gpu",
 )
 def no_kernel_image(ctx: Context) -> Iterator[Finding]:
     """## What it checks
@@ -173,6 +174,7 @@ def no_kernel_image(ctx: Context) -> Iterator[Finding]:
     name="ptx-jit-only",
     severity=Severity.WARNING,
     summary="The GPU runs a file's kernels only by JIT-compiling PTX at first launch",
+    device_code="per-gpu",
 )
 def ptx_jit_only(ctx: Context) -> Iterator[Finding]:
     """## What it checks
@@ -221,6 +223,7 @@ def ptx_jit_only(ctx: Context) -> Iterator[Finding]:
     name="ptx-too-new-for-driver",
     severity=Severity.ERROR,
     summary="The only usable code is PTX of an ISA newer than the driver can compile",
+    device_code="per-gpu",
 )
 def ptx_too_new(ctx: Context) -> Iterator[Finding]:
     """## What it checks
@@ -277,6 +280,7 @@ def ptx_too_new(ctx: Context) -> Iterator[Finding]:
     name="units-without-kernel",
     severity=Severity.INFO,
     summary="Some units of a file have no kernel for the GPU while others do",
+    device_code="per-gpu",
 )
 def units_without_kernel(ctx: Context) -> Iterator[Finding]:
     """## What it checks
@@ -530,6 +534,7 @@ def driver_incomplete(ctx: Context) -> Iterator[Finding]:
     name="device-code-unreadable",
     severity=Severity.WARNING,
     summary="A fatbin or cubin is truncated or corrupt; its kernels are not judged",
+    device_code="always",
 )
 def device_code_unreadable(ctx: Context) -> Iterator[Finding]:
     """## What it checks

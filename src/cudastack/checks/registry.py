@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import shlex
+import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +37,9 @@ class Rule:
     """Default severity of its findings."""
     summary: str
     func: Callable[[Context], Iterable[Finding]] = field(repr=False)
+    device_code: str = ""
+    """When it reads :attr:`Context.device_code`: ``always``, ``per-gpu`` (only with a GPU to
+    judge), or never (empty). The runner starts the scan early for them."""
 
     @property
     def doc(self) -> str:
@@ -49,14 +54,16 @@ _RULES: dict[str, Rule] = {}
 
 
 def rule(
-    *, code: str, name: str, severity: Severity, summary: str
+    *, code: str, name: str, severity: Severity, summary: str, device_code: str = ""
 ) -> Callable[[Callable[[Context], Iterable[Finding]]], Callable[[Context], Iterable[Finding]]]:
     """Register a rule function under a stable code (never reused for another meaning)."""
 
     def wrap(func: Callable[[Context], Iterable[Finding]]) -> Callable[[Context], Iterable[Finding]]:
         if code in _RULES:
             raise RuntimeError(f"rule code {code} registered twice")
-        _RULES[code] = Rule(code=code, name=name, severity=severity, summary=summary, func=func)
+        _RULES[code] = Rule(
+            code=code, name=name, severity=severity, summary=summary, func=func, device_code=device_code
+        )
         return func
 
     return wrap
@@ -96,10 +103,31 @@ class Context:
 
     @functools.cached_property
     def device_code(self) -> DeviceCodeInventory:
-        """SASS/PTX of every file that carries device code, computed on first use by a CUDA rule."""
+        """SASS/PTX of every file that carries device code, computed on first use by a CUDA rule
+        (or collected from the child :meth:`prefetch_device_code` started)."""
         from cudastack.cuda.coverage import scan_environment
 
-        return scan_environment(self.inventory, self.elf_cache, deep=self.target.deep)
+        background = self.__dict__.pop("_device_scan", None)
+        found = background.result() if background is not None else None
+        return found if found is not None else scan_environment(self.inventory, self.elf_cache, deep=self.target.deep)
+
+    def prefetch_device_code(self) -> None:
+        """Start the device-code scan on another CPU now (see ``BackgroundScan``), when there is
+        one and this process has no other thread (forking a threaded process can deadlock)."""
+        if "device_code" in self.__dict__ or "_device_scan" in self.__dict__ or len(os.sched_getaffinity(0)) < 2:
+            return
+        threading = sys.modules.get("threading")
+        if threading is not None and threading.active_count() > 1:
+            return
+        from cudastack.cuda.coverage import BackgroundScan
+
+        self.__dict__["_device_scan"] = BackgroundScan(self.inventory, self.elf_cache, deep=self.target.deep)
+
+    def close(self) -> None:
+        """Stop background work nobody collected."""
+        background = self.__dict__.pop("_device_scan", None)
+        if background is not None:
+            background.cancel()
 
     def installer_prefix(self) -> list[str]:
         """How to run an installer against *this* environment (never a bare ``pip``)."""
@@ -197,9 +225,19 @@ def run_rules(
 ) -> list[CheckResult]:
     """Run every selected rule; a crash inside a rule is recorded, never propagated."""
     ignore = ignore or {}
+    rules = [(r, _selected(r.code, select, ignore)) for r in all_rules()]
+    gpus = bool(ctx.target.gpu.gpus)
+    if any(not why and (r.device_code == "always" or (r.device_code == "per-gpu" and gpus)) for r, why in rules):
+        ctx.prefetch_device_code()
+    try:
+        return _run(ctx, rules)
+    finally:
+        ctx.close()
+
+
+def _run(ctx: Context, rules: list[tuple[Rule, str | None]]) -> list[CheckResult]:
     results: list[CheckResult] = []
-    for r in all_rules():
-        why_not = _selected(r.code, select, ignore)
+    for r, why_not in rules:
         if why_not is not None:
             results.append(CheckResult(code=r.code, name=r.name, outcome=Outcome.SKIP, reason=why_not))
             continue

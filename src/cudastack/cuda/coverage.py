@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import marshal
 import os
+import signal
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from cudastack.cuda.archs import VERDICTS, container_verdict
 from cudastack.cuda.fatbin import (
     DEEP_SECTIONS,
     SECTIONS,
     Container,
+    DeviceCode,
     DeviceCodeScan,
     kernel_count,
     scan_elf_sections,
@@ -116,3 +122,95 @@ def judge(file: DeviceFile, gpu: Gpu, driver_cuda: tuple[int, int] | None) -> Co
 def _empty(path: str, container: Container) -> bool:
     """A unit that provably holds no kernel: only uncompressed cubins without a function."""
     return all(e.kind == "sass" and kernel_count(path, e) == 0 for e in container.entries)
+
+
+class BackgroundScan:
+    """:func:`scan_environment` in a forked child, while the parent predicts imports.
+
+    The walk is bound by page faults on entry headers spread over gigabytes (27k on the torch
+    2.14.1 CUDA 13 stack, ~80 ms of a ~0.6 s doctor on 2 cores); on a second CPU it costs the
+    parent only the ~15 ms of reading the answer back (BENCHMARKS.md). The child sends plain
+    tuples with ``marshal``; anything unexpected — no fork, a child that dies, an answer that does
+    not decode — makes :meth:`result` return None, and the caller scans in-process instead.
+    """
+
+    def __init__(self, inventory: Inventory, cache: ElfCache, *, deep: bool = False) -> None:
+        self.pid = -1
+        self.fd = -1
+        try:  # the answer goes to an anonymous file: the child never waits for the parent to read
+            fd = os.memfd_create("cudastack-device-code", os.MFD_CLOEXEC)
+        except (AttributeError, OSError):
+            return
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(fd)
+            return
+        if pid == 0:  # the child: scan, answer, exit without running any of the parent's cleanup
+            status = 1
+            try:
+                data = marshal.dumps(_encode(scan_environment(inventory, cache, deep=deep)))
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                status = 0
+            finally:
+                os._exit(status)
+        self.pid, self.fd = pid, fd
+
+    def result(self) -> DeviceCodeInventory | None:
+        """The child's scan (waiting for it to finish), or None when there is none to be had."""
+        if self.fd < 0:
+            return None
+        try:
+            _, status = os.waitpid(self.pid, 0)
+            data = os.pread(self.fd, os.fstat(self.fd).st_size, 0) if status == 0 else b""
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+        if not data:
+            return None
+        try:
+            return _decode(marshal.loads(data))
+        except (ValueError, TypeError, EOFError):
+            return None
+
+    def cancel(self) -> None:
+        """Stop a child whose answer is not wanted (and reap it)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+
+
+def _encode(inv: DeviceCodeInventory) -> Any:
+    files = [
+        (
+            f.path,
+            f.distribution,
+            f.elsewhere,
+            f.scan.path,
+            f.scan.sections,
+            f.scan.problems,
+            [(c.offset, [tuple(e) for e in c.entries]) for c in f.scan.containers],
+        )
+        for f in inv.files
+    ]
+    return (files, inv.unreadable, inv.deep)
+
+
+def _decode(data: Any) -> DeviceCodeInventory:
+    files, unreadable, deep = data
+    code, container = partial(tuple.__new__, DeviceCode), partial(tuple.__new__, Container)
+    out = DeviceCodeInventory(unreadable=list(unreadable), deep=bool(deep))
+    for path, dist, elsewhere, scan_path, sections, problems, containers in files:
+        scan = DeviceCodeScan(
+            scan_path,
+            [container((off, tuple(map(code, entries)))) for off, entries in containers],
+            tuple(sections),
+            list(problems),
+        )
+        out.files.append(DeviceFile(path, dist, scan, tuple(elsewhere)))
+    return out
