@@ -12,7 +12,6 @@ Looked up from the working directory upwards; the first file found wins. Keys::
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,8 +36,13 @@ def find_config_file(start: Path) -> tuple[Path, bool] | None:
             return f, False
         p = d / "pyproject.toml"
         if p.is_file():
+            text = p.read_text(encoding="utf-8", errors="replace")
+            if "cudastack" not in text:
+                continue  # no [tool.cudastack] in any TOML spelling: not worth parsing (or importing tomllib)
+            import tomllib
+
             try:
-                data = tomllib.loads(p.read_text(encoding="utf-8", errors="replace"))
+                data = tomllib.loads(text)
             except tomllib.TOMLDecodeError:
                 continue
             if isinstance(data.get("tool"), dict) and "cudastack" in data["tool"]:
@@ -91,6 +95,8 @@ def load_config(start: Path | None = None, explicit: str | None = None) -> Confi
         if found is None:
             return Config()
         path, is_pyproject = found
+    import tomllib
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:

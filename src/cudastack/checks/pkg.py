@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import os
 import re
 from collections import Counter, defaultdict
@@ -848,6 +847,8 @@ def torch_cuda_runtime(ctx: Context) -> Iterator[Finding]:
 
 def _file_hash(path: str, algo: str) -> str | None:
     try:
+        import hashlib
+
         h = hashlib.new(algo)
         with open(path, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):

@@ -7,7 +7,6 @@ import inspect
 import os
 import shlex
 import sys
-import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -247,6 +246,8 @@ def _run(ctx: Context, rules: list[tuple[Rule, str | None]]) -> list[CheckResult
             results.append(CheckResult(code=r.code, name=r.name, outcome=Outcome.SKIP, reason=str(skip)))
             continue
         except Exception as exc:  # noqa: BLE001 - a bug in one rule must not hide the others
+            import traceback
+
             tb = traceback.extract_tb(exc.__traceback__)[-1]
             reason = f"{type(exc).__name__}: {exc} (at {tb.filename.rsplit('/', 1)[-1]}:{tb.lineno})"
             results.append(CheckResult(code=r.code, name=r.name, outcome=Outcome.ERROR, reason=reason))

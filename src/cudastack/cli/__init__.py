@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 
 from cudastack import __version__
@@ -62,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return int(ExitCode.CLEAN)
     except Exception as exc:  # noqa: BLE001 - last resort: report our own bug clearly
+        import traceback
+
         tb = traceback.format_exc(limit=-3).strip().splitlines()
         _error(
             f"cudastack failed: {type(exc).__name__}: {exc}",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import hashlib
 import itertools
 import json
 import mmap
@@ -546,6 +545,8 @@ def _cache_file(dist: Distribution) -> str | None:
     editable install (its files are not in RECORD) or when caching is off."""
     if os.environ.get(CACHE_ENV) == "1" or dist.record is None or dist.editable_path:
         return None
+    import hashlib  # here: only a failing module's package pays for it
+
     from cudastack.target import state_root
 
     h = hashlib.sha256(f"{_CACHE_VERSION}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode())
