@@ -223,3 +223,34 @@ def test_a_namespace_package_is_imported_through_its_first_regular_package(
     assert subprocess.run([str(python), "-c", "import nsx.core"], capture_output=True).returncode != 0
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
+
+
+GRAFTED_INIT = (  # cuda-core 1.2: pick cu12/cu13 at run time, then import through the grafted path
+    "import importlib, os\n\n\ndef _pick():\n"
+    "    sub = os.environ.get('OPTPKG_IMPL', 'backend')\n"
+    "    importlib.import_module(f'.{sub}', __package__)\n\n\n_pick()\n"
+    "from optpkg.graph import VALUE\n"
+)
+GRAFT = "import os\n\nimport optpkg\n\noptpkg.__path__.append(os.path.dirname(__file__))\n"
+
+
+def test_a_subpackage_grafted_onto_its_package_path_is_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cuda-core imports cu13/ by a computed name, cu13 appends itself to cuda.core.__path__, and
+    `from cuda.core.graph import …` then runs cuda/core/cu13/graph/__init__.py, which loads
+    cu13/graph/_graph_builder.so: an import the files do not spell out."""
+    python = _installed(
+        tmp_path,
+        "optpkg",
+        "optpkg/backend/graph/_fast",
+        {
+            "optpkg/__init__.py": GRAFTED_INIT,
+            "optpkg/backend/__init__.py": GRAFT,
+            "optpkg/backend/graph/__init__.py": "from optpkg.graph._fast import m as VALUE\n",
+        },
+    )
+    real = subprocess.run([str(python), "-c", "import optpkg"], capture_output=True, text=True)
+    assert real.returncode != 0 and "libmissing.so" in real.stderr, real.stderr
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])

@@ -14,7 +14,7 @@ import json
 import mmap
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from cudastack.env.dists import Distribution
@@ -246,11 +246,17 @@ class ImportTime:
         self.roots = sorted(self._queue)
         self._done = False
         self._at_import: set[str] | None = None
+        self._grafts: dict[str, set[str]] = {}
+        """Package → its subpackages that a computed import picks at run time. cuda-core's
+        ``cuda.core`` imports ``cu12`` or ``cu13`` that way and then appends it to its own
+        ``__path__``: ``cuda.core._context`` is ``cuda/core/cu13/_context``."""
+        self._imported: set[str] = set()
+        """Every module name imported so far: looked for again whenever a graft appears."""
 
     def _add(self, path: str, new: list[ast.AST]) -> None:
         self.running.setdefault(path, set()).update(map(id, new))
         self.named |= _named(new)
-        self._queue.extend(self._imports(new, self._packages[path], self._files, self._seen))
+        self._queue.extend(self._imports(new, self._packages[path]))
 
     def advance(self) -> bool:
         """Run one more file, or one round of newly called functions; False once nothing is left."""
@@ -334,26 +340,46 @@ class ImportTime:
             frontier = sorted(at)
             while frontier:
                 for ref in _compiled_refs(modules[frontier.pop()], tops, modules, at.__contains__):
-                    if ref in modules and ref not in at:
-                        at.add(ref)
-                        frontier.append(ref)
+                    for known in ([ref] if ref in modules else []) + self._grafted(ref, modules):
+                        if known not in at:
+                            at.add(known)
+                            frontier.append(known)
             self._at_import = at
         return "." not in name or name in self._at_import
 
-    @staticmethod
-    def _imports(nodes: list[ast.AST], package: str, files: dict[str, str], seen: set[str]) -> list[str]:
-        out = []
+    def _imports(self, nodes: list[ast.AST], package: str) -> list[str]:
+        files, seen, out = self._files, self._seen, []
         for node in nodes:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in files:
                 out.append(node.value)  # pyzmq: select_backend("zmq.backend.cython") → import_module
             elif isinstance(node, ast.Import | ast.ImportFrom):
                 for imp in _absolute(node, package):
+                    self._imported.add(imp)  # a grafted path may hold it too, even first
+                    out.extend(self._grafted(imp, files))
                     while imp:
                         if imp in files and imp not in seen:
                             out.append(imp)
                         imp = imp.rpartition(".")[0]
             elif isinstance(node, ast.Call):
-                out.extend(n for n in _computed(node, package, files) if n not in seen)
+                chosen = [n for n in _computed(node, package, files) if n not in seen]
+                out.extend(chosen)
+                grafted = [n for n in chosen if files[n].endswith("__init__.py")]
+                for n in grafted:
+                    self._grafts.setdefault(n.rpartition(".")[0], set()).add(n.rpartition(".")[2])
+                if grafted:
+                    out.extend(r for u in sorted(self._imported) for r in self._grafted(u, files))
+        return out
+
+    def _grafted(self, name: str, known: Container[str]) -> list[str]:
+        """Where ``name`` is found once its package's ``__path__`` includes a grafted subpackage
+        (``cuda.core.graph._graph_builder`` → ``cuda.core.cu13.graph._graph_builder``, and cu12),
+        with its parent packages: the names in ``known``."""
+        parts = name.split(".")
+        out: list[str] = []
+        for k in range(len(parts) - 1, 0, -1):
+            for sub in sorted(self._grafts.get(".".join(parts[:k]), ())):
+                moved = [*parts[:k], sub, *parts[k:]]
+                out.extend(n for i in range(k + 2, len(moved) + 1) if (n := ".".join(moved[:i])) in known)
         return out
 
 
