@@ -23,7 +23,12 @@ def _installed(tmp_path: Path, dist: str, module: str, files: dict[str, str]) ->
     """A venv with distribution ``dist`` (``files``) and the extension module ``module``
     (``pkg/_fast``), which needs a library that is gone; returns the interpreter."""
     python = make_venv(tmp_path / "env")
-    site = site_of(python)
+    _add(tmp_path, site_of(python), dist, module, files)
+    return python
+
+
+def _add(tmp_path: Path, site: Path, dist: str, module: str, files: dict[str, str]) -> None:
+    """Install ``dist`` with ``files`` and the failing extension ``module`` into ``site``."""
     stub = build(tmp_path / "stub" / "libmissing.so", "int m(void){return 1;}\n", flags=("-Wl,-soname,libmissing.so",))
     parts = module.split("/")
     init = parts[-2] if parts[-1] == "__init__" else parts[-1]
@@ -36,7 +41,6 @@ def _installed(tmp_path: Path, dist: str, module: str, files: dict[str, str]) ->
     scenario.write_dist(site, {"name": dist, "version": "1.0", "files": files})
     record = next(site.glob(f"{dist.replace('-', '_')}-1.0.dist-info")) / "RECORD"
     record.write_text(record.read_text() + f"{ext.relative_to(site)},,\n")
-    return python
 
 
 def _make(tmp_path: Path, init: str) -> Path:
@@ -254,3 +258,37 @@ def test_a_subpackage_grafted_onto_its_package_path_is_followed(
     assert real.returncode != 0 and "libmissing.so" in real.stderr, real.stderr
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
+
+
+def test_several_packages_are_judged_side_by_side_as_they_would_be_one_by_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Distributions with failing modules are analysed in forked children (one per spare CPU):
+    the verdicts must be the serial ones, and reality's."""
+    from cudastack.env.imports import import_verdict, import_verdicts
+    from cudastack.env.inventory import read_inventory
+    from cudastack.target import build_target
+
+    python = _installed(tmp_path, "optpkg", "optpkg/_fast", {"optpkg/__init__.py": UNGUARDED})
+    site = site_of(python)
+    _add(tmp_path, site, "lazypkg", "lazypkg/_fast", {"lazypkg/__init__.py": CUPY_LAZY.replace("optpkg", "lazypkg")})
+    _add(tmp_path, site, "guardpkg", "guardpkg/_fast", {"guardpkg/__init__.py": GUARDED.replace("optpkg", "guardpkg")})
+    real = {
+        pkg: subprocess.run([str(python), "-c", f"import {pkg}"], capture_output=True).returncode == 0
+        for pkg in ("optpkg", "lazypkg", "guardpkg")
+    }
+    assert real == {"optpkg": False, "lazypkg": True, "guardpkg": True}
+
+    monkeypatch.setenv("CUDASTACK_NO_CACHE", "1")  # each answer worked out, not read back
+    inv = read_inventory(build_target(python=str(python)))
+    items = [(inv.dists[k], next(str(p) for p in (site / k).glob("_fast*.so"))) for k in sorted(real)]
+    side_by_side = import_verdicts(items)
+    serial = [import_verdict(d, p) for d, p in items]
+    assert side_by_side == serial
+    assert [at for at, _guard in serial] == [True, False, True]  # guardpkg, lazypkg, optpkg
+    assert serial[0][1] is not None and serial[2][1] is None  # only guardpkg's import is guarded
+    rc, data = _doctor(python, capsys)
+    assert (rc, sorted((f["code"], f["distribution"]) for f in data["findings"])) == (
+        1,
+        [("LDD001", "optpkg"), ("LDD005", "lazypkg"), ("LDD006", "guardpkg")],
+    )

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import shlex
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -113,10 +111,9 @@ class Context:
     def prefetch_device_code(self) -> None:
         """Start the device-code scan on another CPU now (see ``BackgroundScan``), when there is
         one and this process has no other thread (forking a threaded process can deadlock)."""
-        if "device_code" in self.__dict__ or "_device_scan" in self.__dict__ or len(os.sched_getaffinity(0)) < 2:
-            return
-        threading = sys.modules.get("threading")
-        if threading is not None and threading.active_count() > 1:
+        from cudastack.parallel import spare_cpus
+
+        if "device_code" in self.__dict__ or "_device_scan" in self.__dict__ or not spare_cpus():
             return
         from cudastack.cuda.coverage import BackgroundScan
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import marshal
 import os
-import signal
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,6 +23,7 @@ from cudastack.cuda.host import Gpu
 from cudastack.env.inventory import Inventory
 from cudastack.loader.predict import iter_native_files
 from cudastack.loader.search import ElfCache
+from cudastack.parallel import Forked
 
 DEVICE_FILE_SUFFIXES = (".cubin", ".fatbin")
 
@@ -125,64 +123,30 @@ def _empty(path: str, container: Container) -> bool:
 
 
 class BackgroundScan:
-    """:func:`scan_environment` in a forked child, while the parent predicts imports.
+    """:func:`scan_environment` in a forked child (:class:`cudastack.parallel.Forked`), while the
+    parent predicts imports.
 
     The walk is bound by page faults on entry headers spread over gigabytes (27k on the torch
     2.14.1 CUDA 13 stack, ~80 ms of a ~0.6 s doctor on 2 cores); on a second CPU it costs the
-    parent only the ~15 ms of reading the answer back (BENCHMARKS.md). The child sends plain
-    tuples with ``marshal``; anything unexpected — no fork, a child that dies, an answer that does
-    not decode — makes :meth:`result` return None, and the caller scans in-process instead.
+    parent only reading the answer back (~20 ms, BENCHMARKS.md). :meth:`result` is None when the
+    child gave no answer: the caller then scans in-process.
     """
 
     def __init__(self, inventory: Inventory, cache: ElfCache, *, deep: bool = False) -> None:
-        self.pid = -1
-        self.fd = -1
-        try:  # the answer goes to an anonymous file: the child never waits for the parent to read
-            fd = os.memfd_create("cudastack-device-code", os.MFD_CLOEXEC)
-        except (AttributeError, OSError):
-            return
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(fd)
-            return
-        if pid == 0:  # the child: scan, answer, exit without running any of the parent's cleanup
-            status = 1
-            try:
-                data = marshal.dumps(_encode(scan_environment(inventory, cache, deep=deep)))
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                status = 0
-            finally:
-                os._exit(status)
-        self.pid, self.fd = pid, fd
+        self.child = Forked(lambda: _encode(scan_environment(inventory, cache, deep=deep)))
+        self.pid = self.child.pid
 
     def result(self) -> DeviceCodeInventory | None:
         """The child's scan (waiting for it to finish), or None when there is none to be had."""
-        if self.fd < 0:
-            return None
+        data = self.child.result()
         try:
-            _, status = os.waitpid(self.pid, 0)
-            data = os.pread(self.fd, os.fstat(self.fd).st_size, 0) if status == 0 else b""
-        finally:
-            os.close(self.fd)
-            self.fd = -1
-        if not data:
-            return None
-        try:
-            return _decode(marshal.loads(data))
-        except (ValueError, TypeError, EOFError):
+            return None if data is None else _decode(data)
+        except (ValueError, TypeError):
             return None
 
     def cancel(self) -> None:
         """Stop a child whose answer is not wanted (and reap it)."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-            with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
+        self.child.cancel()
 
 
 def _encode(inv: DeviceCodeInventory) -> Any:

@@ -17,14 +17,14 @@ import glob
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from cudastack.data.libraries import KNOWN_PRELOADS
 from cudastack.env.dists import Distribution
-from cudastack.env.imports import import_verdict
+from cudastack.env.imports import import_verdicts
 from cudastack.env.inventory import Inventory
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import ElfCache
@@ -222,6 +222,7 @@ def predict(
 
     loaded_at_import: set[str] = set()
     modules = [(p, e, d) for p, (e, d) in elfs.items() if is_extension_module(p, target.extension_suffixes)]
+    failing: list[tuple[int, Distribution, str]] = []  # (index in pred.files, dist, module path)
     for path, elf, dist in modules:
         needs_torch = torch_proc is not None and uses_torch(dist, elf.needed)
         if path == c_path and torch_c_result is not None:
@@ -255,22 +256,25 @@ def predict(
         if res.ok:
             for obj in res.root.searchlist or [] if res.root else []:
                 loaded_at_import.add(cache.realpath(obj.path))
-        # whether the package's import loads it, and then whether a try/except guards that (each
-        # may read the package's Python: only for modules that fail)
-        at_import, guard = import_verdict(dist, path) if not res.ok else (False, None)
+        if not res.ok:
+            failing.append((len(pred.files), dist, path))
         pred.files.append(
             FilePrediction(
                 path=path,
                 distribution=dist.key,
                 kind="module",
-                predicted="loads" if res.ok else ("fails" if at_import else "on-demand"),
-                optional=guard,
+                predicted="loads" if res.ok else "fails",
                 problems=tuple(res.problems),
                 context=ctx or "",
                 result=res,
                 blocked_by=blocked,
             )
         )
+    # for a module that fails: whether its package's import loads it, and then whether a
+    # try/except guards that (reading the package's Python, distributions side by side)
+    verdicts = import_verdicts([(dist, path) for _i, dist, path in failing])
+    for (i, _dist, _path), (at_import, guard) in zip(failing, verdicts, strict=True):
+        pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
     for dist in inventory.dists.values():
         object.__setattr__(dist, "_import_time", None)  # the parsed Python of failing packages: done with it
     if torch_proc is not None:

@@ -1,0 +1,84 @@
+"""Work on another CPU through ``fork``: for the doctor's independent, CPU-bound parts.
+
+A forked child runs a function and hands back its return value (plain data: ``marshal``) through
+an anonymous file, so it never waits for the parent to read. The parent collects it when it needs
+it. Anything unexpected (no ``fork``, a child that dies, an answer that does not decode) gives
+None, and the caller does the work itself: forking only ever changes how long a run takes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import marshal
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+_MISSING = object()
+
+
+def spare_cpus() -> int:
+    """CPUs this process may use besides its own, or 0 when forking is unsafe: a process with a
+    second thread can deadlock a child on a lock that thread held."""
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        return 0
+    try:
+        return max(0, len(os.sched_getaffinity(0)) - 1)
+    except (AttributeError, OSError):
+        return 0
+
+
+class Forked:
+    """``func(*args)`` running in a forked child."""
+
+    def __init__(self, func: Callable[..., Any], *args: Any) -> None:
+        self.pid = -1
+        self.fd = -1
+        try:
+            fd = os.memfd_create("cudastack-forked", os.MFD_CLOEXEC)
+        except (AttributeError, OSError):
+            return
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(fd)
+            return
+        if pid == 0:  # the child: work, answer, exit without running any of the parent's cleanup
+            status = 1
+            try:
+                view = memoryview(marshal.dumps(func(*args)))
+                while view:
+                    view = view[os.write(fd, view) :]
+                status = 0
+            finally:
+                os._exit(status)
+        self.pid, self.fd = pid, fd
+
+    def result(self, default: Any = None) -> Any:
+        """The child's return value (waiting for it to finish), or ``default`` when there is none."""
+        if self.fd < 0:
+            return default
+        try:
+            _, status = os.waitpid(self.pid, 0)
+            data = os.pread(self.fd, os.fstat(self.fd).st_size, 0) if status == 0 else b""
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+        if not data:
+            return default
+        try:
+            return marshal.loads(data)
+        except (ValueError, TypeError, EOFError):
+            return default
+
+    def cancel(self) -> None:
+        """Stop a child whose answer is not wanted (and reap it)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
