@@ -173,3 +173,22 @@ def test_absurd_counts_do_not_allocate(tmp_path: Path) -> None:
     p.write_bytes(bytes(data))
     with pytest.raises(ElfParseError):
         read_elf(str(p))
+
+
+@pytest.mark.skipif(READELF is None, reason="readelf (binutils) is not installed")
+def test_reader_agrees_with_readelf_on_a_32_bit_object(tmp_path: Path) -> None:
+    """Elf32_Sym lays its fields out differently (value and size before info): the column reader
+    slices each layout on its own."""
+    src = tmp_path / "m32.c"
+    src.write_text(
+        "int f(void){return 1;}\nextern int g(void);\n__attribute__((weak)) extern int w(void);\n"
+        'int h(void){return g() + (w ? w() : 0);}\n__attribute__((visibility("hidden"))) int hid(void){return 3;}\n'
+    )
+    obj, lib = tmp_path / "m32.o", tmp_path / "libm32.so"
+    made = subprocess.run(["gcc", "-m32", "-fPIC", "-c", str(src), "-o", str(obj)], capture_output=True)
+    if made.returncode != 0 or subprocess.run(["ld", "-m", "elf_i386", "-shared", "-o", str(lib), str(obj)]).returncode:
+        pytest.skip("this gcc/ld cannot make a 32-bit x86 object")
+    assert read_elf(str(lib)).elf_class == 32
+    assert ours(str(lib)) == readelf_view(str(lib))
+    assert ours(str(lib))["exports"] == {("f", None), ("h", None)}
+    assert ours(str(lib))["imports"] == {("g", None, False), ("w", None, True)}
