@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cudastack.elf import read_elf
 from cudastack.loader.process import Process
 from cudastack.loader.search import ElfCache
 from cudastack.loader.system import detect_loader
@@ -280,3 +281,34 @@ def test_nodeflib_skips_cache_and_default_directories(tmp_path: Path) -> None:
         pytest.skip("libcrypt development files are not installed")
     assert same([plain])[0][1] is True
     assert same([nodef])[0][1] is False
+
+
+def test_one_name_needed_at_two_versions_binds_each_on_its_own(tmp_path: Path) -> None:
+    """An object needs foo@VERS_1 and foo@VERS_2 (``.symver`` on the references, as glibc's own
+    compat users do); the run-time library has both version nodes but foo only at VERS_1: the
+    VERS_2 reference is undefined although a foo exists."""
+    (tmp_path / "both.map").write_text("VERS_1 { global: foo; local: *; };\nVERS_2 { global: foo; bar; } VERS_1;\n")
+    (tmp_path / "one.map").write_text("VERS_1 { global: foo; local: *; };\nVERS_2 { global: bar; } VERS_1;\n")
+    build(
+        tmp_path / "new" / "libfv.so",
+        '__asm__(".symver foo1,foo@VERS_1"); __asm__(".symver foo2,foo@@VERS_2");\n'
+        "int foo1(void){return 1;} int foo2(void){return 2;} int bar(void){return 3;}\n",
+        flags=("-Wl,-soname,libfv.so", f"-Wl,--version-script={tmp_path / 'both.map'}"),
+    )
+    build(
+        tmp_path / "old" / "libfv.so",
+        "int foo(void){return 1;} int bar(void){return 3;}\n",
+        flags=("-Wl,-soname,libfv.so", f"-Wl,--version-script={tmp_path / 'one.map'}"),
+    )
+    app = build(
+        tmp_path / "libapp2.so",
+        '__asm__(".symver foo_old,foo@VERS_1"); __asm__(".symver foo_new,foo@VERS_2");\n'
+        "int foo_old(void); int foo_new(void); int bar(void);\n"
+        "int a(void){return foo_old() + foo_new() + bar();}\n",
+        libs=(f"-L{tmp_path / 'new'}", "-lfv"),
+        flags=("-Wl,--enable-new-dtags", f"-Wl,-rpath,{tmp_path / 'old'}"),
+    )
+    versions = {(i.name, i.version) for i in read_elf(str(app)).imports if i.name == "foo"}
+    assert versions == {("foo", "VERS_1"), ("foo", "VERS_2")}
+    real = same([app])
+    assert real[0][1] is False and "foo" in (real[0][2] or "") and "VERS_2" in (real[0][2] or "")

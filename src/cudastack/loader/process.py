@@ -265,22 +265,26 @@ class Process:
         providers.sort(key=lambda e: -len(e.exports))  # the big ones first: `missing` empties sooner
         for obj in res.new:
             missing = set(obj.elf.strong_plain)
-            pending = dict(obj.elf.strong_versioned)  # name → (version, file)
+            versioned: dict[str, set[str | None]] = {}  # name → versions still unbound
+            for name, (version, _file) in obj.elf.strong_versioned:
+                versioned.setdefault(name, set()).add(version)
             for e in providers:
                 if missing:
                     # exact dicts make set.difference probe them, not iterate them
                     left = missing.difference(e.exports)
                     missing = left | (missing & e.hidden_only) if e.hidden_only else left
-                if pending:
-                    for name in pending.keys() & e.exports.keys():
-                        if binds(e, name, pending[name][0]):
-                            del pending[name]
-                if not missing and not pending:
+                if versioned:
+                    for name in versioned.keys() & e.exports.keys():
+                        versioned[name] = {v for v in versioned[name] if not binds(e, name, v)}
+                        if not versioned[name]:
+                            del versioned[name]
+                if not missing and not versioned:
                     break
-            if not missing and not pending:
+            if not missing and not versioned:
                 continue
             for imp in obj.elf.imports:  # report in table order, as the loader meets them
-                if imp.weak or (imp.name not in missing and imp.name not in pending):
+                unbound = imp.name in missing if imp.version is None else imp.version in versioned.get(imp.name, ())
+                if imp.weak or not unbound:
                     continue
                 where = f", version {imp.version}" if imp.version else ""
                 res.problems.append(
