@@ -166,3 +166,42 @@ def test_symlink_farm_with_a_library_left_out(
     # one root: nothing else reports the same missing library again
     assert not [f for f in data["findings"] if f["code"] not in ("LDD001", "ENV004") and f["severity"] == "error"]
     assert rc == 1
+
+
+def test_a_package_that_requires_torch_is_judged_after_import_torch(
+    torch_venv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An extension that links nothing of torch but uses a symbol torch's RTLD_GLOBAL
+    libtorch_global_deps.so brings in (libgomp's): it loads after `import torch` and fails
+    alone. Its Requires-Dist on torch is what tells the doctor which of the two to expect."""
+    need_compilers()
+    site = site_of(torch_venv)
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    made = []
+    for name, requires in (("omptorch", ["torch"]), ("ompalone", [])):
+        made.append(
+            build(
+                site / f"{name}{suffix}",
+                _ext_source(name, "omp_get_max_threads"),
+                flags=(f"-I{sysconfig.get_paths()['include']}",),
+            )
+        )
+        scenario.write_dist(site, {"name": name, "version": "1.0", "requires": requires})
+        record = next(site.glob(f"{name}-1.0.dist-info")) / "RECORD"
+        record.write_text(record.read_text() + f"{name}{suffix},,\n")
+    try:
+        assert really_imports(torch_venv, ["torch", "omptorch"])[0] is True
+        ok, err = really_imports(torch_venv, ["ompalone"])
+        assert ok is False and "omp_get_max_threads" in err
+        _rc, data = doctor(torch_venv, capsys)
+        with_torch, alone = predicted(data, f"omptorch{suffix}"), predicted(data, f"ompalone{suffix}")
+        assert with_torch["predicted"] == "loads" and "import torch" in with_torch["context"]
+        assert alone["predicted"] == "fails" and alone["codes"] == ["ABI001"]
+    finally:
+        for p in [*made, *site.glob("omptorch-1.0.dist-info"), *site.glob("ompalone-1.0.dist-info")]:
+            if p.is_dir():
+                import shutil
+
+                shutil.rmtree(p)
+            else:
+                p.unlink()

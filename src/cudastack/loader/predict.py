@@ -125,6 +125,8 @@ def _needs_torch(dist: Distribution, elf_needed: tuple[str, ...]) -> bool:
     if dist.key == "torch" or any(_TORCH_LIB.match(n) for n in elf_needed):
         return True
     for line in dist.requires:
+        if "torch" not in line.lower():
+            continue  # cannot name torch: not worth parsing (packaging's parser is ~50 µs a line)
         try:
             req = Requirement(line)
         except InvalidRequirement:
