@@ -16,8 +16,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-_MISSING = object()
-
 
 def spare_cpus() -> int:
     """CPUs this process may use besides its own, or 0 when forking is unsafe: a process with a
@@ -57,10 +55,10 @@ class Forked:
                 os._exit(status)
         self.pid, self.fd = pid, fd
 
-    def result(self, default: Any = None) -> Any:
-        """The child's return value (waiting for it to finish), or ``default`` when there is none."""
+    def result(self) -> Any:
+        """The child's return value (waiting for it to finish), or None when there is none."""
         if self.fd < 0:
-            return default
+            return None
         try:
             _, status = os.waitpid(self.pid, 0)
             data = os.pread(self.fd, os.fstat(self.fd).st_size, 0) if status == 0 else b""
@@ -68,11 +66,11 @@ class Forked:
             os.close(self.fd)
             self.fd = -1
         if not data:
-            return default
+            return None
         try:
             return marshal.loads(data)
         except (ValueError, TypeError, EOFError):
-            return default
+            return None
 
     def cancel(self) -> None:
         """Stop a child whose answer is not wanted (and reap it)."""
