@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 from typing import Any
@@ -205,3 +206,108 @@ def test_a_package_that_requires_torch_is_judged_after_import_torch(
                 shutil.rmtree(p)
             else:
                 p.unlink()
+
+
+def _remove(paths: list[Path]) -> None:
+    import shutil
+
+    for p in paths:
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+def test_a_cuda_12_build_on_a_cpu_torch_is_one_build_finding(
+    torch_venv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kernel package built for CUDA 12 and a CUDA build of torch (it links libcudart.so.12 and
+    libc10_cuda.so): the import fails on the first missing library, but installing the CUDA 12
+    runtime would only lead to the next one and then to undefined torch symbols. The doctor
+    names the build (ABI003) and points the library findings at it, with no fix that installs
+    nvidia-cuda-runtime-cu12."""
+    need_compilers()
+    site = site_of(torch_venv)
+    stubs = tmp_path / "stubs"  # link-time stand-ins, never installed
+    for soname in ("libcudart.so.12", "libc10_cuda.so"):
+        build(stubs / soname, "int stub_fn(void){return 0;}\n", flags=(f"-Wl,-soname,{soname}",))
+    name = "cskernel"
+    out = build(
+        site / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}",
+        _ext_source(name, "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib"),
+        flags=(f"-I{sysconfig.get_paths()['include']}", "-Wl,--no-as-needed", "-Wl,-rpath,$ORIGIN/torch/lib"),
+        libs=(f"-L{site / 'torch' / 'lib'}", "-lc10", str(stubs / "libcudart.so.12"), str(stubs / "libc10_cuda.so")),
+    )
+    scenario.write_dist(site, {"name": name, "version": "1.0", "requires": ["torch"]})
+    record = next(site.glob(f"{name}-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"{out.name},,\n")
+    try:
+        ok, err = really_imports(torch_venv, ["torch", name])
+        assert ok is False and ("libcudart.so.12" in err or "libc10_cuda.so" in err), err
+        rc, data = doctor(torch_venv, capsys)
+        assert rc == 1
+        build_finding = next(f for f in data["findings"] if f["code"] == "ABI003")
+        assert build_finding["distribution"] == name
+        assert "CUDA 12 build for a CUDA build of torch" in build_finding["message"]
+        assert "a CPU build" in build_finding["message"]
+        assert any("c10::cuda::c10_cuda_check_implementation" in e for e in build_finding["evidence"])
+        lib = next(f for f in data["findings"] if f["code"] == "LDD001" and f["subject"] == "libcudart.so.12")
+        assert lib["caused_by"] == {"code": "ABI003", "subject": name}
+        assert "nvidia-cuda-runtime" not in json.dumps(lib["fix"])
+    finally:
+        _remove([out, *site.glob(f"{name}-1.0.dist-info")])
+
+
+def test_real_sgl_kernel_0_3_21_on_a_cpu_torch(
+    torch_venv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The story's own case, with the real wheel from PyPI: sgl-kernel 0.3.21 loads common_ops
+    inside try/except, tries its fallbacks, then raises ImportError('… CRITICAL: Could not load
+    any common_ops library'). `import sgl_kernel` fails; the doctor must say so (an error on
+    common_ops, not 'optional'), and name the build as the cause."""
+    from tests.realwheels import CACHE
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    got = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(CACHE), "sgl-kernel==0.3.21"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert got.returncode == 0, got.stderr[-500:]
+    wheel = next(CACHE.glob("sgl_kernel-0.3.21-*.whl"))
+    env = tmp_path / "sglenv"
+    python = make_venv(env)
+    site = site_of(python)
+    (site / "torch_base.pth").write_text(f"{site_of(torch_venv)}\n")  # torch 2.13.0 CPU, shared
+    inst = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-compile",
+            "--quiet",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert inst.returncode == 0, inst.stderr[-500:]
+    ok, err = really_imports(python, ["sgl_kernel"])
+    assert ok is False and "common_ops" in err, err  # the last line of "... CRITICAL: Could not load any common_ops"
+    rc, data = doctor(python, capsys)
+    assert rc == 1
+    common = [m for m in data["modules"] if m["path"].endswith("common_ops.abi3.so")]
+    assert common and all(m["predicted"] == "fails" and not m["optional"] for m in common), common
+    assert not [f for f in data["findings"] if f["code"] == "LDD006" and "common_ops" in f["message"]]
+    build_finding = next(f for f in data["findings"] if f["code"] == "ABI003")
+    assert build_finding["distribution"] == "sgl-kernel" and "CUDA 12 build" in build_finding["message"]
+    cudart = next(f for f in data["findings"] if f["code"] == "LDD001" and f["subject"] == "libcudart.so.12")
+    assert cudart["caused_by"] == {"code": "ABI003", "subject": "sgl-kernel"}

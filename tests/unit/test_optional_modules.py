@@ -292,3 +292,103 @@ def test_several_packages_are_judged_side_by_side_as_they_would_be_one_by_one(
         1,
         [("LDD001", "optpkg"), ("LDD005", "lazypkg"), ("LDD006", "guardpkg")],
     )
+
+
+# sgl-kernel 0.3's load_utils: every attempt swallows its error, then the function raises
+FALLBACKS_THEN_RAISE = (
+    "def _load():\n"
+    "    try:\n        from optpkg import _fast\n        return _fast\n    except Exception:\n        pass\n"
+    "    try:\n        import _fast\n        return _fast\n    except ImportError:\n        pass\n"
+    "    raise ImportError('CRITICAL: could not load any _fast')\n\n\n_fast = _load()\n"
+)
+LOOP_THEN_RAISE = (
+    "def _load():\n    for _attempt in range(2):\n"
+    "        try:\n            from optpkg import _fast\n            return _fast\n"
+    "        except ImportError:\n            continue\n"
+    "    raise ImportError('no _fast')\n\n\n_fast = _load()\n"
+)
+FOR_ELSE_RAISE = (
+    "for _attempt in range(2):\n"
+    "    try:\n        from optpkg import _fast\n        break\n    except ImportError:\n        pass\n"
+    "else:\n    raise ImportError('no _fast')\n"
+)
+# the same shapes, but the package carries on without the module
+FALLBACKS_THEN_NONE = FALLBACKS_THEN_RAISE.replace(
+    "    raise ImportError('CRITICAL: could not load any _fast')\n", "    return None\n"
+)
+CONDITIONAL_RAISE = (
+    GUARDED + "import os\nif _fast is None and os.environ.get('OPTPKG_STRICT'):\n    raise ImportError('strict')\n"
+)
+RETURN_IN_HANDLER = (
+    "def _load():\n    try:\n        from optpkg import _fast\n    except ImportError:\n        return None\n"
+    "    raise ImportError('unreachable after a failed import')\n\n\n_fast = _load()\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("init", "fails"),
+    [
+        (FALLBACKS_THEN_RAISE, True),
+        (LOOP_THEN_RAISE, True),
+        (FOR_ELSE_RAISE, True),
+        (FALLBACKS_THEN_NONE, False),
+        (CONDITIONAL_RAISE, False),
+        (RETURN_IN_HANDLER, False),
+    ],
+    ids=[
+        "sgl-kernel-fallbacks-then-raise",
+        "loop-then-raise",
+        "for-else-raise",
+        "fallbacks-then-none",
+        "conditional-raise",
+        "return-in-handler",
+    ],
+)
+def test_a_guard_counts_only_if_the_package_survives_the_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], init: str, fails: bool
+) -> None:
+    """A handler that swallows the ImportError and then falls through to a ``raise`` (after the
+    fallbacks, after the loop, in a for-else) does not make the module optional: ``import``
+    fails, and so must the prediction (error LDD001, not info LDD006)."""
+    python = _make(tmp_path, init)
+    real = subprocess.run(["env", "-i", str(python), "-c", "import optpkg"], capture_output=True, text=True)
+    assert (real.returncode != 0) == fails, real.stderr
+    rc, data = _doctor(python, capsys)
+    mod = next(m for m in data["modules"] if "/optpkg/_fast" in m["path"])
+    if fails:
+        assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
+        assert mod["predicted"] == "fails" and mod["optional"] is None
+    else:
+        assert (rc, [f["code"] for f in data["findings"]]) == (0, ["LDD006"])
+        assert mod["optional"]
+
+
+def test_a_shared_object_without_pyinit_is_a_library_not_a_module(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An LD_PRELOAD hook shipped at the top of site-packages (``hook.so``, no ``PyInit_hook``)
+    and a module built for another Python (``_old.cpython-310-…so`` under 3.11) are nothing
+    ``import`` loads: judged as on-demand libraries, not as failing modules (was LDD001)."""
+    python = _make(tmp_path, "X = 1\n")
+    site = site_of(python)
+    stub = build(tmp_path / "stub2" / "libgone.so", "int g(void){return 1;}\n", flags=("-Wl,-soname,libgone.so",))
+    hook = build(site / "hook.so", "int g(void); int hooked(void){return g();}\n", libs=(str(stub),))
+    old = build(
+        site / "_old.cpython-310-x86_64-linux-gnu.so",
+        "int g(void); int PyInit__old(void){return g();}\n",
+        libs=(str(stub),),
+    )
+    # reality, with the library they need present: neither is a module `import` can load
+    env = {"LD_LIBRARY_PATH": str(stub.parent)}
+    real = subprocess.run([str(python), "-c", "import hook"], capture_output=True, text=True, env=env)
+    assert real.returncode != 0 and "does not define module export function (PyInit_hook)" in real.stderr
+    real = subprocess.run([str(python), "-c", "import _old"], capture_output=True, text=True, env=env)
+    assert real.returncode != 0 and "No module named '_old'" in real.stderr
+    stub.unlink()
+    record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"{hook.name},,\n{old.name},,\n")
+    assert subprocess.run([str(python), "-c", "import optpkg"], capture_output=True).returncode == 0
+    _rc, data = _doctor(python, capsys)
+    kinds = {Path(m["path"]).name: (m["kind"], m["predicted"]) for m in data["modules"]}
+    assert kinds[hook.name] == ("library", "on-demand") and kinds[old.name] == ("library", "on-demand")
+    assert "LDD001" not in [f["code"] for f in data["findings"]]

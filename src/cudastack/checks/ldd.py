@@ -12,6 +12,7 @@ from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data.libraries import CATCHES_LOAD_FAILURE, DRIVER_LIBRARIES, provider_of
 from cudastack.elf.symbols import closest_exports, demangle, explain
 from cudastack.findings import Cause, Finding, Fix, Severity
+from cudastack.loader.builds import BuildMismatch
 from cudastack.loader.predict import FilePrediction, Prediction
 from cudastack.loader.process import LoadProblem
 
@@ -90,7 +91,12 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
         provider = provider_of(name)
         owner = recorded.get(name)
         cause = Cause(code="ENV004", subject=owner.key) if owner else None
-        if owner is not None:
+        built = None if DRIVER_LIBRARIES.match(name) else _built_for_another(ctx, {f.path for f, _ in items})
+        if built is not None:
+            # installing the library would only lead to the next error (an undefined torch symbol)
+            cause = Cause(code="ABI003", subject=built.distribution)
+            fix = _rebuild_fix(ctx, built)
+        elif owner is not None:
             fix = ctx.reinstall_fix(owner, f"its RECORD lists {name}, which is missing")
         elif DRIVER_LIBRARIES.match(name):
             fix = Fix(summary=f"{name} comes with the NVIDIA driver: install the driver, or run where it is")
@@ -116,6 +122,86 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
             fix=fix,
             hints=_degraded(dists),
             caused_by=cause,
+        )
+
+
+def _built_for_another(ctx: Context, modules: set[str]) -> BuildMismatch | None:
+    """The build mismatch (ABI003) that every one of these failing modules belongs to, if any."""
+    builds = ctx.builds
+    owners = {b.distribution for b in builds.values() for m in b.modules if m in modules}
+    if len(owners) != 1:
+        return None
+    built = builds[owners.pop()]
+    return built if modules <= set(built.modules) else None
+
+
+def _rebuild_fix(ctx: Context, built: BuildMismatch) -> Fix:
+    torch = f"torch {built.torch_version}"
+    return Fix(
+        summary=f"Install the {built.distribution} build made for {torch} (or the torch and CUDA it was built for); "
+        "installing the libraries it misses only leads to the next undefined symbol"
+    )
+
+
+@rule(
+    code="ABI003",
+    name="built-for-another-torch",
+    severity=Severity.ERROR,
+    summary="A kernel package that fails at import was built for another torch or CUDA than installed",
+)
+def built_for_another_torch(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    For each distribution whose extension modules link libtorch and fail at `import` (the
+    import prediction), the build they were made for, read from the files: the CUDA major of
+    each CUDA library they link (`DT_NEEDED libcudart.so.12`), whether they link torch's CUDA
+    libraries (`libtorch_cuda.so`), and the torch C++ symbols (`c10::`, `at::`, `torch::`)
+    they need that no library of the installed torch exports. It is an `error` because the
+    modules are predicted to fail at import; when the build agrees with torch, nothing is said
+    here and the load failure is reported on its own (LDD001, ABI001).
+
+    ## Why is this bad?
+    The missing `libcudart.so.12` is a symptom. A CUDA 12 build of sgl-kernel in a torch
+    2.14.1+cu130 environment fails with `libcudart.so.12: cannot open shared object file`;
+    installing the CUDA 12 runtime then gives `undefined symbol: _ZN3c10...`, because the
+    module was compiled against another torch. The fix is the build, not the library.
+
+    ## Example
+    `sgl-kernel 0.3.21 is a CUDA 12 build for a CUDA build of torch; this environment has torch
+    2.13.0+cpu, a CPU build`
+
+    ## Fix
+    Install the package's build for the installed torch and CUDA (or install the torch it was
+    built for). LDD001 findings for libraries only these modules need point here.
+
+    ## References
+    - https://github.com/sgl-project/sglang/issues/18203
+    - https://github.com/sgl-project/sglang/issues/10951
+    """
+    _prediction(ctx)
+    builds = ctx.builds
+    if not builds:
+        return
+    readable = demangle([s for b in builds.values() for s in b.missing_torch_symbols[:5]])
+    for key, b in sorted(builds.items()):
+        evidence = [*b.cuda_evidence[:6]]
+        if b.needs_cuda_torch:
+            evidence.append("links libtorch_cuda.so / libc10_cuda.so: a CUDA build of torch")
+        if b.missing_torch_symbols:
+            evidence.append(
+                f"{len(b.missing_torch_symbols)} torch symbol(s) that torch {b.torch_version} does not export "
+                "would fail next:"
+            )
+            evidence.extend(f"  {readable.get(s, s)}  [{s}]" for s in b.missing_torch_symbols[:5])
+        evidence.extend(f"fails at import: {m}" for m in b.modules[:5])
+        yield Finding(
+            code="ABI003",
+            severity=Severity.ERROR,
+            message=f"{key} {b.version} is {b.summary}",
+            subject=key,
+            distribution=key,
+            path=b.modules[0],
+            evidence=tuple(evidence),
+            fix=_rebuild_fix(ctx, b),
         )
 
 
@@ -188,6 +274,7 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
     for req, items in sorted(by_req.items()):
         syms = list(dict.fromkeys(p.name for _, p in items))
         f0 = items[0][0]
+        built = _built_for_another(ctx, {f.path for f, _ in items})
         scope_exports = _scope_exports(f0)
         everywhere = [(n, e.path) for e in pred.elf_cache.files() for n in e.exports]
         evidence: list[str] = []
@@ -218,6 +305,7 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
             if dist
             else None,
             hints=tuple(hints) + _degraded({d for d in (dist,) if d}),
+            caused_by=Cause(code="ABI003", subject=built.distribution) if built else None,
         )
 
 

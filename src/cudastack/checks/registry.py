@@ -16,6 +16,7 @@ from cudastack.target import Target
 
 if TYPE_CHECKING:
     from cudastack.cuda.coverage import DeviceCodeInventory
+    from cudastack.loader.builds import BuildMismatch
     from cudastack.loader.predict import Prediction
     from cudastack.loader.search import ElfCache
 
@@ -90,6 +91,14 @@ class Context:
         from cudastack.loader.predict import predict
 
         return predict(self.target, self.inventory, cache=self.elf_cache)
+
+    @functools.cached_property
+    def builds(self) -> dict[str, BuildMismatch]:
+        """Distributions whose failing modules were built for another torch/CUDA (from the
+        prediction and their ELF), computed on first use: the cause LDD001/ABI001 point at."""
+        from cudastack.loader.builds import find_build_mismatches
+
+        return find_build_mismatches(self.prediction, self.inventory)
 
     @functools.cached_property
     def elf_cache(self) -> ElfCache:

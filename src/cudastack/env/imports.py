@@ -53,11 +53,53 @@ def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
 
 def _swallows(handler: ast.ExceptHandler, base: str) -> bool:
     """A handler that carries on without the module: it catches ImportError and neither re-raises
-    unconditionally nor imports the module again (torch's ``except ImportError: import torch._C``
-    re-raises the same error with a better message)."""
+    nor imports the module again (torch's ``except ImportError: import torch._C`` re-raises the
+    same error with a better message)."""
     return _catches_import_errors(handler) and not any(
         isinstance(stmt, ast.Raise) or _imports_module(stmt, base) for stmt in handler.body
     )
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _escapes(node: ast.AST, base: str, attempt: bool = False) -> bool:
+    """Whether ``node`` holds a ``return`` or ``break`` (outside nested scopes) that can leave the
+    code after a failed import without raising. One in the ``try`` body or ``else`` of another
+    attempt at the same module (sgl-kernel's fallbacks: ``spec_from_file_location("common_ops",
+    …)``, then ``import common_ops``) is taken only when that attempt succeeds, and an attempt
+    at the module that just failed to load is taken to fail too."""
+    if isinstance(node, _SCOPES):
+        return False
+    if isinstance(node, ast.Return | ast.Break):
+        return not attempt
+    if isinstance(node, ast.Try | ast.TryStar):
+        again = attempt or (
+            any(_catches_import_errors(h) for h in node.handlers) and _imports_module(node, base, bare_words=True)
+        )
+        return any(_escapes(n, base, again) for n in (*node.body, *node.orelse)) or any(
+            _escapes(n, base, attempt) for n in (*node.handlers, *node.finalbody)
+        )
+    return any(_escapes(n, base, attempt) for n in ast.iter_child_nodes(node))
+
+
+def _survives(handler: ast.ExceptHandler, after: Sequence[Sequence[ast.stmt]], base: str) -> bool:
+    """After ``handler`` swallows the failed import, does the code carry on? ``after`` is what runs
+    next, block by block outwards to the end of the enclosing function or module. It does not
+    when it reaches a ``raise`` first: sgl-kernel 0.3's ``_load_architecture_specific_ops`` tries
+    ``common_ops`` from its arch directory, a fallback path and a plain import, each in a ``try``
+    that swallows, then ends in ``raise ImportError("…CRITICAL: Could not load any common_ops
+    library")``. A ``return`` or ``break`` on the way (in the handler or after it) lets it carry
+    on; a conditional ``raise`` is not a certain one."""
+    if any(_escapes(stmt, base) for stmt in handler.body):
+        return True
+    for block in after:
+        for stmt in block:
+            if isinstance(stmt, ast.Raise):
+                return False
+            if _escapes(stmt, base):
+                return True
+    return True
 
 
 @functools.lru_cache(maxsize=64)
@@ -80,18 +122,27 @@ def _import_sites(tree: ast.Module, base: str, raw: bytes | None = None) -> list
         end = node.end_lineno or node.lineno
         return needle in raw[starts[node.lineno - 1] : starts[min(end, len(starts) - 1)]]
 
-    def visit(body: list[ast.stmt], guard: int | None) -> None:
-        for node in body:
+    def visit(body: list[ast.stmt], guard: int | None, after: tuple[list[ast.stmt], ...]) -> None:
+        # ``after``: the blocks that run once ``body`` is done, innermost first, to the end of the
+        # function or module (what a swallowing handler falls through to)
+        for i, node in enumerate(body):
             if not mentions(node):
                 continue
+            rest = (body[i + 1 :], *after)
             if isinstance(node, ast.Try | ast.TryStar):
-                inner = node.lineno if any(_swallows(h, base) for h in node.handlers) else guard
-                visit(node.body, inner)
+                inner = (
+                    node.lineno
+                    if any(_swallows(h, base) and _survives(h, rest, base) for h in node.handlers)
+                    else guard
+                )
+                visit(node.body, inner, rest)
                 for h in node.handlers:
-                    visit(h.body, guard)
-                visit(node.orelse, guard)
-                visit(node.finalbody, guard)
+                    visit(h.body, guard, rest)
+                visit(node.orelse, guard, rest)
+                visit(node.finalbody, guard, rest)
                 continue
+            if isinstance(node, _SCOPES):
+                rest = ()  # a function's body ends in a return, whatever follows its definition
             children = [getattr(node, f, None) for f in ("body", "orelse", "handlers", "cases")]
             blocks = [c for c in children if isinstance(c, list) and c and isinstance(c[0], ast.stmt)]
             if isinstance(node, ast.Match):
@@ -101,12 +152,14 @@ def _import_sites(tree: ast.Module, base: str, raw: bytes | None = None) -> list
                 head = [f for f in ast.iter_child_nodes(node) if not isinstance(f, ast.stmt | ast.match_case)]
                 if any(_imports_module(h, base, bare_words=guard is not None) for h in head):
                     sites.append((guard, node))
+                loop_else = node.orelse if isinstance(node, ast.For | ast.AsyncFor | ast.While) else []
                 for b in blocks:
-                    visit(b, guard)
+                    # a loop's body, once the loop ends, goes on to its ``else`` (for-else: raise)
+                    visit(b, guard, (loop_else, *rest) if b is not loop_else else rest)
             elif _imports_module(node, base, bare_words=guard is not None):
                 sites.append((guard, node))
 
-    visit(tree.body, None)
+    visit(tree.body, None, ())
     return sites
 
 

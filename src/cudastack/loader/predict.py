@@ -23,6 +23,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from cudastack.data.libraries import KNOWN_PRELOADS
+from cudastack.elf.reader import ElfFile
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import import_verdicts
 from cudastack.env.inventory import Inventory
@@ -116,9 +117,26 @@ def _walk_so(root: str, limit: int = 20000) -> Iterator[str]:
                 yield os.path.join(dirpath, f)
 
 
-def is_extension_module(path: str, suffixes: tuple[str, ...]) -> bool:
+def is_extension_module(
+    path: str, suffixes: tuple[str, ...], elf: ElfFile | None = None, site_dirs: tuple[str, ...] = ()
+) -> bool:
+    """Whether ``import`` can load this file as an extension module: its name is ``<ident><suffix>``
+    for one of the interpreter's suffixes (``_mscclpp.cpython-310-x86_64-linux-gnu.so`` is not, for
+    Python 3.11: ``import _mscclpp`` looks for ``_mscclpp.cpython-311-…so``, ``.abi3.so``, ``.so``).
+    A file at the top of a site directory must also export ``PyInit_<ident>`` (given its ELF):
+    CPython's ``_imp.create_dynamic`` looks that symbol up, so an LD_PRELOAD or ctypes hook shipped
+    there (``hook.so``) is a library nobody imports. Inside a package the import-time analysis
+    decides: a file its code imports by name is loaded (and fails) with or without the symbol."""
     name = os.path.basename(path)
-    return bool(_MODULE.match(name)) and name.endswith(tuple(suffixes) or (".so",))
+    if not _MODULE.match(name):
+        return False
+    for suffix in suffixes or (".so",):
+        stem = name[: -len(suffix)] if name.endswith(suffix) else ""
+        if stem.isidentifier():
+            if elf is not None and os.path.dirname(path) in site_dirs:
+                return f"PyInit_{stem}" in elf.exports
+            return True
+    return False
 
 
 def _needs_torch(dist: Distribution, elf_needed: tuple[str, ...]) -> bool:
@@ -223,7 +241,10 @@ def predict(
         return torch_users[dist.key]
 
     loaded_at_import: set[str] = set()
-    modules = [(p, e, d) for p, (e, d) in elfs.items() if is_extension_module(p, target.extension_suffixes)]
+    site_dirs = tuple(os.path.normpath(d) for d in target.site_dirs)
+    modules = [
+        (p, e, d) for p, (e, d) in elfs.items() if is_extension_module(p, target.extension_suffixes, e, site_dirs)
+    ]
     failing: list[tuple[int, Distribution, str]] = []  # (index in pred.files, dist, module path)
     for path, elf, dist in modules:
         needs_torch = torch_proc is not None and uses_torch(dist, elf.needed)
@@ -283,8 +304,8 @@ def predict(
         for obj in torch_proc.objects:
             loaded_at_import.add(cache.realpath(obj.path))
     # libraries: those some module loads are "loads"; the others are judged alone, on demand
-    for path, (_elf, dist) in elfs.items():
-        if is_extension_module(path, target.extension_suffixes):
+    for path, (elf, dist) in elfs.items():
+        if is_extension_module(path, target.extension_suffixes, elf, site_dirs):
             continue
         if cache.realpath(path) in loaded_at_import:
             pred.files.append(
