@@ -205,6 +205,124 @@ def built_for_another_torch(ctx: Context) -> Iterator[Finding]:
         )
 
 
+@rule(
+    code="LDD007",
+    name="interpreter-cannot-start",
+    severity=Severity.ERROR,
+    summary="The interpreter itself fails to start, or dies at the first call of a function nothing defines",
+)
+def interpreter_cannot_start(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The interpreter's executable, LD_PRELOAD and /etc/ld.so.preload entries, and their whole
+    DT_NEEDED closure are loaded as `exec()` loads them, under the target's environment. It is
+    an `error` when a library or a symbol version node they need is missing (the process does
+    not start: every import fails), and when a function they call is defined by nothing in
+    scope: the executable binds lazily, so the process starts and then dies with `symbol lookup
+    error` at the first call. When the interpreter cannot start, no module is judged, and this
+    finding says so.
+
+    ## Why is this bad?
+    A stub or foreign `libz.so.1` or `libm.so.6` on `LD_LIBRARY_PATH` wins over the system one
+    for the python binary itself: `python3: symbol lookup error: .../libpython3.11.so.1.0:
+    undefined symbol: pow, version GLIBC_2.29` — whatever the packages are.
+
+    ## Example
+    `python3.11 starts, then dies at the first call of pow (libpython3.11.so.1.0 needs it; libm.so.6 is
+    /tmp/stub/libm.so.6 from LD_LIBRARY_PATH)`
+
+    ## Fix
+    Remove the directory that holds the wrong library from `LD_LIBRARY_PATH` (or the preload).
+
+    ## References
+    - FAILURES.md F38 (the H200 stub experiment: a stub `libz.so.1` on `LD_LIBRARY_PATH`)
+    - https://sourceware.org/git/?p=glibc.git;a=blob;f=elf/dl-lookup.c (lazy binding, `symbol lookup error`)
+    """
+    pred = ctx.prediction
+    exe = ctx.target.interpreter.sys_executable if ctx.target.interpreter else "the interpreter"
+    if pred.start_problems:
+        first = pred.start_problems[0]
+        yield Finding(
+            code="LDD007",
+            severity=Severity.ERROR,
+            message=f"{os.path.basename(exe)} cannot start: {first.message}; no module was judged",
+            subject=exe,
+            path=exe,
+            evidence=tuple(p.message for p in pred.start_problems[:10])
+            + tuple(_searched(p.tried) for p in [first] if p.tried),
+            fix=Fix(
+                summary="Make the library the interpreter needs findable, or remove what shadows it (LD_LIBRARY_PATH)"
+            ),
+        )
+    if pred.unbound_at_start:
+        by_req: dict[str, list[LoadProblem]] = defaultdict(list)
+        for p in pred.unbound_at_start:
+            by_req[p.requester].append(p)
+        names = [p.name for p in pred.unbound_at_start]
+        req = next(iter(by_req))
+        yield Finding(
+            code="LDD007",
+            severity=Severity.ERROR,
+            message=f"{os.path.basename(exe)} starts, then dies at the first call of {names[0]}"
+            + (f" or {len(names) - 1} more" if len(names) > 1 else "")
+            + f" (needed by {os.path.basename(req)}, defined by nothing it loads)",
+            subject=exe,
+            path=req,
+            evidence=_bound_from(pred, req)
+            + tuple(
+                f"{r} needs, and nothing defines: "
+                + ", ".join(p.name + (f"@{p.version}" if p.version else "") for p in ps[:24])
+                + (f" … and {len(ps) - 24} more" if len(ps) > 24 else "")
+                for r, ps in by_req.items()
+            ),
+            fix=Fix(summary="Remove the directory that holds the wrong library from LD_LIBRARY_PATH (or the preload)"),
+        )
+
+
+def _bound_from(pred: Prediction, requester: str) -> tuple[str, ...]:
+    """Where the started process took each library ``requester`` needs from (the likely culprit)."""
+    return tuple(f"{r.name} is {r.path} ({r.how})" for req, r in pred.start_resolutions if req == requester and r.path)
+
+
+@rule(
+    code="LDD008",
+    name="preload-ignored",
+    severity=Severity.WARNING,
+    summary="An LD_PRELOAD or /etc/ld.so.preload entry cannot be loaded; glibc ignores it with an error line",
+)
+def preload_ignored(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Each `LD_PRELOAD` and `/etc/ld.so.preload` entry of the target's environment, looked up as
+    glibc does (`rtld.c` `do_preload`). An entry that cannot be opened or is not an object of the
+    interpreter's class is skipped by glibc, which prints `ERROR: ld.so: object '…' from
+    LD_PRELOAD cannot be preloaded (…): ignored.` and starts the process anyway: every module is
+    still judged, without that preload. A `warning`: nothing fails because of it, but what the
+    preload was meant to do (a shim, an allocator, a hook) does not happen.
+
+    ## Why is this bad?
+    Every process prints the error line, and the behaviour the preload was for is silently gone.
+
+    ## Example
+    `LD_PRELOAD names /opt/gone/libhook.so, which cannot be opened: glibc ignores it`
+
+    ## Fix
+    Correct or remove the entry.
+
+    ## References
+    - https://sourceware.org/git/?p=glibc.git;a=blob;f=elf/rtld.c (`do_preload`: "cannot be preloaded … ignored")
+    - https://man7.org/linux/man-pages/man8/ld.so.8.html (LD_PRELOAD, /etc/ld.so.preload)
+    """
+    pred = ctx.prediction
+    for p in pred.ignored_preloads:
+        yield Finding(
+            code="LDD008",
+            severity=Severity.WARNING,
+            message=f"preload {p.name} cannot be loaded: glibc ignores it and starts the process without it",
+            subject=p.name,
+            evidence=(p.message, *((_searched(p.tried),) if p.tried and "/" not in p.name else ())),
+            fix=Fix(summary=f"Correct or remove {p.name} from LD_PRELOAD or /etc/ld.so.preload"),
+        )
+
+
 def _searched(tried: tuple[str, ...], limit: int = 12) -> str:
     """The directories searched, in order, without the hwcaps subdirectories probed in each."""
     dirs: list[str] = []

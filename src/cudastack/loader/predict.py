@@ -28,7 +28,7 @@ from cudastack.env.dists import Distribution
 from cudastack.env.imports import import_verdicts
 from cudastack.env.inventory import Inventory
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
-from cudastack.loader.search import ElfCache
+from cudastack.loader.search import ElfCache, Resolution
 from cudastack.loader.system import LoaderConfig, detect_loader
 from cudastack.target import Target
 
@@ -70,6 +70,13 @@ class Prediction:
     elf_cache: ElfCache
     torch_state: str | None = None
     start_problems: list[LoadProblem] = field(default_factory=list)
+    """Why the interpreter would not start at all (a library or version node it needs is missing)."""
+    unbound_at_start: list[LoadProblem] = field(default_factory=list)
+    """Symbols the interpreter's own objects need and nothing defines: a crash at first call."""
+    ignored_preloads: list[LoadProblem] = field(default_factory=list)
+    """LD_PRELOAD / ld.so.preload entries glibc skips with a warning."""
+    start_resolutions: list[tuple[str, Resolution]] = field(default_factory=list)
+    """(requester, where its DT_NEEDED was found) for the interpreter's start-up closure."""
     skipped: str | None = None
     """Why nothing was predicted (no interpreter, ...)."""
 
@@ -192,6 +199,9 @@ def predict(
         return pred
     base = Process(config, target.environ, cache)
     start = base.start(target.interpreter.sys_executable)
+    pred.ignored_preloads = list(base.ignored_preloads)
+    pred.unbound_at_start = list(base.unbound_at_start)
+    pred.start_resolutions = list(start.resolutions)
     if not start.ok:
         pred.start_problems = start.problems
         pred.skipped = f"the interpreter itself would not start: {start.error}"

@@ -17,7 +17,7 @@ from cudastack.loader.system import LoaderConfig
 class LoadProblem:
     kind: str
     """``missing`` (library not found), ``elf`` (unusable file), ``version`` (symbol version node
-    missing), ``symbol`` (undefined symbol)."""
+    missing), ``symbol`` (undefined symbol), ``preload`` (an LD_PRELOAD entry glibc ignores)."""
     requester: str
     """Path of the object that needs it."""
     name: str
@@ -74,6 +74,11 @@ class Process:
         self.searcher = Searcher(config, environ, elf_cache, None)
         self.log: list[str] = []
         """What happened before the module under judgement loaded, in order."""
+        self.ignored_preloads: list[LoadProblem] = []
+        """LD_PRELOAD / ld.so.preload entries glibc skips with a warning (see :meth:`_preloads`)."""
+        self.unbound_at_start: list[LoadProblem] = []
+        """Symbols the started interpreter's objects need and nothing defines: each kills the
+        process with "symbol lookup error" at its first call (lazy binding)."""
 
     def clone(self) -> Process:
         p = Process.__new__(Process)
@@ -81,6 +86,7 @@ class Process:
         p.objects, p.global_scope = list(self.objects), list(self.global_scope)
         p.by_name, p.by_real = dict(self.by_name), dict(self.by_real)
         p.main, p.searcher, p.log = self.main, self.searcher, list(self.log)
+        p.ignored_preloads, p.unbound_at_start = self.ignored_preloads, self.unbound_at_start
         return p
 
     # --- start-up ----------------------------------------------------------------------------
@@ -94,17 +100,56 @@ class Process:
         self.main = main
         self.searcher = Searcher(self.config, self.environ, self.elf_cache, main)
         self._add(main)
-        preloads = [p for p in self.environ.get("LD_PRELOAD", "").replace(":", " ").split() if p]
-        preloads += list(self.config.preload)
+        preloads = self._preloads(main)
         res = self._load_closure(main, extra_roots=preloads)
         for obj in res.new:
             obj.relocated = True
         main.searchlist = [main, *res.new]
+        if res.ok:  # a version node missing at start is fatal: "version `GLIBC_2.38' not found"
+            versions = DlopenResult(real, True, new=[main, *res.new])
+            self._check_versions(versions)
+            if versions.problems:
+                res.ok = False
+                res.problems.extend(versions.problems)
         if res.ok:
             self._commit(res, global_=True)
             self.global_scope = [main, *res.new]
+            # the executable and its libraries bind lazily: an undefined function is no error at
+            # start, but "symbol lookup error" kills the process at its first call
+            lazy = DlopenResult(real, True, new=[main, *res.new])
+            self._check_symbols(lazy, [])
+            self.unbound_at_start = [p for p in lazy.problems if p.kind == "symbol"]
         self.log.append(f"started {real}" + (f" with preloads {', '.join(preloads)}" if preloads else ""))
         return res
+
+    def _preloads(self, main: Loaded) -> list[str]:
+        """LD_PRELOAD, then /etc/ld.so.preload, less what glibc ignores: an entry it cannot open
+        or that is not an object of the executable's class and machine is skipped with "ERROR:
+        ld.so: object '…' from LD_PRELOAD cannot be preloaded (…): ignored." and the process goes
+        on (``rtld.c`` ``do_preload``). A preload whose own dependency is missing is still fatal."""
+        entries = [(p, "LD_PRELOAD") for p in self.environ.get("LD_PRELOAD", "").replace(":", " ").split() if p]
+        entries += [(p, "/etc/ld.so.preload") for p in self.config.preload]
+        kept: list[str] = []
+        for name, source in entries:
+            r = self.searcher.search(name, main)
+            elf = self.elf_cache.get(r.path) if r.path else None
+            if r.path is None or not isinstance(elf, ElfFile):
+                why = "cannot open shared object file" if r.path is None else f"{elf}"
+            elif elf.elf_class != main.elf.elf_class or elf.machine != main.elf.machine:
+                why = f"wrong ELF class: ELFCLASS{elf.elf_class}"
+            else:
+                kept.append(name)
+                continue
+            self.ignored_preloads.append(
+                LoadProblem(
+                    "preload",
+                    main.path,
+                    name,
+                    f"ERROR: ld.so: object '{name}' from {source} cannot be preloaded ({why}): ignored.",
+                    r.tried,
+                )
+            )
+        return kept
 
     # --- dlopen --------------------------------------------------------------------------------
     def dlopen(self, path: str, *, global_: bool = False, check_symbols: bool = True) -> DlopenResult:
