@@ -392,3 +392,47 @@ def test_a_shared_object_without_pyinit_is_a_library_not_a_module(
     kinds = {Path(m["path"]).name: (m["kind"], m["predicted"]) for m in data["modules"]}
     assert kinds[hook.name] == ("library", "on-demand") and kinds[old.name] == ("library", "on-demand")
     assert "LDD001" not in [f["code"] for f in data["findings"]]
+
+
+def _real_module(site: Path, rel: str) -> Path:
+    """A real extension module that loads (``PyInit`` returns a module object)."""
+    name = Path(rel).name
+    return build(
+        site / f"{rel}{sysconfig.get_config_var('EXT_SUFFIX')}",
+        "#include <Python.h>\n"
+        f'static PyModuleDef def = {{PyModuleDef_HEAD_INIT, "{name}", 0, -1, 0}};\n'
+        f"PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&def); }}\n",
+        flags=(f"-I{sysconfig.get_paths()['include']}",),
+    )
+
+
+def test_a_failure_propagates_through_python_imports_across_distributions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """numpy's core extension fails → `import scipy.ndimage` fails too (its package imports
+    numpy first), while `import scipy` itself works. Here: basepkg's import fails; deppkg's
+    subpackage imports basepkg, its top-level package does not."""
+    python = _installed(tmp_path, "basepkg", "basepkg/_core", {"basepkg/__init__.py": "from basepkg import _core\n"})
+    site = site_of(python)
+    top = _real_module(site, "deppkg/_top")
+    ext = _real_module(site, "deppkg/sub/_ext")
+    files = {
+        "deppkg/__init__.py": "from deppkg import _top\n",
+        "deppkg/sub/__init__.py": "import basepkg\nfrom deppkg.sub import _ext\n",
+    }
+    scenario.write_dist(site, {"name": "deppkg", "version": "1.0", "requires": ["basepkg>=1"], "files": files})
+    record = next(site.glob("deppkg-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"{top.relative_to(site)},,\n{ext.relative_to(site)},,\n")
+    run = {
+        m: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True)
+        for m in ("deppkg", "deppkg.sub")
+    }
+    assert run["deppkg"].returncode == 0, run["deppkg"].stderr
+    assert run["deppkg.sub"].returncode != 0 and "libmissing.so" in run["deppkg.sub"].stderr
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
+    mods = {Path(m["path"]).name.split(".")[0]: m for m in data["modules"]}
+    assert mods["_top"]["predicted"] == "loads"
+    assert mods["_ext"]["predicted"] == "fails"
+    assert mods["_ext"]["caused_by"] == [{"code": "LDD001", "subject": "libmissing.so"}]
+    assert "imports basepkg first" in mods["_ext"]["context"]

@@ -275,7 +275,7 @@ class ImportTime:
     question needs: "does import run X" stops at the first sighting (torch's ``__init__`` names
     ``torch._C``); only "no" needs everything (1,678 files for torch: 40 s on a 2-core machine)."""
 
-    def __init__(self, dist: Distribution) -> None:
+    def __init__(self, dist: Distribution, roots: Sequence[str] | None = None) -> None:
         self.trees: dict[str, ast.Module | None] = {}
         self._raw: dict[str, bytes] = {}
         self.order: list[str] = []
@@ -297,6 +297,8 @@ class ImportTime:
         # what importing the distribution means: its top-level packages and modules, and for a
         # namespace package without __init__ (cuda-core's cuda/core) the first packages that have one
         self._queue = sorted(n for n in self._files if n.rpartition(".")[0] not in self._files)
+        if roots is not None:  # importing these packages (and so their parents) instead
+            self._queue = sorted(r for r in roots if r in self._files)
         self.roots = sorted(self._queue)
         self._done = False
         self._at_import: set[str] | None = None
@@ -400,6 +402,14 @@ class ImportTime:
                             frontier.append(known)
             self._at_import = at
         return "." not in name or name in self._at_import
+
+    def imports_top_level(self, top: str) -> bool:
+        """Whether the code that runs imports anything of top-level package ``top`` (another
+        distribution's: ``numpy`` for scipy.ndimage), following the files as far as needed."""
+        while not any(n == top or n.startswith(top + ".") for n in self._imported):
+            if not self.advance():
+                return False
+        return True
 
     def _imports(self, nodes: list[ast.AST], package: str) -> list[str]:
         files, seen, out = self._files, self._seen, []
@@ -577,6 +587,14 @@ def import_time(dist: Distribution) -> ImportTime | None:
         cached = ImportTime(dist)
         object.__setattr__(dist, "_import_time", cached)
     return cached if cached.has_python else None
+
+
+def package_imports(dist: Distribution, package: str, top: str) -> bool:
+    """Whether ``import <package>`` (a package of ``dist``, its parents first) imports anything of
+    the top-level package ``top``: scipy's ``scipy.ndimage`` imports numpy, ``scipy`` itself does
+    not. False when ``dist`` has no Python source for it (nothing seen, nothing claimed)."""
+    run = ImportTime(dist, roots=[package])
+    return bool(run.roots) and run.imports_top_level(top)
 
 
 def referenced_at_import(dist: Distribution, module_path: str) -> bool:

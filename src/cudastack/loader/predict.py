@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 from cudastack.data.libraries import KNOWN_PRELOADS
 from cudastack.elf.reader import ElfFile
 from cudastack.env.dists import Distribution
-from cudastack.env.imports import import_verdicts
+from cudastack.env.imports import import_verdicts, module_name, package_imports
 from cudastack.env.inventory import Inventory
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import ElfCache, Resolution
@@ -159,6 +159,59 @@ def _needs_torch(dist: Distribution, elf_needed: tuple[str, ...]) -> bool:
         if canonicalize_name(req.name) == "torch" and (req.marker is None or "extra" not in str(req.marker)):
             return True
     return False
+
+
+def _block_dependents(pred: Prediction, inventory: Inventory) -> None:
+    """A failure propagates through Python imports across distributions: when numpy's core
+    extension cannot load, ``import numpy`` fails, and so does every module of scipy whose
+    package imports numpy first (``scipy.ndimage``; ``import scipy`` itself does not). A module of
+    a distribution that requires (Requires-Dist, no extra) a distribution whose ``import`` fails
+    is blocked when its package's import-time code imports that distribution's package
+    (torch's failure is handled the same way, earlier, for everything that needs torch)."""
+    broken: dict[str, tuple[str, str]] = {}  # dist key → (its top-level package, the failing module)
+    for f in pred.files:
+        if f.kind == "module" and f.predicted == "fails" and not f.optional and not f.blocked_by and f.distribution:
+            dist = inventory.dists.get(f.distribution)
+            name = module_name(f.path, dist.site_dir) if dist else None
+            if name and "." in name:  # a top-level extension module is not a package others import
+                broken.setdefault(f.distribution, (name.split(".", 1)[0], f.path))
+    if not broken:
+        return
+    verdicts: dict[tuple[str, str, str], bool] = {}
+    for i, f in enumerate(pred.files):
+        if f.kind != "module" or f.predicted != "loads" or not f.distribution or f.distribution in broken:
+            continue
+        dist = inventory.dists.get(f.distribution)
+        name = module_name(f.path, dist.site_dir) if dist else None
+        if dist is None or not name or "." not in name:
+            continue
+        package = name.rpartition(".")[0]
+        for dep in _required(dist) & broken.keys():
+            top, failing = broken[dep]
+            key = (dist.key, package, top)
+            if key not in verdicts:
+                verdicts[key] = package_imports(dist, package, top)
+            if verdicts[key]:
+                pred.files[i] = replace(
+                    f,
+                    predicted="fails",
+                    blocked_by=failing,
+                    context=f"import {package} imports {top} first, which fails",
+                )
+                break
+
+
+def _required(dist: Distribution) -> set[str]:
+    """The distributions ``dist`` requires unconditionally of extras (normalized names)."""
+    out: set[str] = set()
+    for line in dist.requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or "extra" not in str(req.marker):
+            out.add(canonicalize_name(req.name))
+    return out
 
 
 def _torch_files(inventory: Inventory) -> tuple[str | None, str | None]:
@@ -308,6 +361,7 @@ def predict(
     verdicts = import_verdicts([(dist, path) for _i, dist, path in failing])
     for (i, _dist, _path), (at_import, guard) in zip(failing, verdicts, strict=True):
         pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
+    _block_dependents(pred, inventory)
     for dist in inventory.dists.values():
         object.__setattr__(dist, "_import_time", None)  # the parsed Python of failing packages: done with it
     if torch_proc is not None:
