@@ -311,3 +311,16 @@ def test_real_sgl_kernel_0_3_21_on_a_cpu_torch(
     assert build_finding["distribution"] == "sgl-kernel" and "CUDA 12 build" in build_finding["message"]
     cudart = next(f for f in data["findings"] if f["code"] == "LDD001" and f["subject"] == "libcudart.so.12")
     assert cudart["caused_by"] == {"code": "ABI003", "subject": "sgl-kernel"}
+
+
+def test_torch_2_13_start_up_is_read_from_its_init(torch_venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """torch 2.13's eager preload requires each library (the first absent one silently stops the
+    rest); its CPU build never maps libcudart, so nothing is preloaded — and the report says
+    where the sequence was read from."""
+    from cudastack.loader.torch_start import read_torch_start
+
+    seq = read_torch_start(str(site_of(torch_venv) / "torch"))
+    assert seq.eager_preload and seq.eager_required and seq.fallback_preload
+    _rc, data = doctor(torch_venv, capsys)
+    state = data["loader"]["torch_state"]
+    assert "preloads" not in state and "start-up read from" in state and state.endswith("torch._C RTLD_LOCAL loads")

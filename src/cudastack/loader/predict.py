@@ -1,19 +1,20 @@
 """Predict, for every native file of an environment, whether Python's import will load it.
 
 Assumed process, stated in every report: the interpreter starts (its executable, LD_PRELOAD,
-/etc/ld.so.preload, its DT_NEEDED closure — the initial global scope). Each extension module is
-judged as the first import of its package in a fresh interpreter: a package that needs torch
-gets torch's state first (``torch/lib/libtorch_global_deps.so`` RTLD_GLOBAL, with
-``_preload_cuda_deps`` as fallback when that fails, then ``torch/_C`` RTLD_LOCAL); known
-preloaders run; then the module is dlopen()ed RTLD_NOW|RTLD_LOCAL. Libraries that no module
-loads at import are judged alone as "on-demand" (dlopened later, if ever).
-Not modelled: stdlib extension modules Python imports during start-up (their sonames would
-satisfy a later DT_NEEDED), and code in ``.pth`` files (ENV005 names those).
+/etc/ld.so.preload, its DT_NEEDED closure — the initial global scope; see ``Process.start``).
+Each extension module is judged as the first import of its package in a fresh interpreter: a
+package that needs torch gets torch's state first, as the installed ``torch/__init__.py`` spells
+it (``loader/torch_start.py``: ``libtorch_global_deps.so`` RTLD_GLOBAL, the nvidia wheels'
+preloads when libcudart is mapped or when that load fails, then ``torch/_C`` RTLD_LOCAL); known
+preloaders run; then the module is dlopen()ed RTLD_NOW|RTLD_LOCAL. A module whose package
+imports another distribution's package that fails is blocked by it. Libraries that no module
+loads at import are judged alone as "on-demand" (dlopened later, if ever). The interpreter's own
+lib-dynload modules are judged when LD_LIBRARY_PATH or LD_PRELOAD is set.
+Not modelled: code in ``.pth`` files (ENV005 names those).
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from cudastack.env.inventory import Inventory
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import ElfCache, Resolution
 from cudastack.loader.system import LoaderConfig, detect_loader
+from cudastack.loader.torch_start import TorchStart, read_torch_start
 from cudastack.target import Target
 
 ASSUMED_ORDER = (
@@ -161,6 +163,52 @@ def _needs_torch(dist: Distribution, elf_needed: tuple[str, ...]) -> bool:
     return False
 
 
+def _stdlib_modules(target: Target, base: Process, config: LoaderConfig, cache: ElfCache) -> list[FilePrediction]:
+    """The interpreter's own extension modules (``lib-dynload``) that fail to load under the
+    target's process environment but load without its LD_LIBRARY_PATH / LD_PRELOAD: a stub or
+    foreign libz.so.1 there breaks ``binascii`` and ``zlib``, which ``import torch`` imports (it
+    imports 34 of them). Ones that fail either way (``_tkinter`` without libtk) are how this
+    Python was built, not the environment's doing, and are left out."""
+    interp = target.interpreter
+    if interp is None or not interp.stdlib or not any(k in target.environ for k in ("LD_LIBRARY_PATH", "LD_PRELOAD")):
+        return []
+    dynload = os.path.join(interp.stdlib, "lib-dynload")
+    try:
+        names = sorted(os.listdir(dynload))
+    except OSError:
+        return []
+    clean: Process | None = None
+    out: list[FilePrediction] = []
+    for name in names:
+        path = os.path.join(dynload, name)
+        elf = cache.get(path) if is_extension_module(path, target.extension_suffixes) else "not a module"
+        if isinstance(elf, str):
+            continue
+        res = base.clone().dlopen(path)
+        if res.ok:
+            continue
+        if clean is None:
+            environ = {k: v for k, v in target.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+            clean = Process(config, environ, cache)
+            if not clean.start(interp.sys_executable).ok:
+                return []
+        if not clean.clone().dlopen(path).ok:
+            continue
+        out.append(
+            FilePrediction(
+                path=path,
+                distribution=None,
+                kind="module",
+                predicted="fails",
+                problems=tuple(res.problems),
+                context="the interpreter's own module, under the target's LD_LIBRARY_PATH / LD_PRELOAD "
+                "(it loads without them)",
+                result=res,
+            )
+        )
+    return out
+
+
 def _block_dependents(pred: Prediction, inventory: Inventory) -> None:
     """A failure propagates through Python imports across distributions: when numpy's core
     extension cannot load, ``import numpy`` fails, and so does every module of scipy whose
@@ -228,17 +276,25 @@ def _torch_files(inventory: Inventory) -> tuple[str | None, str | None]:
     return deps, c
 
 
-def _preload_cuda_deps(proc: Process, missing: list[str], site_dirs: tuple[str, ...]) -> list[str]:
-    """torch's fallback: find each missing library as sys.path/nvidia/*/lib/<name> and CDLL it."""
-    done = []
-    for name in missing:
-        for d in site_dirs:
-            hits = sorted(glob.glob(os.path.join(d, "nvidia", "*", "lib", name)))
-            if hits:
-                if proc.dlopen(hits[0]).ok:
-                    done.append(hits[0])
-                break
-    return done
+def _torch_preload(
+    proc: Process, seq: TorchStart, site_dirs: tuple[str, ...], cuda_major: int | None, *, required: bool
+) -> tuple[list[str], str | None]:
+    """torch's ``_preload_cuda_deps``: for each library in order, the first match over sys.path
+    is ``ctypes.CDLL``-ed (RTLD_NOW|RTLD_LOCAL; later lookups of its soname find it loaded). Returns
+    what loaded and why it stopped: a library that fails to load stops the rest, and so does one
+    that is absent when each is required (``ValueError: … not found in the system path``)."""
+    done: list[str] = []
+    for folder, pattern in seq.libs:
+        hit = next((c for d in site_dirs for c in seq.candidates(d, folder, pattern, cuda_major)[:1]), None)
+        if hit is None:
+            if required and folder not in seq.optional:
+                return done, f"{pattern} not found"
+            continue
+        res = proc.dlopen(hit)
+        if not res.ok:
+            return done, f"{os.path.basename(hit)} fails to load: {res.problems[0].message if res.problems else ''}"
+        done.append(hit)
+    return done, None
 
 
 def predict(
@@ -278,15 +334,27 @@ def predict(
     torch_c_result: DlopenResult | None = None
     if deps_path and c_path:
         torch_proc = base.clone()
+        seq = read_torch_start(os.path.dirname(c_path))
+        major = inventory.torch.cuda_major if inventory.torch else None
         r = torch_proc.dlopen(deps_path, global_=True)
         how = "libtorch_global_deps.so RTLD_GLOBAL"
-        if not r.ok:
-            missing = [p.name for p in r.problems if p.kind == "missing"]
-            pre = _preload_cuda_deps(torch_proc, missing, target.site_dirs)
-            r = torch_proc.dlopen(deps_path, global_=True)
-            how = f"libtorch_global_deps.so failed, _preload_cuda_deps loaded {len(pre)} libraries, retry " + (
-                "succeeded" if r.ok else "failed"
+        if r.ok and seq.eager_preload and any("libcudart.so" in o.path for o in torch_proc.objects):
+            done, stop = _torch_preload(torch_proc, seq, target.site_dirs, major, required=seq.eager_required)
+            how += f"; libcudart.so is mapped: torch preloads {len(done)} nvidia wheel libraries" + (
+                f" ({stop}: the rest are not preloaded)" if stop else ""
             )
+        elif not r.ok and seq.fallback_preload:
+            missing = [p.name for p in r.problems if p.kind == "missing"]
+            listed = [m for m in missing if any(m.startswith(pat.split(".", 1)[0] + ".") for _f, pat in seq.libs)]
+            if listed:  # torch re-raises an OSError about anything else
+                done, stop = _torch_preload(torch_proc, seq, target.site_dirs, major, required=True)
+                if stop is None or "not found" not in stop:
+                    r = torch_proc.dlopen(deps_path, global_=True)
+                how = f"libtorch_global_deps.so failed, _preload_cuda_deps loaded {len(done)} libraries" + (
+                    f" ({stop})" if stop else ""
+                )
+                how += ", retry " + ("succeeded" if r.ok else "failed")
+        how += f" [start-up read from {seq.source}]"
         torch_c_result = torch_proc.dlopen(c_path)
         pred.torch_state = f"import torch: {how}; torch._C RTLD_LOCAL " + ("loads" if torch_c_result.ok else "fails")
         torch_proc.log.append(pred.torch_state)
@@ -362,6 +430,7 @@ def predict(
     for (i, _dist, _path), (at_import, guard) in zip(failing, verdicts, strict=True):
         pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
     _block_dependents(pred, inventory)
+    pred.files.extend(_stdlib_modules(target, base, config, cache))
     for dist in inventory.dists.values():
         object.__setattr__(dist, "_import_time", None)  # the parsed Python of failing packages: done with it
     if torch_proc is not None:

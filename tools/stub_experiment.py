@@ -1,0 +1,157 @@
+"""The LD_LIBRARY_PATH stub experiment: for each soname, an empty stand-in library of that name is
+put on LD_LIBRARY_PATH; the doctor's prediction for the given imports is compared with a real
+import of each in a fresh interpreter (``env -i``).
+
+    python tools/stub_experiment.py --python /opt/torch/.venv/bin/python [--import torch ...]
+        [--soname libnvJitLink.so.13 ...] [-o results.json]
+
+A module counts as predicted to fail when the doctor judges any of its extension modules (the
+package's import-time modules) as failing, when it finds the interpreter itself cannot start or
+dies at a first call (LDD007), or when one of the interpreter's own lib-dynload modules fails
+under the stub (``import torch`` imports 34 of them: binascii and zlib for libz).
+
+Run here on the CUDA torch the suite installs (no GPU needed: ``import torch`` works without a
+driver), and on the H200 (docs/validation.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+DEFAULT_SONAMES = (
+    "libnvJitLink.so.13",
+    "libcusparse.so.12",
+    "libnvrtc.so.13",
+    "libcublasLt.so.13",
+    "libcublas.so.13",
+    "libcudart.so.13",
+    "libcufft.so.12",
+    "libcurand.so.10",
+    "libcusolver.so.12",
+    "libcupti.so.13",
+    "libnccl.so.2",
+    "libcudnn.so.9",
+    "libstdc++.so.6",
+    "libgomp.so.1",
+    "libz.so.1",
+    "libm.so.6",
+)
+
+
+def make_stub(directory: Path, soname: str) -> Path:
+    """An empty shared library carrying ``soname`` (one data symbol, no functions, no versions)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    src = directory / "stub.c"
+    src.write_text("int cudastack_stub;\n")
+    out = directory / soname
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(out), str(src), f"-Wl,-soname,{soname}"], check=True, capture_output=True
+    )
+    src.unlink()
+    return out
+
+
+def real_import(python: str, module: str, llp: str) -> tuple[bool, str]:
+    code = f"import {module}; x = 2.0 ** 0.5"  # a float power: libm's pow, bound lazily
+    proc = subprocess.run(
+        ["env", "-i", f"LD_LIBRARY_PATH={llp}", python, "-W", "ignore", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+    return proc.returncode == 0, last
+
+
+def predicted(python: str, modules: list[str], llp: str) -> tuple[dict[str, bool], dict[str, Any]]:
+    """(module → predicted to import, the doctor's JSON report)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cudastack",
+            "doctor",
+            "--python",
+            python,
+            "--format",
+            "json",
+            "-e",
+            f"LD_LIBRARY_PATH={llp}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env=dict(os.environ, CUDASTACK_NO_CACHE="1"),
+    )
+    data = json.loads(proc.stdout)
+    dies = any(f["code"] == "LDD007" for f in data["findings"]) or any(
+        x["predicted"] == "fails" and "/lib-dynload/" in x["path"] for x in data["modules"]
+    )
+    out = {}
+    for m in modules:
+        top = m.split(".")[0]
+        fails = [
+            x
+            for x in data["modules"]
+            if x["kind"] == "module" and x["predicted"] == "fails" and not x["optional"] and f"/{top}/" in x["path"]
+        ]
+        out[m] = not dies and not fails
+    return out, data
+
+
+def run(python: str, modules: list[str], sonames: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for soname in sonames:
+            d = Path(tmp) / soname
+            make_stub(d, soname)
+            pred, data = predicted(python, modules, str(d))
+            for m in modules:
+                ok, err = real_import(python, m, str(d))
+                rows.append(
+                    {
+                        "soname": soname,
+                        "module": m,
+                        "real": ok,
+                        "predicted": pred[m],
+                        "agree": ok == pred[m],
+                        "real_error": err,
+                        "torch_state": data["loader"].get("torch_state"),
+                        "findings": sorted({f["code"] for f in data["findings"] if f["severity"] != "info"}),
+                    }
+                )
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--import", dest="modules", action="append", default=[])
+    ap.add_argument("--soname", action="append", default=[])
+    ap.add_argument("-o", "--output")
+    args = ap.parse_args()
+    rows = run(args.python, args.modules or ["torch"], args.soname or list(DEFAULT_SONAMES))
+    for r in rows:
+        mark = "agree" if r["agree"] else "MISS "
+        print(
+            f"{mark} {r['soname']:<22} {r['module']:<10} real={'ok' if r['real'] else 'fails'} "
+            f"predicted={'ok' if r['predicted'] else 'fails'}  {r['real_error'][:90]}"
+        )
+    agree = sum(r["agree"] for r in rows)
+    print(f"{agree} of {len(rows)} agree")
+    if args.output:
+        Path(args.output).write_text(json.dumps(rows, indent=1))
+    return 0 if agree == len(rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
