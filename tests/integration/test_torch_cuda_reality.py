@@ -67,3 +67,50 @@ def test_the_stub_experiment_agrees_with_real_imports(cuda_torch: Path) -> None:
     assert {r["soname"] for r in rows if not r["real"]} >= {"libz.so.1", "libm.so.6", "libstdc++.so.6"}
     nvjit = next(r for r in rows if r["soname"] == "libnvJitLink.so.13")
     assert nvjit["real"] and "torch preloads" in nvjit["torch_state"]
+
+
+def test_real_cupy_cuda13x_beside_torch(cuda_torch: Path, tmp_path: Path) -> None:
+    """cupy-cuda13x 14 on torch 2.14.1+cu130: `import cupy`, `cupy.random` and
+    `cupyx.scipy.sparse` really import. Its curand/cusparse bindings are handed out by
+    cupy_backends.cuda.libs.__getattr__, which first loads the wheel's libcurand/libcusparse
+    through cuda.pathfinder; jitify only on access. No error (was three false LDD001)."""
+    import json
+
+    env = tmp_path / "cupyenv"
+    python = make_venv(env)  # no pip or setuptools of its own to shadow the torch venv's
+    site = site_of(python)
+    (site / "torch_base.pth").write_text(f"{site_of(cuda_torch)}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(site), "cupy-cuda13x"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-800:]
+    for module in ("cupy", "cupy.random", "cupyx.scipy.sparse"):
+        real = subprocess.run(["env", "-i", str(python), "-W", "ignore", "-c", f"import {module}"], capture_output=True)
+        assert real.returncode == 0, (module, real.stderr[-400:])
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cudastack",
+            "doctor",
+            "--python",
+            str(python),
+            "--format",
+            "json",
+            "-e",
+            "LD_LIBRARY_PATH=",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    data = json.loads(out.stdout)
+    assert [f["code"] for f in data["findings"] if f["severity"] == "error"] == []
+    by_name = {Path(m["path"]).name.split(".")[0]: m for m in data["modules"] if "cupy" in m["path"]}
+    assert by_name["curand"]["predicted"] == "loads" and "cuda.pathfinder" in by_name["curand"]["context"]
+    assert by_name["jitify"]["predicted"] == "on-demand"

@@ -436,3 +436,30 @@ def test_a_failure_propagates_through_python_imports_across_distributions(
     assert mods["_ext"]["predicted"] == "fails"
     assert mods["_ext"]["caused_by"] == [{"code": "LDD001", "subject": "libmissing.so"}]
     assert "imports basepkg first" in mods["_ext"]["context"]
+
+
+DOCSTRING_ONLY = '"""Fast paths: see optpkg._fast.dot (as cupy names cupy.cuda.curand.x)."""\n\nX = 1\n'
+PEP562_LAZY = (
+    "import importlib\n\n_LAZY = ('optpkg._fast',)\n\n\n"
+    "def __getattr__(name):\n"
+    "    if name in ('_fast',):\n"
+    "        return importlib.import_module(f'optpkg.{name}')\n"
+    "    raise AttributeError(name)\n"
+)
+
+
+@pytest.mark.parametrize("init", [DOCSTRING_ONLY, PEP562_LAZY], ids=["docstring", "module-getattr"])
+def test_a_module_named_but_not_imported_at_import_is_on_demand(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], init: str
+) -> None:
+    """A docstring naming a module loads nothing; a module a package hands out through its
+    module-level ``__getattr__`` (PEP 562, cupy's pattern) loads on first access, not at import."""
+    python = _make(tmp_path, init)
+    assert subprocess.run(["env", "-i", str(python), "-c", "import optpkg"], capture_output=True).returncode == 0
+    if "__getattr__" in init:
+        lazy = subprocess.run(
+            ["env", "-i", str(python), "-c", "from optpkg import _fast"], capture_output=True, text=True
+        )
+        assert lazy.returncode != 0 and "libmissing.so" in lazy.stderr
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == (0, ["LDD005"])

@@ -15,6 +15,7 @@ import mmap
 import os
 import re
 from collections.abc import Callable, Container, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cudastack.env.dists import Distribution
@@ -236,6 +237,8 @@ class _Walk:
                 continue
             if t is Lambda:
                 continue
+            if t is ast.Expr and type(node.value) is Constant:
+                continue  # a docstring or bare string: naming a module there loads nothing
             if t is Constant:
                 if type(node.value) is str:
                     keep(node)
@@ -595,6 +598,91 @@ def package_imports(dist: Distribution, package: str, top: str) -> bool:
     not. False when ``dist`` has no Python source for it (nothing seen, nothing claimed)."""
     run = ImportTime(dist, roots=[package])
     return bool(run.roots) and run.imports_top_level(top)
+
+
+@dataclass(frozen=True, slots=True)
+class LazyAttribute:
+    """The parent package's module-level ``__getattr__`` hands out this module (PEP 562): code that
+    reaches it as ``from pkg import mod`` or ``pkg.mod`` goes through that function, not the bare
+    import machinery. cupy's ``cupy_backends.cuda.libs.__getattr__`` first loads the module's
+    CUDA library with ``cuda.pathfinder.load_nvidia_dynamic_lib`` (so ``libcurand.so.10`` comes
+    from the nvidia wheel whatever the loader path); ``cupy.cuda.__getattr__`` imports ``jitify``
+    inside ``try`` and hands out a stand-in when it fails."""
+
+    where: str
+    """``file:line`` of the ``__getattr__``."""
+    guard: str | None
+    """``file:line`` of a ``try`` around its import that swallows the ImportError."""
+    pathfinder: bool
+    """It calls ``load_nvidia_dynamic_lib`` for this module's library (by a variable, as
+    cupy_backends does for each of its submodules, or by this module's name) before importing."""
+
+
+def lazy_attribute(dist: Distribution, module_path: str) -> LazyAttribute | None:
+    """The :class:`LazyAttribute` through which the package hands out this module, if any: its
+    parent package's ``__init__.py`` defines ``__getattr__`` at module level, names the module
+    (``'curand'``) as a string, and imports it there — by name, or by a computed
+    ``import_module(f'{package}.{name}')``."""
+    name = module_name(module_path, dist.site_dir)
+    if not name or "." not in name:
+        return None
+    parent, _, base = name.rpartition(".")
+    init = os.path.join(dist.site_dir, *parent.split("."), "__init__.py")
+    try:
+        with open(init, "rb") as fh:
+            raw = fh.read(_MAX_PY_BYTES)
+    except OSError:
+        return None
+    if b"__getattr__" not in raw or base.encode() not in raw:
+        return None
+    tree = _parse(raw)
+    func = next(
+        (n for n in (tree.body if tree else []) if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"), None
+    )
+    if tree is None or func is None or not any(isinstance(n, ast.Constant) and n.value == base for n in ast.walk(tree)):
+        return None
+    body = ast.Module(body=func.body, type_ignores=[])
+    sites = _import_sites(body, base)
+    prefix = parent + "."
+    computed = [
+        n
+        for n in ast.walk(func)
+        if isinstance(n, ast.Call)
+        and n.args
+        and isinstance(n.args[0], ast.JoinedStr)
+        and isinstance(n.args[0].values[0], ast.Constant)
+        and str(n.args[0].values[0].value) == prefix
+    ]
+    if not sites and not computed:
+        return None
+    guards = [g for g, _node in sites]
+    guard = f"{init}:{guards[0]}" if guards and all(g is not None for g in guards) and not computed else None
+    pathfinder = any(
+        isinstance(n, ast.Call)
+        and (getattr(n.func, "attr", None) or getattr(n.func, "id", None)) == "load_nvidia_dynamic_lib"
+        and n.args
+        and (not isinstance(n.args[0], ast.Constant) or n.args[0].value == base)
+        for n in ast.walk(func)
+    )
+    return LazyAttribute(where=f"{init}:{func.lineno}", guard=guard, pathfinder=pathfinder)
+
+
+def imported_plainly(dist: Distribution, module_path: str) -> bool:
+    """Whether code that runs at import has ``import pkg.mod`` (or ``import pkg.mod.x``) for this
+    module: a plain import statement, which does not go through the package's ``__getattr__``."""
+    name = module_name(module_path, dist.site_dir)
+    run = import_time(dist)
+    if not name or run is None:
+        return False
+    while run.advance():
+        pass
+    for path, ids in run.running.items():
+        tree = run.tree(path)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Import) and id(node) in ids:
+                if any(a.name == name or a.name.startswith(name + ".") for a in node.names):
+                    return True
+    return False
 
 
 def referenced_at_import(dist: Distribution, module_path: str) -> bool:

@@ -15,9 +15,10 @@ Not modelled: code in ``.pth`` files (ENV005 names those).
 
 from __future__ import annotations
 
+import glob
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -26,7 +27,7 @@ from packaging.utils import canonicalize_name
 from cudastack.data.libraries import KNOWN_PRELOADS
 from cudastack.elf.reader import ElfFile
 from cudastack.env.dists import Distribution
-from cudastack.env.imports import import_verdicts, module_name, package_imports
+from cudastack.env.imports import import_verdicts, imported_plainly, lazy_attribute, module_name, package_imports
 from cudastack.env.inventory import Inventory
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import ElfCache, Resolution
@@ -161,6 +162,57 @@ def _needs_torch(dist: Distribution, elf_needed: tuple[str, ...]) -> bool:
         if canonicalize_name(req.name) == "torch" and (req.marker is None or "extra" not in str(req.marker)):
             return True
     return False
+
+
+def _lazy_attributes(
+    pred: Prediction,
+    inventory: Inventory,
+    target: Target,
+    base: Process,
+    torch_proc: Process | None,
+    uses_torch: Callable[[Distribution, tuple[str, ...]], bool],
+) -> None:
+    """Failing modules that their package hands out through a module-level ``__getattr__``
+    (:class:`~cudastack.env.imports.LazyAttribute`), unless running code imports them plainly:
+    one whose import there is guarded is optional; one whose library the function loads first
+    through ``cuda.pathfinder`` is judged after that preload (the nvidia wheel's copy, by full
+    path); any other is loaded on first access, not at import — the evidence that import
+    reaches it (a name in compiled bytes, ``from pkg import mod``) goes through that function."""
+    for i, f in enumerate(pred.files):
+        if f.kind != "module" or f.predicted != "fails" or f.optional or f.blocked_by or not f.distribution:
+            continue
+        dist = inventory.dists.get(f.distribution)
+        lazy = lazy_attribute(dist, f.path) if dist else None
+        if dist is None or lazy is None or imported_plainly(dist, f.path):
+            continue
+        if lazy.guard:
+            pred.files[i] = replace(f, optional=lazy.guard)
+            continue
+        if lazy.pathfinder and f.result is not None:
+            needs_torch = torch_proc is not None and uses_torch(dist, ())
+            proc = (torch_proc if needs_torch and torch_proc is not None else base).clone()
+            missing = [p.name for p in f.problems if p.kind == "missing"]
+            found = [h for h in (_pathfinder_find(n, target.site_dirs) for n in missing) if h]
+            for hit in found:
+                proc.dlopen(hit)
+            res = proc.dlopen(f.path)
+            if res.ok:
+                libs = ", ".join(map(os.path.basename, found))
+                why = f"; the __getattr__ at {lazy.where} preloads {libs} (cuda.pathfinder)"
+                pred.files[i] = replace(f, predicted="loads", problems=(), context=f.context + why, result=res)
+                continue
+        why = f"handed out by the __getattr__ at {lazy.where}, on first access"
+        pred.files[i] = replace(f, predicted="on-demand", context=why)
+
+
+def _pathfinder_find(soname: str, site_dirs: tuple[str, ...]) -> str | None:
+    """Where ``cuda.pathfinder.load_nvidia_dynamic_lib`` finds a library first: the nvidia wheels
+    of ``sys.path`` (``nvidia/cu<major>/lib``, ``nvidia/<component>/lib``)."""
+    for d in site_dirs:
+        hits = sorted(glob.glob(os.path.join(glob.escape(d), "nvidia", "*", "lib", soname)))
+        if hits:
+            return hits[0]
+    return None
 
 
 def _stdlib_modules(target: Target, base: Process, config: LoaderConfig, cache: ElfCache) -> list[FilePrediction]:
@@ -429,6 +481,7 @@ def predict(
     verdicts = import_verdicts([(dist, path) for _i, dist, path in failing])
     for (i, _dist, _path), (at_import, guard) in zip(failing, verdicts, strict=True):
         pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
+    _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
     _block_dependents(pred, inventory)
     pred.files.extend(_stdlib_modules(target, base, config, cache))
     for dist in inventory.dists.values():
