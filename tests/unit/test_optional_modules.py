@@ -463,3 +463,16 @@ def test_a_module_named_but_not_imported_at_import_is_on_demand(
         assert lazy.returncode != 0 and "libmissing.so" in lazy.stderr
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == (0, ["LDD005"])
+
+
+def test_a_lib_prefixed_module_with_pyinit_is_a_module(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """triton's extension module is ``triton/_C/libtriton.so`` (``PyInit_libtriton``): a ``lib*``
+    name that exports its PyInit is imported like any module, and its failure fails the import
+    (the H200 stub experiment: a stub libstdc++ broke ``import triton``, predicted fine)."""
+    python = _installed(tmp_path, "optpkg", "optpkg/libfast", {"optpkg/__init__.py": "from optpkg import libfast\n"})
+    real = subprocess.run(["env", "-i", str(python), "-c", "import optpkg"], capture_output=True, text=True)
+    assert real.returncode != 0 and "libmissing.so" in real.stderr
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
+    mod = next(m for m in data["modules"] if "/optpkg/libfast" in m["path"])
+    assert (mod["kind"], mod["predicted"]) == ("module", "fails")

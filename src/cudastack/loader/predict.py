@@ -40,7 +40,7 @@ ASSUMED_ORDER = (
     "need torch import torch first (libtorch_global_deps.so RTLD_GLOBAL, then torch._C RTLD_LOCAL); "
     "modules load RTLD_NOW|RTLD_LOCAL"
 )
-_MODULE = re.compile(r"^(?!lib)[A-Za-z0-9_]+(\.[^.]+)?\.so$")
+_MODULE = re.compile(r"^[A-Za-z0-9_]+(\.[^.]+)?\.so$")
 _TORCH_LIB = re.compile(r"^lib(torch|c10)[a-z_]*\.so")
 _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".tox", ".venv"}
 
@@ -135,17 +135,19 @@ def is_extension_module(
     Python 3.11: ``import _mscclpp`` looks for ``_mscclpp.cpython-311-…so``, ``.abi3.so``, ``.so``).
     A file at the top of a site directory must also export ``PyInit_<ident>`` (given its ELF):
     CPython's ``_imp.create_dynamic`` looks that symbol up, so an LD_PRELOAD or ctypes hook shipped
-    there (``hook.so``) is a library nobody imports. Inside a package the import-time analysis
-    decides: a file its code imports by name is loaded (and fails) with or without the symbol."""
+    there (``hook.so``) is a library nobody imports, and so must a ``lib*`` name anywhere (most
+    are libraries, but triton's ``_C/libtriton.so`` is the module ``triton._C.libtriton``). Inside a
+    package the import-time analysis decides: a file its code imports by name is loaded (and
+    fails) with or without the symbol."""
     name = os.path.basename(path)
     if not _MODULE.match(name):
         return False
     for suffix in suffixes or (".so",):
         stem = name[: -len(suffix)] if name.endswith(suffix) else ""
         if stem.isidentifier():
-            if elf is not None and os.path.dirname(path) in site_dirs:
+            if elf is not None and (stem.startswith("lib") or os.path.dirname(path) in site_dirs):
                 return f"PyInit_{stem}" in elf.exports
-            return True
+            return not stem.startswith("lib")
     return False
 
 
