@@ -476,3 +476,41 @@ def test_a_lib_prefixed_module_with_pyinit_is_a_module(tmp_path: Path, capsys: p
     assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
     mod = next(m for m in data["modules"] if "/optpkg/libfast" in m["path"])
     assert (mod["kind"], mod["predicted"]) == ("module", "fails")
+
+
+BY_PATH = (
+    "import ctypes, glob, os\n\n_lib = ctypes.CDLL(glob.glob(os.path.join(os.path.dirname(__file__), '*_ops.so'))[0])\n"
+)
+BY_SONAME = "import ctypes\n\n_enc = ctypes.CDLL('libnvidia-encode.so.1')\n"
+BY_SONAME_GUARDED = (
+    "import ctypes\n\ntry:\n    _enc = ctypes.CDLL('libnvidia-encode.so.1')\nexcept OSError:\n    _enc = None\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("init", "subject"),
+    [(BY_PATH, "libmissing.so"), (BY_SONAME, "libnvidia-encode.so.1"), (BY_SONAME_GUARDED, None)],
+    ids=["glob-path-of-a-package-file", "driver-soname", "driver-soname-guarded"],
+)
+def test_native_code_loaded_at_import_without_an_import_statement(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], init: str, subject: str | None
+) -> None:
+    """torch.ops.load_library(glob(...)[0]) / ctypes.CDLL of a package file by path (sgl-flash-mla),
+    and ctypes.CDLL of a driver library by soname (PyNvVideoCodec): `import` fails when the load
+    does, unless a try/except catches it. The file loaded by path is judged at import although no
+    import statement names it (it was 'on demand')."""
+    python = _installed(tmp_path, "kpkg", "kpkg/cuda_ops", {"kpkg/__init__.py": init})
+    site = site_of(python)
+    ops = next((site / "kpkg").glob("cuda_ops*.so"))
+    ops.rename(site / "kpkg" / "cuda_ops.so")  # a plain .so, as kernel packages ship them
+    record = next(site.glob("kpkg-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text().replace(f"kpkg/{ops.name}", "kpkg/cuda_ops.so"))
+    if "glob" not in init:  # the package file loads fine: only the driver library is at stake
+        (site / "kpkg" / "cuda_ops.so").unlink()
+        record.write_text(record.read_text().replace("kpkg/cuda_ops.so,,\n", ""))
+    real = subprocess.run(["env", "-i", str(python), "-c", "import kpkg"], capture_output=True, text=True)
+    assert (real.returncode != 0) == (subject is not None), real.stderr
+    rc, data = _doctor(python, capsys)
+    errors = [(f["code"], f["subject"]) for f in data["findings"] if f["severity"] == "error"]
+    assert errors == ([("LDD001", subject)] if subject else [])
+    assert rc == (1 if subject else 0)

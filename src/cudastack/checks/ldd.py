@@ -36,8 +36,9 @@ def _prediction(ctx: Context) -> Prediction:
 
 
 def _import_time(pred: Prediction) -> list[FilePrediction]:
-    """Modules that fail at import, except optional ones their package guards (LDD006)."""
-    return [f for f in pred.files if f.kind == "module" and f.predicted == "fails" and not f.optional]
+    """Modules (and libraries a package loads by path at import) that fail at import, except
+    optional ones their package guards (LDD006)."""
+    return [f for f in pred.files if f.predicted == "fails" and not f.optional]
 
 
 def _degraded(dists: set[str]) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ from cudastack.elf.reader import ElfFile
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import import_verdicts, imported_plainly, lazy_attribute, module_name, package_imports
 from cudastack.env.inventory import Inventory
+from cudastack.env.native_loads import find_native_loads
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import ElfCache, Resolution
 from cudastack.loader.system import LoaderConfig, detect_loader
@@ -205,6 +206,42 @@ def _lazy_attributes(
                 continue
         why = f"handed out by the __getattr__ at {lazy.where}, on first access"
         pred.files[i] = replace(f, predicted="on-demand", context=why)
+
+
+def _loaded_without_import(pred: Prediction, inventory: Inventory, base: Process) -> None:
+    """Native files a package loads at import by path or soname (:mod:`cudastack.env.native_loads`):
+    a file of the package that fails there fails ``import`` (it was judged on demand), and a
+    library opened by soname that the loader does not find (a driver library on a host without
+    the driver) fails it too. Loads inside a ``try`` that catches the error are left alone."""
+    index = {f.path: i for i, f in enumerate(pred.files)}
+    for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
+        if dist.key == "torch":
+            continue  # torch's own start-up: loader/torch_start.py
+        for load in find_native_loads(dist):
+            if load.guard:
+                continue
+            why = f"loaded at import by {load.how} ({load.where})"
+            for path in load.paths:
+                i = index.get(path)
+                f = pred.files[i] if i is not None else None
+                if i is not None and f is not None and f.predicted == "on-demand" and f.problems:
+                    pred.files[i] = replace(f, predicted="fails", context=why)
+            if load.soname and base.main is not None:
+                hit = base.searcher.search(load.soname, base.main)
+                if hit.path is None:
+                    py = load.where.rpartition(":")[0]
+                    msg = f"{load.soname}: cannot open shared object file: No such file or directory"
+                    problem = LoadProblem("missing", py, load.soname, msg, hit.tried)
+                    pred.files.append(
+                        FilePrediction(
+                            path=py,
+                            distribution=dist.key,
+                            kind="module",
+                            predicted="fails",
+                            problems=(problem,),
+                            context=why,
+                        )
+                    )
 
 
 def _pathfinder_find(soname: str, site_dirs: tuple[str, ...]) -> str | None:
@@ -484,6 +521,7 @@ def predict(
     for (i, _dist, _path), (at_import, guard) in zip(failing, verdicts, strict=True):
         pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
     _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
+    _loaded_without_import(pred, inventory, base)
     _block_dependents(pred, inventory)
     pred.files.extend(_stdlib_modules(target, base, config, cache))
     for dist in inventory.dists.values():

@@ -1,0 +1,250 @@
+"""Native code a package loads at import without an import statement, read with ``ast``.
+
+- ``torch.ops.load_library(glob.glob(os.path.join(os.path.dirname(__file__), "*.so"))[0])`` and
+  ``importlib.util.spec_from_file_location(name, path)`` load a file of the package by path
+  (sgl-flash-mla's ``_loader.py``; such a file needs no importable suffix);
+- ``ctypes.CDLL("libnvidia-encode.so.1")`` / ``cdll.LoadLibrary`` open a library by soname
+  (PyNvVideoCodec's ``__init__``): on a host without it, ``import`` fails.
+
+Where: the top-level ``__init__.py`` of each of the distribution's packages and the modules of the
+same package it imports at module level (one hop) — where such loaders sit in the packages seen
+so far; a deeper one is not found (said in the docs). Each file is parsed only if its bytes hold one
+of the loading calls. The path argument is evaluated statically: string constants, ``__file__``,
+``os.path.dirname/join/abspath``, ``pathlib.Path(...)`` / ``.parent`` / ``/``, ``glob.glob(...)[0]``,
+f-strings and names assigned once in the file; what cannot be known becomes a ``*`` wildcard.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import os
+import re
+from dataclasses import dataclass
+
+from cudastack.env.dists import Distribution
+
+_LOADERS = {"CDLL": "ctypes", "PyDLL": "ctypes", "LoadLibrary": "ctypes", "load_library": "torch.ops"}
+_CALL = re.compile(rb"\b(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location)\s*\(")
+_MAX_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeLoad:
+    """One call at import that loads a native file."""
+
+    where: str
+    """``file:line`` of the call."""
+    how: str
+    """``ctypes``, ``torch.ops`` or ``spec_from_file_location``."""
+    paths: tuple[str, ...] = ()
+    """Files of the distribution the argument matches (by path)."""
+    soname: str | None = None
+    """A bare library name (``libcuda.so.1``), searched as dlopen searches."""
+    guard: str | None = None
+    """``file:line`` of a ``try`` around it that catches the error (then the package survives)."""
+
+
+def find_native_loads(dist: Distribution) -> list[NativeLoad]:
+    """The native loads in the import-time code of ``dist`` (see the module docstring)."""
+    files = _python_files(dist)
+    parts = {n: n.split(".") for n in files}
+    roots = sorted(n for n, p in parts.items() if not any(".".join(p[:k]) in files for k in range(1, len(p))))
+    if not roots:
+        return []
+    raws: dict[str, bytes] = {}
+    for name in roots:
+        raws[name] = _read(files[name])
+        package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
+        for mod in _RELATIVE.findall(raws[name]):  # the package's modules its __init__ names
+            full = _resolve(mod.decode(), package)
+            if full in files and full not in raws:
+                raws[full] = _read(files[full])
+    hits = {n: r for n, r in raws.items() if _CALL.search(r)}
+    if not hits:
+        return []
+    record = [dist.abspath(e.path) for e in dist.record or () if not e.path.startswith("..")]
+    trees = {n: t for n, r in raws.items() if (n in hits or n in roots) and (t := _parse(r)) is not None}
+    called = {
+        c.func.id
+        for t in trees.values()
+        for n in t.body
+        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        for c in ast.walk(n)
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+    }
+    out: list[NativeLoad] = []
+    for name in sorted(hits):
+        if name in trees:
+            out.extend(_loads_in(trees[name], files[name], record, called))
+    return out
+
+
+_RELATIVE = re.compile(rb"^\s*from\s+(\.+\w*|\w+(?:\.\w+)+)\s+import\s", re.MULTILINE)
+
+
+def _resolve(mod: str, package: str) -> str:
+    if not mod.startswith("."):
+        return mod
+    level = len(mod) - len(mod.lstrip("."))
+    parts = package.split(".")
+    parts = parts[: len(parts) - (level - 1)] if level > 1 else parts
+    rest = mod.lstrip(".")
+    return ".".join([*parts, rest] if rest else parts)
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(_MAX_BYTES)
+    except OSError:
+        return b""
+
+
+def _parse(raw: bytes) -> ast.Module | None:
+    try:
+        return ast.parse(raw) if raw else None
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _python_files(dist: Distribution) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for entry in dist.record or ():
+        if entry.path.endswith(".py") and not entry.path.startswith(".."):
+            rel = entry.path[:-3]
+            name = rel[: -len("/__init__")] if rel.endswith("/__init__") else rel
+            files[name.replace("/", ".")] = dist.abspath(entry.path)
+    return files
+
+
+def _loads_in(tree: ast.Module, path: str, record: list[str], called: set[str]) -> list[NativeLoad]:
+    """The loading calls that run when the file is imported: module level, and the bodies of its
+    functions that module-level code of the files read calls by name (one level)."""
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assigns = _assignments(tree)
+    out: list[NativeLoad] = []
+    bodies: list[tuple[list[ast.stmt], dict[str, ast.expr]]] = [
+        ([n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)], assigns)
+    ]
+    bodies += [(funcs[f].body, {**assigns, **_assignments(funcs[f])}) for f in sorted(called & funcs.keys())]
+    for body, names in bodies:
+        for stmt, guard in _statements(body, None):
+            for call in (c for c in ast.walk(stmt) if isinstance(c, ast.Call)):
+                load = _load(call, path, names, record, guard)
+                if load is not None:
+                    out.append(load)
+    return out
+
+
+def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt, str | None]]:
+    """Each simple statement with the innermost ``try`` whose handler catches OSError (or
+    broader) and does not re-raise."""
+    out: list[tuple[ast.stmt, str | None]] = []
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if isinstance(node, ast.Try | ast.TryStar):
+            catches = any(_catches(h) and not any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers)
+            out.extend(_statements(node.body, f"{node.lineno}" if catches else guard))
+            for h in node.handlers:
+                out.extend(_statements(h.body, guard))
+            out.extend(_statements(node.orelse + node.finalbody, guard))
+        else:
+            out.append((node, guard))  # a compound statement counts whole: its calls may run
+    return out
+
+
+def _catches(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
+    return bool(names & {"OSError", "Exception", "BaseException", "ImportError", "RuntimeError", "EnvironmentError"})
+
+
+def _assignments(scope: ast.Module | ast.FunctionDef) -> dict[str, ast.expr]:
+    """Names assigned exactly once in the scope (not in nested functions)."""
+    seen: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            seen.setdefault(node.targets[0].id, []).append(node.value)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1}
+
+
+def _load(
+    call: ast.Call, path: str, names: dict[str, ast.expr], record: list[str], guard: str | None
+) -> NativeLoad | None:
+    func = call.func
+    fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if fname == "spec_from_file_location" and len(call.args) >= 2:
+        arg, how = call.args[1], "spec_from_file_location"
+    elif fname in _LOADERS and call.args:
+        arg, how = call.args[0], _LOADERS[fname]
+    else:
+        return None
+    pattern = _evaluate(arg, path, names, 0)
+    if pattern is None or pattern.strip("*") == "":
+        return None
+    where = f"{path}:{call.lineno}"
+    g = f"{path}:{guard}" if guard else None
+    if "/" not in pattern:
+        if how != "ctypes" or "*" in pattern or ".so" not in pattern:
+            return None
+        return NativeLoad(where=where, how=how, soname=pattern, guard=g)
+    hits = tuple(p for p in record if fnmatch.fnmatchcase(p, pattern) and ".so" in os.path.basename(p))
+    return NativeLoad(where=where, how=how, paths=hits, guard=g) if hits else None
+
+
+def _evaluate(node: ast.expr, path: str, names: dict[str, ast.expr], depth: int) -> str | None:
+    """A glob pattern for the string ``node`` evaluates to (``*`` where unknown), or None."""
+    if depth > 12:
+        return None
+
+    def ev(n: ast.expr) -> str:
+        v = _evaluate(n, path, names, depth + 1)
+        return "*" if v is None else v
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id == "__file__":
+            return path
+        if node.id in names:
+            return _evaluate(names[node.id], path, names, depth + 1)
+        return None
+    if isinstance(node, ast.JoinedStr):
+        return "".join(
+            str(v.value) if isinstance(v, ast.Constant) else ev(v.value) if isinstance(v, ast.FormattedValue) else "*"
+            for v in node.values
+        )
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        return os.path.dirname(ev(node.value))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        return os.path.join(ev(node.left), ev(node.right))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return ev(node.left) + ev(node.right)
+    if isinstance(node, ast.Subscript):
+        return _evaluate(node.value, path, names, depth + 1)
+    if isinstance(node, ast.Call):
+        f = node.func
+        fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        args = node.args
+        if fname == "dirname" and args:
+            return os.path.dirname(ev(args[0]))
+        if fname == "join" and args:
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Constant):
+                return None  # "sep".join(...)
+            return os.path.join(*(ev(a) for a in args))
+        if fname in ("abspath", "realpath", "normpath", "str", "Path", "PurePath", "fspath") and args:
+            return ev(args[0])
+        if fname in ("resolve", "absolute") and isinstance(f, ast.Attribute):
+            return ev(f.value)
+        module_glob = isinstance(f, ast.Name) or (
+            isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "glob"
+        )
+        if fname in ("glob", "iglob") and args and not module_glob and isinstance(f, ast.Attribute):
+            return os.path.join(ev(f.value), ev(args[0]))  # Path(...).glob("*.so")
+        if fname in ("glob", "iglob", "sorted", "list") and args:
+            return ev(args[0])
+    return None
