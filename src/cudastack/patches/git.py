@@ -92,14 +92,23 @@ def preflight(
             words = line.split("#", 1)[0].split()
             bad = [w for w in words[1:] if w.startswith(("filter=", "eol=", "working-tree-encoding=")) or w == "text"]
             if bad:
+                drivers = [
+                    e.where()
+                    for w in bad
+                    if w.startswith("filter=")
+                    for e in git.config()
+                    if e.scope != "command" and e.section == "filter" and e.subsection == w[7:]
+                ]
                 problems.append(
                     f"{where}: '{line.strip()}' makes git convert files (clean/smudge, line endings): "
                     "byte-for-byte save and restore cannot be promised"
+                    + (f", and it selects the filter {', '.join(drivers)}, a command git would run" if drivers else "")
                 )
     hazards = Hazards()
     if writes:
         hazards = scan_config(git, attributes=scan_attributes(texts))
-        problems.extend(f"{r}: git would run it" for r in hazards.refused)
+        # a filter an attribute selects is named above, with the attribute line
+        problems.extend(f"{r}: git would run it" for r in hazards.refused if not r.startswith("filter driver"))
         if not own_upgrade and git.lines("ls-files", "-u", "-z"):
             problems.append(
                 "the index has unmerged paths (a conflict in progress, e.g. from git stash pop or git apply "
