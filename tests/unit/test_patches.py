@@ -424,3 +424,22 @@ def test_restore_refuses_unmerged_paths_without_a_merge(checkout: Path, capsys: 
         assert main(["patches", action, str(checkout)]) == 4
         assert "unmerged paths" in capsys.readouterr().err
     assert snapshot(checkout) == before
+
+
+def test_restore_keeps_commits_made_on_the_saved_branch_from_elsewhere(
+    checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Save on `local`, commit more on `local`, switch to another branch, restore: `local` is
+    moved back to the save, and its newer commit stays reachable from the autosave."""
+    saved = snapshot(checkout)
+    assert main(["patches", "save", str(checkout)]) == 0
+    capsys.readouterr()
+    git(checkout, "stash", "-q", "-u")
+    edit(checkout / "a.py", "a line 9\n", "a line 9 AFTER SAVE\n")
+    commit(checkout, "after the save")
+    newer = git(checkout, "rev-parse", "HEAD")
+    git(checkout, "checkout", "-q", "-b", "elsewhere", "v0.5.8")
+    rc, data = cli(capsys, "restore", str(checkout))
+    assert rc == 0 and snapshot(checkout) == saved
+    assert data["moved_branch"] == {"branch": "local", "from": newer}
+    git(checkout, "merge-base", "--is-ancestor", newer, data["before"]["ref"])

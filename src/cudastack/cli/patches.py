@@ -77,6 +77,13 @@ def run(args: argparse.Namespace) -> int:
             f"untracked files) is kept as {before.ref}"
         )
         lines.append(f"  get it back with: cudastack patches restore {shlex.quote(git.repo)} {before.ref}")
+        if done.moved:
+            name, tip = done.moved
+            extra["moved_branch"] = {"branch": name, "from": tip}
+            lines.append(
+                f"  branch {name} was at {tip[:12]} (commits made after the save); that commit is kept in "
+                f"{before.ref}: git branch {shlex.quote(name + '-before-restore')} {tip}"
+            )
     else:
         from cudastack.target import state_root
 

@@ -144,12 +144,14 @@ def save(
     ref_base: str = SAVE_REF,
     checked: Hazards | None = None,
     allow_unmerged: bool = False,
+    keep: tuple[str, ...] = (),
 ) -> Saved:
     """Record HEAD, branch, index, working tree and untracked files under a recovery ref; with
     ``state_dir``, also the patch series and manifest of ``st`` (the checkout's status, computed
     here when the caller has none). Touches neither the index nor the working tree, runs no hook.
     ``checked``: the caller ran the preflight already. ``allow_unmerged``: an index with conflict
-    stages (cudastack's own killed upgrade) is saved as HEAD's tree; its working tree is exact."""
+    stages (cudastack's own killed upgrade) is saved as HEAD's tree; its working tree is exact.
+    ``keep``: more commits the save keeps reachable (extra parents: a branch tip about to move)."""
     hazards = checked if checked is not None else preflight(git, for_change=False, writes=True)
     head = git.out("rev-parse", "HEAD")
     branch = git.out("symbolic-ref", "--short", "-q", "HEAD", check=False) or None
@@ -169,7 +171,8 @@ def save(
     ident = {"GIT_AUTHOR_NAME": "cudastack", "GIT_AUTHOR_EMAIL": "cudastack@localhost",
              "GIT_COMMITTER_NAME": "cudastack", "GIT_COMMITTER_EMAIL": "cudastack@localhost"}  # fmt: skip
     index_commit = git.out("commit-tree", index_tree, "-p", head, "-m", "cudastack save: index", env=ident)
-    commit = git.out("commit-tree", work_tree, "-p", head, "-p", index_commit, "-m", meta, env=ident)
+    more = [arg for c in keep for arg in ("-p", c)]
+    commit = git.out("commit-tree", work_tree, "-p", head, "-p", index_commit, *more, "-m", meta, env=ident)
     ref = _next_ref(git, ref_base)
     git.run("update-ref", ref, commit, "")  # "": the ref must not exist yet
     step("save:ref")
@@ -217,6 +220,9 @@ class Restored:
     """The save the checkout is now at."""
     before: Saved
     """The state just before, kept under ``refs/cudastack/autosaves/N``."""
+    moved: tuple[str, str] | None = None
+    """(branch, its tip before) when restore moved a branch that HEAD was not on: that tip is a
+    parent of the autosave, so its commits stay reachable."""
 
 
 def _own_upgrade(git: Git) -> dict[str, str] | None:
@@ -252,7 +258,14 @@ def restore(git: Git, ref: str | None = None) -> Restored:
     hazards = preflight(
         git, for_change=True, writes=True, revs=(saved.head, saved.work_tree), own_upgrade=own is not None
     )
-    before = save(git, ref_base=AUTOSAVE_REF, checked=hazards, allow_unmerged=own is not None)
+    moved = None
+    if saved.branch:
+        tip = git.out("rev-parse", "-q", "--verify", f"refs/heads/{saved.branch}^{{commit}}", check=False)
+        if tip and tip != saved.head and tip != git.out("rev-parse", "HEAD"):
+            moved = (saved.branch, tip)  # commits made on it since the save, from another branch
+    before = save(
+        git, ref_base=AUTOSAVE_REF, checked=hazards, allow_unmerged=own is not None, keep=(moved[1],) if moved else ()
+    )
     step("restore:autosaved")
     gd = git.git_dir
     if own is not None:  # cudastack's own pick or apply, killed: forget it (the autosave holds its files)
@@ -261,8 +274,7 @@ def restore(git: Git, ref: str | None = None) -> Restored:
         if os.path.exists(os.path.join(gd, "MERGE_HEAD")):
             git.run("merge", "--quit", check=False)
     if saved.branch:
-        git.run("checkout", "-q", "-f", saved.branch)
-        git.run("reset", "-q", "--hard", saved.head)
+        git.run("checkout", "-q", "-f", "-B", saved.branch, saved.head)  # -B: made again if deleted
     else:
         git.run("checkout", "-q", "-f", "--detach", saved.head)
     git.run("clean", "-q", "-f", "-d")  # untracked, not ignored: both saves hold every one of them
@@ -276,7 +288,7 @@ def restore(git: Git, ref: str | None = None) -> Restored:
     git.run("read-tree", saved.index_tree)
     git.run("update-index", "-q", "--refresh", check=False)
     _drop_marker(git)
-    return Restored(saved, before)
+    return Restored(saved, before, moved)
 
 
 @dataclass(slots=True)
