@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,23 +49,20 @@ def _source(dist: Distribution) -> dict[str, Any]:
 
 
 def _git_state(path: str) -> dict[str, Any]:
-    """Commit and dirty state of the checkout an editable install points into (git CLI)."""
+    """Commit and dirty state of the checkout an editable install points into. Through
+    :class:`cudastack.git.Git`, so the checkout's fsmonitor, hooks, pager and filters never run
+    (a clean filter switched off can make a filtered file read as changed: dirty, never code run)."""
+    from cudastack.git import Git, GitError
+
     try:
-        head = subprocess.run(
-            ["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True, check=False, timeout=30
-        )
+        git = Git(path, timeout=60)
+        head = git.run("rev-parse", "HEAD", check=False)
         if head.returncode != 0:
             return {"git_commit": None, "git_dirty": None}
-        dirty = subprocess.run(
-            ["git", "-C", path, "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        )
-        return {"git_commit": head.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
-    except (OSError, subprocess.TimeoutExpired):
+        dirty = git.run("status", "--porcelain", "--untracked-files=no")
+    except GitError:
         return {"git_commit": None, "git_dirty": None}
+    return {"git_commit": head.stdout.decode().strip(), "git_dirty": bool(dirty.stdout.strip())}
 
 
 def _fingerprint(dist: Distribution) -> dict[str, Any]:

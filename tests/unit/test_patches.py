@@ -352,3 +352,94 @@ def test_upgrade_killed_with_its_git_children_at_a_random_moment(
     assert main(["patches", "restore", str(checkout)]) == 0
     capsys.readouterr()
     assert snapshot(checkout) == before
+
+
+def test_restore_keeps_what_it_replaces_byte_for_byte(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Work done after a save (an untracked file, an edit to a tracked one, a staged edit) is not
+    lost by restore: it is kept as an autosave, and restoring that brings it back exactly."""
+    saved = snapshot(checkout)
+    assert main(["patches", "save", str(checkout)]) == 0
+    capsys.readouterr()
+    (checkout / "new-untracked.txt").write_bytes(b"mine \x00\xff\n")
+    edit(checkout / "a.py", "a line 7\n", "a line 7 EDITED AFTER SAVE\n")
+    edit(checkout / "b.py", "b line 9\n", "b line 9 STAGED AFTER SAVE\n")
+    git(checkout, "add", "b.py")
+    edit(checkout / "b.py", "b line 9 STAGED AFTER SAVE\n", "b line 9 STAGED THEN EDITED\n")
+    later = snapshot(checkout)
+    rc, data = cli(capsys, "restore", str(checkout))
+    assert rc == 0 and snapshot(checkout) == saved
+    assert data["before"]["ref"] == "refs/cudastack/autosaves/1"
+    main(["patches", "restore", str(checkout)])
+    out = capsys.readouterr().out
+    assert f"get it back with: cudastack patches restore {checkout} refs/cudastack/autosaves/2" in out
+    assert main(["patches", "restore", str(checkout), "refs/cudastack/autosaves/1"]) == 0
+    capsys.readouterr()
+    assert snapshot(checkout) == later
+
+
+def _conflicted_merge(checkout: Path) -> None:
+    git(checkout, "stash", "-q", "-u")
+    git(checkout, "checkout", "-q", "-b", "side", "v0.5.8")
+    edit(checkout / "d.py", "d line 20\n", "d line 20 SIDE\n")
+    commit(checkout, "side")
+    git(checkout, "checkout", "-q", "local")
+    proc = subprocess.run(
+        ["git", "merge", "-q", "side"], cwd=checkout, env={**os.environ, **ENV}, capture_output=True, check=False
+    )
+    assert proc.returncode != 0 and (checkout / ".git" / "MERGE_HEAD").exists()
+
+
+def test_restore_refuses_a_conflicted_merge_and_keeps_the_hand_resolution(
+    checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["patches", "save", str(checkout)]) == 0
+    capsys.readouterr()
+    _conflicted_merge(checkout)
+    (checkout / "d.py").write_text((checkout / "d.py").read_text().split("<<<<<<<")[0] + "RESOLVED BY HAND\n")
+    before = snapshot(checkout)
+    assert main(["patches", "restore", str(checkout)]) == 4
+    assert "middle of a merge" in capsys.readouterr().err
+    assert snapshot(checkout) == before and (checkout / ".git" / "MERGE_HEAD").exists()
+    # resolved and staged, but not committed: still the user's merge
+    git(checkout, "add", "d.py")
+    before = snapshot(checkout)
+    assert main(["patches", "restore", str(checkout)]) == 4
+    capsys.readouterr()
+    assert snapshot(checkout) == before
+
+
+def test_restore_refuses_unmerged_paths_without_a_merge(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``git stash pop`` that conflicts leaves conflict stages and no MERGE_HEAD."""
+    assert main(["patches", "save", str(checkout)]) == 0
+    capsys.readouterr()
+    git(checkout, "stash", "-q", "-u")
+    edit(checkout / "d.py", "d line 30\n", "d line 30 OTHER\n")
+    commit(checkout, "other")
+    proc = subprocess.run(
+        ["git", "stash", "pop"], cwd=checkout, env={**os.environ, **ENV}, capture_output=True, check=False
+    )
+    assert proc.returncode != 0 and git(checkout, "ls-files", "-u")
+    before = snapshot(checkout)
+    for action in ("restore", "save"):
+        assert main(["patches", action, str(checkout)]) == 4
+        assert "unmerged paths" in capsys.readouterr().err
+    assert snapshot(checkout) == before
+
+
+def test_restore_keeps_commits_made_on_the_saved_branch_from_elsewhere(
+    checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Save on `local`, commit more on `local`, switch to another branch, restore: `local` is
+    moved back to the save, and its newer commit stays reachable from the autosave."""
+    saved = snapshot(checkout)
+    assert main(["patches", "save", str(checkout)]) == 0
+    capsys.readouterr()
+    git(checkout, "stash", "-q", "-u")
+    edit(checkout / "a.py", "a line 9\n", "a line 9 AFTER SAVE\n")
+    commit(checkout, "after the save")
+    newer = git(checkout, "rev-parse", "HEAD")
+    git(checkout, "checkout", "-q", "-b", "elsewhere", "v0.5.8")
+    rc, data = cli(capsys, "restore", str(checkout))
+    assert rc == 0 and snapshot(checkout) == saved
+    assert data["moved_branch"] == {"branch": "local", "from": newer}
+    git(checkout, "merge-base", "--is-ancestor", newer, data["before"]["ref"])

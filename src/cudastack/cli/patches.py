@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from typing import Any
 
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     extra: dict[str, object] = {}
     findings: list[Finding] = []
     lines: list[str] = []
+    neutralised: tuple[str, ...] = ()
     if args.action == "status":
         st = status(git)
         target.update(head=st.head, branch=st.branch, base=st.base, base_how=st.base_how)
@@ -55,21 +57,38 @@ def run(args: argparse.Namespace) -> int:
 
         st = status(git)
         saved = save(git, state_dir=str(state_root() / "patches"), st=st)
+        neutralised = saved.neutralised
         note = st.ignored_note
         target.update(head=saved.head, branch=saved.branch)
         extra["save"] = {"ref": saved.ref, "commit": saved.commit, "not_saved": note or None}
         lines.append(f"saved HEAD {saved.head[:12]}, index and working tree as {saved.ref} ({saved.commit[:12]})")
         if note:
             lines.append(f"  {note}")
-        lines.append(f"  restore with: cudastack patches restore {git.repo} {saved.ref}")
+        lines.append(f"  restore with: cudastack patches restore {shlex.quote(git.repo)} {saved.ref}")
     elif args.action == "restore":
-        saved = restore(git, args.save)
+        done = restore(git, args.save)
+        saved, before = done.saved, done.before
         extra["save"] = {"ref": saved.ref, "commit": saved.commit}
+        extra["before"] = {"ref": before.ref, "commit": before.commit}
+        neutralised = before.neutralised
         lines.append(f"restored {saved.ref}: {saved.branch or 'detached'} at {saved.head[:12]}, index and working tree")
+        lines.append(
+            f"  the state before it ({before.branch or 'detached'} at {before.head[:12]}, index, working tree and "
+            f"untracked files) is kept as {before.ref}"
+        )
+        lines.append(f"  get it back with: cudastack patches restore {shlex.quote(git.repo)} {before.ref}")
+        if done.moved:
+            name, tip = done.moved
+            extra["moved_branch"] = {"branch": name, "from": tip}
+            lines.append(
+                f"  branch {name} was at {tip[:12]} (commits made after the save); that commit is kept in "
+                f"{before.ref}: git branch {shlex.quote(name + '-before-restore')} {tip}"
+            )
     else:
         from cudastack.target import state_root
 
         up = upgrade(git, args.to, state_dir=str(state_root() / "patches"))
+        neutralised = up.neutralised
         target.update(head=up.saved.head, branch=up.saved.branch, base=up.base)
         extra.update(
             save={"ref": up.saved.ref, "commit": up.saved.commit},
@@ -94,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
         if up.range_diff:
             lines.append("range-diff (old patch → new patch):")
             lines.extend(f"  {x}" for x in up.range_diff.splitlines())
-        lines.append(f"undo with: cudastack patches restore {git.repo} {up.saved.ref}")
+        lines.append(f"undo with: cudastack patches restore {shlex.quote(git.repo)} {up.saved.ref}")
+    if neutralised:
+        extra["neutralised"] = list(neutralised)
+        lines.append("configured to run commands, and kept from running by cudastack's git overrides:")
+        lines.extend(f"  {n}" for n in neutralised)
     report = Report(
         command=f"patches {args.action}",
         target=target,

@@ -1,16 +1,15 @@
-"""A thin wrapper around the git command line, and the checks that must pass before cudastack
-touches a checkout (never guess: refuse with a clear reason)."""
+"""The checks that must pass before cudastack touches a checkout (never guess: refuse with a clear
+reason). git itself runs through :class:`cudastack.git.Git`, with its overrides."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-from dataclasses import dataclass
 
 from cudastack.errors import CudastackError
 from cudastack.faults import KILL_ENV, step
+from cudastack.git import Git, Hazards, attribute_texts, scan_attributes, scan_config
 
-__all__ = ["KILL_ENV", "Git", "PatchError", "step"]
+__all__ = ["KILL_ENV", "Git", "Hazards", "PatchError", "open_repo", "preflight", "step"]
 
 
 class PatchError(CudastackError, RuntimeError):
@@ -19,49 +18,13 @@ class PatchError(CudastackError, RuntimeError):
     exit_code = 4  # refused: a checkout cudastack will not change
 
 
-@dataclass(frozen=True, slots=True)
-class Git:
-    repo: str
-
-    def run(
-        self, *args: str, env: dict[str, str] | None = None, check: bool = True, input: bytes | None = None
-    ) -> subprocess.CompletedProcess[bytes]:
-        full_env = dict(os.environ, LC_ALL="C", GIT_TERMINAL_PROMPT="0", **(env or {}))
-        full_env.pop(KILL_ENV, None)
-        proc = subprocess.run(
-            ["git", "-c", "core.quotepath=off", "-c", "advice.detachedHead=false", *args],
-            cwd=self.repo,
-            env=full_env,
-            capture_output=True,
-            input=input,
-            check=False,
-        )
-        if check and proc.returncode != 0:
-            err = proc.stderr.decode(errors="replace").strip() or proc.stdout.decode(errors="replace").strip()
-            raise PatchError(f"git {' '.join(args[:3])} failed: {err[-800:]}")
-        return proc
-
-    def out(self, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
-        return self.run(*args, env=env, check=check).stdout.decode(errors="surrogateescape").strip()
-
-    def lines(self, *args: str, env: dict[str, str] | None = None) -> list[str]:
-        text = self.run(*args, env=env).stdout.decode(errors="surrogateescape")
-        return [line for line in text.split("\0" if "-z" in args else "\n") if line]
-
-    @property
-    def git_dir(self) -> str:
-        return os.path.join(self.repo, self.out("rev-parse", "--git-dir"))
-
-
 def open_repo(path: str) -> Git:
     if not os.path.isdir(path):
         raise PatchError(f"{path}: no such directory")
-    proc = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True, check=False
-    )
+    proc = Git(path, error=PatchError).run("rev-parse", "--show-toplevel", check=False)
     if proc.returncode != 0:
-        raise PatchError(f"{path} is not a git checkout: {proc.stderr.strip()}")
-    return Git(proc.stdout.strip())
+        raise PatchError(f"{path} is not a git checkout: {proc.stderr.decode(errors='replace').strip()}")
+    return Git(proc.stdout.decode(errors="surrogateescape").strip(), error=PatchError)
 
 
 def _lock_files(gd: str) -> list[str]:
@@ -74,8 +37,25 @@ def _lock_files(gd: str) -> list[str]:
     return found
 
 
-def preflight(git: Git, *, for_change: bool) -> None:
-    """Refuse states in which 'byte for byte' or 'nothing lost' cannot be promised."""
+_OWN_UPGRADE_STATES = ("CHERRY_PICK_HEAD", "MERGE_HEAD")
+"""What an upgrade killed inside ``git cherry-pick`` leaves behind (a conflicted pick writes
+MERGE_MSG and CHERRY_PICK_HEAD; git versions differ on MERGE_HEAD)."""
+
+
+def preflight(
+    git: Git,
+    *,
+    for_change: bool,
+    writes: bool = False,
+    revs: tuple[str, ...] = (),
+    own_upgrade: bool = False,
+) -> Hazards:
+    """Refuse states in which 'byte for byte' or 'nothing lost' cannot be promised, and, before
+    a command that writes (``writes``), configuration that would make git run a command cudastack
+    cannot switch off. ``revs``: commits the command will check out (their ``.gitattributes``
+    count too). ``own_upgrade``: the checkout is in the middle of cudastack's own upgrade, killed
+    half-way (a cherry-pick or a three-way apply of its own), which ``restore`` may undo.
+    Returns what was configured and is switched off for every git call."""
     gd = git.git_dir
     for name, what in (
         ("rebase-merge", "a rebase"),
@@ -84,10 +64,12 @@ def preflight(git: Git, *, for_change: bool) -> None:
         ("CHERRY_PICK_HEAD", "a cherry-pick"),
         ("REVERT_HEAD", "a revert"),
     ):
-        if os.path.exists(os.path.join(gd, name)):
+        if os.path.exists(os.path.join(gd, name)) and not (own_upgrade and name in _OWN_UPGRADE_STATES):
             raise PatchError(
-                f"{git.repo} is in the middle of {what} ({name} exists)",
-                hint="finish it or abort it (git rebase --abort / git merge --abort / git cherry-pick --abort) first",
+                f"{git.repo} is in the middle of {what} ({name} exists): its resolution lives only in the "
+                "index and working tree",
+                hint="finish it (git add, then git commit / git rebase --continue) or abort it "
+                "(git merge --abort / git rebase --abort / git cherry-pick --abort) first",
             )
     locks = _lock_files(gd)
     if locks:
@@ -97,26 +79,46 @@ def preflight(git: Git, *, for_change: bool) -> None:
             "left it behind",
             hint=f"if no git is running on this checkout, remove {'it' if len(locks) == 1 else 'them'}: rm {shown}",
         )
+    problems: list[str] = []
     autocrlf = git.out("config", "--get", "core.autocrlf", check=False).lower()
     if autocrlf in ("true", "input"):
-        raise PatchError(
+        problems.append(
             f"core.autocrlf={autocrlf}: git rewrites line endings between the index and the working tree, "
             "so a byte-for-byte save and restore cannot be promised"
         )
-    for attrs in (os.path.join(git.repo, ".gitattributes"), os.path.join(gd, "info", "attributes")):
-        try:
-            with open(attrs, encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
-        except OSError:
-            continue
+    texts = attribute_texts(git, revs)
+    for where, text in texts:
         for line in text.splitlines():
             words = line.split("#", 1)[0].split()
             bad = [w for w in words[1:] if w.startswith(("filter=", "eol=", "working-tree-encoding=")) or w == "text"]
             if bad:
-                raise PatchError(
-                    f"{attrs}: '{line.strip()}' makes git convert files (clean/smudge, line endings): "
+                drivers = [
+                    e.where()
+                    for w in bad
+                    if w.startswith("filter=")
+                    for e in git.config()
+                    if e.scope != "command" and e.section == "filter" and e.subsection == w[7:]
+                ]
+                problems.append(
+                    f"{where}: '{line.strip()}' makes git convert files (clean/smudge, line endings): "
                     "byte-for-byte save and restore cannot be promised"
+                    + (f", and it selects the filter {', '.join(drivers)}, a command git would run" if drivers else "")
                 )
+    hazards = Hazards()
+    if writes:
+        hazards = scan_config(git, attributes=scan_attributes(texts))
+        # a filter an attribute selects is named above, with the attribute line
+        problems.extend(f"{r}: git would run it" for r in hazards.refused if not r.startswith("filter driver"))
+        if not own_upgrade and git.lines("ls-files", "-u", "-z"):
+            problems.append(
+                "the index has unmerged paths (a conflict in progress, e.g. from git stash pop or git apply "
+                "--3way): its resolution lives only in the index and working tree"
+            )
+    if problems:
+        raise PatchError(
+            f"{git.repo}: " + "; ".join(problems),
+            hint="nothing was changed; fix the above (or work in a clone without it), then run again",
+        )
     if for_change:
         for line in git.lines("status", "--porcelain=v2", "--ignore-submodules=none"):
             parts = line.split(" ")
@@ -124,3 +126,4 @@ def preflight(git: Git, *, for_change: bool) -> None:
                 raise PatchError(
                     f"submodule {parts[-1]} has local changes ({parts[2]}): commit or stash them inside it first"
                 )
+    return hazards

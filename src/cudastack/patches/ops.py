@@ -17,9 +17,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
-from cudastack.patches.git import Git, PatchError, preflight, step
+from cudastack.patches.git import Git, Hazards, PatchError, preflight, step
 
 SAVE_REF = "refs/cudastack/saves"
+AUTOSAVE_REF = "refs/cudastack/autosaves"
+"""Where ``restore`` keeps the state it is about to replace (never the default of ``restore``)."""
+UPGRADE_MARKER = "cudastack-upgrade.json"
+"""In the git directory while an upgrade changes the checkout: its save and its new branch. A
+cherry-pick or three-way apply left by a killed upgrade is cudastack's own, and ``restore`` may
+undo it; any other one is the user's, and ``restore`` refuses."""
 
 
 @dataclass(slots=True)
@@ -120,16 +126,37 @@ class Saved:
     branch: str | None
     index_tree: str
     work_tree: str
+    neutralised: tuple[str, ...] = ()
+    """Configured commands cudastack's git overrides kept from running (hooks, fsmonitor, ...)."""
 
 
-def save(git: Git, state_dir: str | None = None, st: Status | None = None) -> Saved:
+def _next_ref(git: Git, base: str) -> str:
+    existing = git.lines("for-each-ref", "--format=%(refname)", base)
+    n = 1 + max((int(r.rsplit("/", 1)[1]) for r in existing if r.rsplit("/", 1)[1].isdigit()), default=0)
+    return f"{base}/{n}"
+
+
+def save(
+    git: Git,
+    state_dir: str | None = None,
+    st: Status | None = None,
+    *,
+    ref_base: str = SAVE_REF,
+    checked: Hazards | None = None,
+    allow_unmerged: bool = False,
+    keep: tuple[str, ...] = (),
+) -> Saved:
     """Record HEAD, branch, index, working tree and untracked files under a recovery ref; with
     ``state_dir``, also the patch series and manifest of ``st`` (the checkout's status, computed
-    here when the caller has none)."""
-    preflight(git, for_change=False)
+    here when the caller has none). Touches neither the index nor the working tree, runs no hook.
+    ``checked``: the caller ran the preflight already. ``allow_unmerged``: an index with conflict
+    stages (cudastack's own killed upgrade) is saved as HEAD's tree; its working tree is exact.
+    ``keep``: more commits the save keeps reachable (extra parents: a branch tip about to move)."""
+    hazards = checked if checked is not None else preflight(git, for_change=False, writes=True)
     head = git.out("rev-parse", "HEAD")
     branch = git.out("symbolic-ref", "--short", "-q", "HEAD", check=False) or None
-    index_tree = git.out("write-tree")
+    written = git.run("write-tree", check=not allow_unmerged)
+    index_tree = written.stdout.decode().strip() if written.returncode == 0 else git.out("rev-parse", "HEAD^{tree}")
     gd = git.git_dir
     with tempfile.TemporaryDirectory(prefix="cudastack-index-") as tmp:
         tmp_index = os.path.join(tmp, "index")
@@ -144,15 +171,14 @@ def save(git: Git, state_dir: str | None = None, st: Status | None = None) -> Sa
     ident = {"GIT_AUTHOR_NAME": "cudastack", "GIT_AUTHOR_EMAIL": "cudastack@localhost",
              "GIT_COMMITTER_NAME": "cudastack", "GIT_COMMITTER_EMAIL": "cudastack@localhost"}  # fmt: skip
     index_commit = git.out("commit-tree", index_tree, "-p", head, "-m", "cudastack save: index", env=ident)
-    commit = git.out("commit-tree", work_tree, "-p", head, "-p", index_commit, "-m", meta, env=ident)
-    existing = git.lines("for-each-ref", "--format=%(refname)", SAVE_REF)
-    n = 1 + max((int(r.rsplit("/", 1)[1]) for r in existing if r.rsplit("/", 1)[1].isdigit()), default=0)
-    ref = f"{SAVE_REF}/{n}"
-    git.run("update-ref", ref, commit)
+    more = [arg for c in keep for arg in ("-p", c)]
+    commit = git.out("commit-tree", work_tree, "-p", head, "-p", index_commit, *more, "-m", meta, env=ident)
+    ref = _next_ref(git, ref_base)
+    git.run("update-ref", ref, commit, "")  # "": the ref must not exist yet
     step("save:ref")
     if state_dir:
-        _write_series(git, state_dir, n, head, st or status(git))
-    return Saved(ref, commit, head, branch, index_tree, work_tree)
+        _write_series(git, state_dir, int(ref.rsplit("/", 1)[1]), head, st or status(git))
+    return Saved(ref, commit, head, branch, index_tree, work_tree, hazards.neutralised)
 
 
 def _write_series(git: Git, state_dir: str, n: int, head: str, st: Status) -> None:
@@ -188,23 +214,70 @@ def read_save(git: Git, ref: str) -> Saved:
     )
 
 
-def restore(git: Git, ref: str | None = None) -> Saved:
-    """Return to the saved state exactly: branch and HEAD, then working tree, then index."""
-    gd = git.git_dir
-    for name in ("CHERRY_PICK_HEAD", "MERGE_HEAD", "REVERT_HEAD"):
-        if os.path.exists(os.path.join(gd, name)):  # an upgrade killed mid-pick: drop its state
-            git.run("cherry-pick", "--abort" if name == "CHERRY_PICK_HEAD" else "--quit", check=False)
-            git.run("merge", "--abort", check=False)
-    lock = os.path.join(gd, "index.lock")
-    if os.path.exists(lock):
-        raise PatchError(f"{lock} exists", hint=f"if no git is running on this checkout, remove it: rm {lock}")
+@dataclass(frozen=True, slots=True)
+class Restored:
+    saved: Saved
+    """The save the checkout is now at."""
+    before: Saved
+    """The state just before, kept under ``refs/cudastack/autosaves/N``."""
+    moved: tuple[str, str] | None = None
+    """(branch, its tip before) when restore moved a branch that HEAD was not on: that tip is a
+    parent of the autosave, so its commits stay reachable."""
+
+
+def _own_upgrade(git: Git) -> dict[str, str] | None:
+    """The marker of an upgrade that was killed while HEAD is still on the branch it builds."""
+    try:
+        with open(os.path.join(git.git_dir, UPGRADE_MARKER), encoding="utf-8") as fh:
+            marker = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or not isinstance(marker.get("branch"), str):
+        return None
+    on = git.out("symbolic-ref", "-q", "HEAD", check=False)
+    return {str(k): str(v) for k, v in marker.items()} if on == f"refs/heads/{marker['branch']}" else None
+
+
+def _drop_marker(git: Git) -> None:
+    try:
+        os.unlink(os.path.join(git.git_dir, UPGRADE_MARKER))
+    except FileNotFoundError:
+        pass
+
+
+def restore(git: Git, ref: str | None = None) -> Restored:
+    """Return to the saved state exactly: branch and HEAD, then working tree, then index.
+
+    The same preflight as ``save`` and ``upgrade`` first (mid-merge, rebase, cherry-pick or
+    revert, unmerged paths, lock files, line-ending conversion, filters, a dirty submodule,
+    configuration that would run a command): refused, nothing changed. Then, before any
+    ``checkout -f``, ``reset`` or ``clean``, the current state (HEAD, branch, index, working tree,
+    untracked files) is saved under ``refs/cudastack/autosaves/N``: restoring that gets it back."""
+    own = _own_upgrade(git)
     saved = read_save(git, ref or latest_save(git))
+    hazards = preflight(
+        git, for_change=True, writes=True, revs=(saved.head, saved.work_tree), own_upgrade=own is not None
+    )
+    moved = None
     if saved.branch:
-        git.run("checkout", "-q", "-f", saved.branch)
-        git.run("reset", "-q", "--hard", saved.head)
+        tip = git.out("rev-parse", "-q", "--verify", f"refs/heads/{saved.branch}^{{commit}}", check=False)
+        if tip and tip != saved.head and tip != git.out("rev-parse", "HEAD"):
+            moved = (saved.branch, tip)  # commits made on it since the save, from another branch
+    before = save(
+        git, ref_base=AUTOSAVE_REF, checked=hazards, allow_unmerged=own is not None, keep=(moved[1],) if moved else ()
+    )
+    step("restore:autosaved")
+    gd = git.git_dir
+    if own is not None:  # cudastack's own pick or apply, killed: forget it (the autosave holds its files)
+        if os.path.exists(os.path.join(gd, "CHERRY_PICK_HEAD")):
+            git.run("cherry-pick", "--quit", check=False)
+        if os.path.exists(os.path.join(gd, "MERGE_HEAD")):
+            git.run("merge", "--quit", check=False)
+    if saved.branch:
+        git.run("checkout", "-q", "-f", "-B", saved.branch, saved.head)  # -B: made again if deleted
     else:
         git.run("checkout", "-q", "-f", "--detach", saved.head)
-    git.run("clean", "-q", "-f", "-d")  # untracked, not ignored: the save holds every one of them
+    git.run("clean", "-q", "-f", "-d")  # untracked, not ignored: both saves hold every one of them
     # working tree = saved tree: write its files, delete what it does not have
     git.run("read-tree", saved.work_tree)
     git.run("checkout-index", "-a", "-f")
@@ -214,7 +287,8 @@ def restore(git: Git, ref: str | None = None) -> Saved:
             os.unlink(full)
     git.run("read-tree", saved.index_tree)
     git.run("update-index", "-q", "--refresh", check=False)
-    return saved
+    _drop_marker(git)
+    return Restored(saved, before, moved)
 
 
 @dataclass(slots=True)
@@ -227,6 +301,7 @@ class Upgrade:
     conflicts: list[str]
     range_diff: str = ""
     head: str = ""
+    neutralised: tuple[str, ...] = ()
 
 
 _IDENT = {"GIT_COMMITTER_NAME": "cudastack", "GIT_COMMITTER_EMAIL": "cudastack@localhost"}
@@ -282,20 +357,35 @@ def _conflict_markers(git: Git, files: list[str]) -> list[str]:
     return out
 
 
+def _refuse_fetch_commands(git: Git, remote: str, to: str) -> None:
+    """A fetch runs transport commands the checkout's config may name (``core.sshCommand``,
+    ``remote.<name>.uploadpack`` for a local path, ``core.gitProxy``, a remote helper): refuse."""
+    from cudastack.git import scan_config
+
+    refused = scan_config(git, attributes={}, fetch=True).refused
+    if refused:
+        raise PatchError(
+            f"{to} is not in {git.repo}, and fetching it from {remote} would run what its config names: "
+            + "; ".join(refused),
+            hint=f"fetch the tag yourself once you trust that config (git fetch --tags {remote}), then run again",
+        )
+
+
 def upgrade(git: Git, to: str, state_dir: str | None = None) -> Upgrade:
     """Save, then rebuild the local patches on ``to`` on a new branch ``cudastack/<to>``."""
-    preflight(git, for_change=True)
     if not git.out("rev-parse", "--verify", "-q", f"{to}^{{commit}}", check=False):
+        preflight(git, for_change=True, writes=True)  # before a fetch writes anything
         remotes = git.lines("remote")
         if remotes:
-            git.run("fetch", "--tags", remotes[0], check=False)
+            _refuse_fetch_commands(git, remotes[0], to)
+            git.run("fetch", "--no-recurse-submodules", "--tags", remotes[0], check=False)
         if not git.out("rev-parse", "--verify", "-q", f"{to}^{{commit}}", check=False):
             raise PatchError(f"{to}: no such tag or commit" + (f" (fetched tags from {remotes[0]})" if remotes else ""))
+    hazards = preflight(git, for_change=True, writes=True, revs=(to,))  # what `to` checks out counts too
     st = status(git)
     if st.base and git.run("cat-file", "-e", f"{st.base}^{{commit}}", check=False).returncode != 0:
         raise PatchError(f"the base {st.base} is not in this (shallow?) clone", hint="git fetch --unshallow")
-    saved = save(git, state_dir, st)
-    step("upgrade:saved")
+    saved = save(git, state_dir, st, checked=hazards)
     branch, n = f"cudastack/{to}", 1
     while git.out("rev-parse", "--verify", "-q", f"refs/heads/{branch}", check=False):
         n += 1  # an earlier upgrade's branch may hold resolved conflicts: never reuse it
@@ -306,6 +396,10 @@ def upgrade(git: Git, to: str, state_dir: str | None = None) -> Upgrade:
             pid = _patch_id(git, rev)
             if pid:
                 upstream_ids[pid] = rev
+    with open(os.path.join(git.git_dir, UPGRADE_MARKER), "w", encoding="utf-8") as fh:
+        json.dump({"save": saved.ref, "branch": branch}, fh)
+    step("upgrade:saved")
+    # the save above holds everything these two drop (untracked files too)
     git.run("checkout", "-q", "-f", "-b", branch, to)
     git.run("clean", "-q", "-f", "-d")
     step("upgrade:branch")
@@ -329,7 +423,7 @@ def upgrade(git: Git, to: str, state_dir: str | None = None) -> Upgrade:
         )
         if pick.returncode == 0:
             if git.out("rev-parse", "HEAD^{tree}") == git.out("rev-parse", "HEAD~1^{tree}"):
-                git.run("reset", "-q", "--hard", "HEAD~1")
+                git.run("update-ref", "HEAD", "HEAD~1")  # same tree: index and files are already right
                 p.outcome = "upstream"
                 p.evidence.append(f"empty after a three-way merge onto {to}")
             elif present:
@@ -393,5 +487,6 @@ def upgrade(git: Git, to: str, state_dir: str | None = None) -> Upgrade:
     rd = ""
     if st.base:
         rd = git.out("range-diff", "--no-color", f"{st.base}..{saved.head}", f"{to}..{new_head}", check=False)
+    _drop_marker(git)
     step("upgrade:done")
-    return Upgrade(saved, to, branch, st.base, st.patches, sorted(set(conflicts)), rd, new_head)
+    return Upgrade(saved, to, branch, st.base, st.patches, sorted(set(conflicts)), rd, new_head, hazards.neutralised)
