@@ -6,8 +6,11 @@
 2. Reality: every import root of every distribution (`ImportTime(dist).roots`, as the doctor
    takes them) is imported in a fresh interpreter (`-I`, one process per root, in parallel).
 3. Per distribution: a *false alarm* is an `error` finding on a distribution all of whose roots
-   import; a *miss* is a root that fails to import while the doctor has no `error` on that
-   distribution. Warnings on distributions that import are counted, not judged.
+   import; a *miss* is a root that fails to import for a native reason (the loader's or ctypes'
+   words: a shared object, a symbol, an ELF class) while the doctor has no `error` on that
+   distribution. Roots that fail for pure-Python reasons (an optional dependency such as `atheris`
+   not installed, an example script) are listed apart: the doctor does not judge them.
+   Warnings on distributions that import are counted, not judged.
 Writes OUTDIR/false_alarms.json and prints a summary.
 """
 
@@ -29,6 +32,9 @@ except BaseException as exc:
     print(f"{type(exc).__name__}: {exc}"[:400])
     raise SystemExit(1)
 """
+
+
+NATIVE_WORDS = ("shared object", "undefined symbol", "ELF", "version `", ".so", "no kernel image", "libcuda")
 
 
 def probe(python: str, root: str) -> str | None:
@@ -67,9 +73,11 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2) - 1)) as pool:
         real = dict(zip(jobs, pool.map(lambda j: probe(python, j[1]), jobs), strict=True))
     failing: dict[str, dict[str, str]] = {}
+    python_only: dict[str, dict[str, str]] = {}
     for (key, root), err in real.items():
         if err is not None:
-            failing.setdefault(key, {})[root] = err
+            native = any(w in err for w in NATIVE_WORDS)
+            (failing if native else python_only).setdefault(key, {})[root] = err
     imported = {key for key, _r in jobs}
     errors: dict[str, list[dict]] = {}
     warnings: dict[str, int] = {}
@@ -79,19 +87,21 @@ def main() -> None:
             errors.setdefault(key, []).append({"code": f["code"], "subject": f["subject"], "message": f["message"]})
         elif f["severity"] == "warning":
             warnings[key] = warnings.get(key, 0) + 1
-    false_alarms = {k: v for k, v in errors.items() if k in imported and k not in failing}
+    false_alarms = {k: v for k, v in errors.items() if k in imported and k not in failing and k not in python_only}
     misses = {k: v for k, v in failing.items() if k not in errors}
     result = {
         "python": python, "doctor_s": round(doctor_s, 2), "doctor_exit": proc.returncode,
         "summary": report["summary"], "distributions": len(inventory.dists), "roots": len(jobs),
         "roots_failing": sum(len(v) for v in failing.values()), "failing": failing,
+        "roots_failing_python_only": sum(len(v) for v in python_only.values()), "python_only": python_only,
         "false_alarms": false_alarms, "misses": misses, "errors_elsewhere":
         {k: v for k, v in errors.items() if k not in imported}, "warnings_on_importing":
         {k: n for k, n in warnings.items() if k in imported and k not in failing},
     }  # fmt: skip
     (outdir / "false_alarms.json").write_text(json.dumps(result, indent=1))
     print(f"doctor {doctor_s:.2f} s, exit {proc.returncode}; {len(inventory.dists)} distributions, "
-          f"{len(jobs)} roots imported, {result['roots_failing']} fail")  # fmt: skip
+          f"{len(jobs)} roots imported, {result['roots_failing']} fail for a native reason, "
+          f"{result['roots_failing_python_only']} for a pure-Python one (not judged)")  # fmt: skip
     print(f"false alarms (error, every root imports): {len(false_alarms)}")
     for k, v in false_alarms.items():
         print(f"  {k}: " + "; ".join(f"{e['code']} {e['subject']}" for e in v))
