@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -804,7 +805,7 @@ def jit_toolkit(ctx: Context) -> Iterator[Finding]:
             ),
             fix=Fix(
                 summary=f"Point CUDA_HOME at a CUDA {want} toolkit",
-                commands=(f"export CUDA_HOME=/usr/local/cuda-{want}.0",),
+                commands=("export CUDA_HOME=" + shlex.quote(f"/usr/local/cuda-{want}.0"),),
             ),
         )
 
@@ -930,7 +931,11 @@ def cccl_header_layout(ctx: Context) -> Iterator[Finding]:
             ),
             fix=Fix(
                 summary="Put the CCCL headers on the include path before rebuilding",
-                commands=(f"export CPLUS_INCLUDE_PATH={os.path.join(home, 'include', 'cccl')}:$CPLUS_INCLUDE_PATH",),
+                commands=(
+                    "export CPLUS_INCLUDE_PATH="
+                    + shlex.quote(os.path.join(home, "include", "cccl"))
+                    + ':"$CPLUS_INCLUDE_PATH"',
+                ),
             ),
         )
 
