@@ -22,6 +22,7 @@ from cudastack.cuda.archs import (
 from cudastack.cuda.coverage import Coverage, DeviceFile, judge
 from cudastack.cuda.fatbin import scan_elf_sections
 from cudastack.cuda.host import Gpu
+from cudastack.files import open_file
 from cudastack.findings import Finding, Fix, Severity
 
 _RULES_TEXT = (
@@ -601,7 +602,7 @@ _PTXAS_RELEASE = re.compile(rb"Cuda compilation tools, release (\d+)\.(\d+)")
 def ptxas_release(path: str) -> tuple[int, int] | None:
     """The CUDA release a ptxas binary reports, read from its bytes (never run)."""
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             tail = b""
             while chunk := fh.read(4 << 20):
                 m = _PTXAS_RELEASE.search(tail + chunk)

@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data import families as fam
 from cudastack.env.dists import Distribution
+from cudastack.files import open_file
 from cudastack.findings import Cause, Finding, Fix, Severity
 
 
@@ -851,7 +852,7 @@ def _file_hash(path: str, algo: str) -> str | None:
         import hashlib
 
         h = hashlib.new(algo)
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     except (OSError, ValueError):

@@ -10,6 +10,8 @@ import ast
 import os
 from dataclasses import dataclass
 
+from cudastack.files import open_file
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PthResult:
@@ -57,7 +59,7 @@ def read_pth_files(site_dir: str) -> PthResult:
     for name in names:
         full = os.path.join(site_dir, name)
         try:
-            with open(full, "rb") as fh:
+            with open_file(full) as fh:
                 raw = fh.read(1 << 20)
         except OSError as exc:
             unreadable.append((full, exc.strerror or str(exc)))
@@ -76,8 +78,9 @@ def read_pth_files(site_dir: str) -> PthResult:
         if name.startswith("__editable___") and name.endswith("_finder.py"):
             full = os.path.join(site_dir, name)
             try:
-                with open(full, encoding="utf-8", errors="replace") as fh:
-                    mappings.extend(sorted(parse_editable_finder(fh.read()).items()))
+                with open_file(full) as fh:
+                    text = fh.read(8 << 20).decode("utf-8", errors="replace")
+                mappings.extend(sorted(parse_editable_finder(text).items()))
             except OSError as exc:
                 unreadable.append((full, exc.strerror or str(exc)))
     return PthResult(

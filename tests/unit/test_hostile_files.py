@@ -1,0 +1,165 @@
+"""Hostile files in the environment give a finding or a clear error, never a hang, crash or
+traceback (issue 13, scenario 6). The doctor runs in a subprocess with a timeout, so a hang fails
+the test instead of stalling the suite."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudastack.files import NotRegularFileError, read_bytes
+from tests import scenario
+
+TIMEOUT = 60
+
+
+def _site(tmp_path: Path, extra_record: str = "") -> Path:
+    site = tmp_path / "site-packages"
+    scenario.write_dist(site, {"name": "foo", "version": "2.0", "paths": ["foo/__init__.py"]})
+    if extra_record:
+        record = site / "foo-2.0.dist-info" / "RECORD"
+        record.write_text(record.read_text() + extra_record)
+    return site
+
+
+def _cudastack(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "cudastack", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env={**os.environ, "NO_COLOR": "1"},
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"cudastack {' '.join(args)} hung (no answer in {TIMEOUT} s)")
+
+
+def _doctor(site: Path, tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    proc = _cudastack(
+        "doctor", "--site-packages", str(site), "--python-version", "3.11", "--format", "json", *args, cwd=tmp_path
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode != 3, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def _evidence(data: dict[str, Any], code: str) -> list[str]:
+    return [e for f in data["findings"] if f["code"] == code for e in f["evidence"]]
+
+
+def test_fifo_where_record_lists_a_library_is_a_finding_not_a_hang(tmp_path: Path) -> None:
+    site = _site(tmp_path, "foo/_c.so,,\n")
+    os.mkfifo(site / "foo" / "_c.so")
+    rc, data = _doctor(site, tmp_path)
+    assert rc == 1
+    assert any("_c.so: is a FIFO" in e for e in _evidence(data, "ENV004")), data["findings"]
+
+
+def test_socket_where_a_library_belongs_is_a_finding(tmp_path: Path) -> None:
+    site = _site(tmp_path, "foo/_c.so,,\n")
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        os.chdir(site / "foo")  # an AF_UNIX path is limited to 108 bytes: bind a relative one
+        sock.bind("_c.so")
+    finally:
+        os.chdir(tmp_path)
+        rc, data = _doctor(site, tmp_path)
+        sock.close()
+    assert rc == 1
+    assert any("_c.so: is a socket" in e for e in _evidence(data, "ENV004")), data["findings"]
+
+
+def test_device_where_a_library_belongs_is_a_finding(tmp_path: Path) -> None:
+    site = _site(tmp_path, "foo/_c.so,,\n")
+    os.symlink("/dev/zero", site / "foo" / "_c.so")
+    rc, data = _doctor(site, tmp_path)
+    assert rc == 1
+    assert any("_c.so: is a character device" in e for e in _evidence(data, "ENV004")), data["findings"]
+
+
+def test_symlink_loop_is_a_finding(tmp_path: Path) -> None:
+    site = _site(tmp_path, "foo/_c.so,,\nfoo/_d.so,,\n")
+    os.symlink("_d.so", site / "foo" / "_c.so")
+    os.symlink("_c.so", site / "foo" / "_d.so")
+    rc, data = _doctor(site, tmp_path)
+    assert rc == 1
+    assert any("_c.so: is a symlink loop" in e for e in _evidence(data, "ENV004")), data["findings"]
+
+
+def test_nul_byte_in_a_record_path_crashes_neither_doctor_nor_snapshot(tmp_path: Path) -> None:
+    site = _site(tmp_path, "foo/a\0b.so,,\n")
+    rc, data = _doctor(site, tmp_path)
+    assert rc == 1
+    assert any("NUL byte" in e for e in _evidence(data, "ENV004")), data["findings"]
+    assert all(c["outcome"] != "error" for c in data["checks"]), [c for c in data["checks"] if c["outcome"] == "error"]
+    proc = _cudastack("snapshot", "--site-packages", str(site), "-o", str(tmp_path / "snap.json"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_non_utf8_record_and_metadata_are_findings(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    meta = site / "foo-2.0.dist-info"
+    (meta / "RECORD").write_bytes((meta / "RECORD").read_bytes() + b"foo/\xff\xfe.so,,\n")
+    (meta / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: foo\nVersion: 2.0\nSummary: \xff\xfe\n")
+    rc, data = _doctor(site, tmp_path)
+    assert rc == 1
+    assert any("not UTF-8" in e for e in _evidence(data, "ENV002"))
+
+
+def test_deeply_nested_direct_url_json_is_a_finding_not_exit_3(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    (site / "foo-2.0.dist-info" / "direct_url.json").write_text("[" * 100_000 + "]" * 100_000)
+    _rc, data = _doctor(site, tmp_path)
+    assert any("direct-url-malformed: nested too deeply" in e for e in _evidence(data, "ENV002")), data["findings"]
+
+
+def test_record_over_the_read_limit_says_where_it_was_cut(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    record = site / "foo-2.0.dist-info" / "RECORD"
+    line = b"foo/" + b"x" * 200 + b".py,,\n"
+    with open(record, "ab") as fh:
+        fh.write(line * ((65 << 20) // len(line)))
+    size = record.stat().st_size
+    _rc, data = _doctor(site, tmp_path, "--select", "ENV002")
+    cut = [e for e in _evidence(data, "ENV002") if "record-truncated" in e]
+    assert cut, data["findings"]
+    assert f"of {size} " in cut[0] and "cut off at byte" in cut[0]
+
+
+def test_read_bytes_refuses_a_fifo_at_once(tmp_path: Path) -> None:
+    """A plain open() of a FIFO blocks until a writer comes; the safe read must not."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    with pytest.raises(NotRegularFileError, match="FIFO"):
+        read_bytes(str(fifo), 100)
+    assert time.monotonic() - start < 5
+
+
+def test_read_bytes_reports_truncation(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_bytes(b"0123456789")
+    got = read_bytes(str(f), 4)
+    assert (got.data, got.size, got.truncated) == (b"0123", 10, True)
+    whole = read_bytes(str(f), 10)
+    assert (whole.data, whole.truncated) == (b"0123456789", False)
+
+
+def test_read_bytes_follows_a_library_symlink_deliberately(tmp_path: Path) -> None:
+    (tmp_path / "libx.so.1").write_bytes(b"\x7fELF")
+    (tmp_path / "libx.so").symlink_to("libx.so.1")
+    assert read_bytes(str(tmp_path / "libx.so"), 16).data == b"\x7fELF"
+    with pytest.raises(OSError):
+        read_bytes(str(tmp_path / "libx.so"), 16, follow_symlinks=False)
