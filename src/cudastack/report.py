@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from cudastack.findings import CheckResult, ExitCode, Finding, Outcome, Severity
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 """``MAJOR.MINOR``. MINOR grows when fields or values are *added* (readers must ignore unknown
 keys); MAJOR grows when a field is removed, renamed, or changes type or meaning."""
 

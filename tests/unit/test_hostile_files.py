@@ -163,3 +163,30 @@ def test_read_bytes_follows_a_library_symlink_deliberately(tmp_path: Path) -> No
     assert read_bytes(str(tmp_path / "libx.so"), 16).data == b"\x7fELF"
     with pytest.raises(OSError):
         read_bytes(str(tmp_path / "libx.so"), 16, follow_symlinks=False)
+
+
+def test_a_crashed_check_makes_the_summary_say_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], validate_report: Any
+) -> None:
+    """A check that raised judged nothing: the summary line must not say "OK 0 error(s)" over it,
+    the exit code is 3, and the JSON envelope names it."""
+    import dataclasses
+
+    from cudastack.checks import registry
+    from cudastack.cli import main
+
+    def boom(ctx: registry.Context) -> Any:
+        raise ValueError("embedded null byte")
+
+    monkeypatch.setitem(registry._RULES, "ENV004", dataclasses.replace(registry._RULES["ENV004"], func=boom))
+    site = _site(tmp_path)
+    base = ["doctor", "--site-packages", str(site), "--python-version", "3.11", "--color", "never"]
+    assert main(base) == 3
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("CRASHED 1 check(s) crashed (ENV004); 0 error(s)"), last
+    assert main([*base, "--format", "json"]) == 3
+    data = json.loads(capsys.readouterr().out)
+    validate_report(data)
+    assert data["summary"]["crashed"] == ["ENV004"] and data["summary"]["exit_code"] == 3
+    assert main([*base, "--format", "json", "--select", "ENV001"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["crashed"] == []

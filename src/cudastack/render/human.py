@@ -158,8 +158,10 @@ def render_human(
     baselined = sum(1 for f in report.findings if report.is_baselined(f))
     if baselined:
         summary += f"; {baselined} in baseline"
-    style = "bold red" if report.gating else "bold green"
-    verdict = "FAIL" if report.gating else "OK"
+    if errored:  # a crashed check judged nothing: never "OK" over it
+        summary = f"{len(errored)} check(s) crashed ({', '.join(c.code for c in errored)}); " + summary
+    style = "bold red" if report.gating or errored else "bold green"
+    verdict = "CRASHED" if errored else "FAIL" if report.gating else "OK"
     console.print(
         Text.assemble(
             (verdict + " ", style), summary, (f"  (exit {int(report.exit_code)}, fail-on {report.fail_on})", "dim")
