@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests import oracles
+from tests import oracles, users
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "src" / "cudastack" / "data" / "report.schema.json"
 
@@ -29,6 +29,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
     """cudastack's state (transactions, the import-verdict cache) goes to a temp dir, never $HOME."""
     os.environ.setdefault("CUDASTACK_STATE_DIR", str(tmp_path_factory.mktemp("cudastack-state")))
+
+
+@pytest.fixture(scope="session")
+def unprivileged_user() -> users.User:
+    """A user root's privileges do not cover (created with useradd when the tests run as root)."""
+    return users.unprivileged_user()
 
 
 @pytest.fixture(scope="session")

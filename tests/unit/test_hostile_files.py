@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from cudastack.files import NotRegularFileError, read_bytes
-from tests import scenario
+from tests import scenario, users
 
 TIMEOUT = 60
 
@@ -190,3 +191,35 @@ def test_a_crashed_check_makes_the_summary_say_so(
     assert data["summary"]["crashed"] == ["ENV004"] and data["summary"]["exit_code"] == 3
     assert main([*base, "--format", "json", "--select", "ENV001"]) == 0
     assert json.loads(capsys.readouterr().out)["summary"]["crashed"] == []
+
+
+@pytest.mark.parametrize(
+    ("unreadable", "code", "says"),
+    [
+        ("foo", "ENV004", "_c.so: is not readable"),  # the package directory RECORD points into
+        ("foo-2.0.dist-info", "ENV002", "Permission denied"),  # the metadata directory
+        (".", "ENV001", "no distributions found"),  # site-packages itself: was a PermissionError traceback
+    ],
+)
+def test_unreadable_directory_is_a_finding(
+    unprivileged_user: users.User, unreadable: str, code: str, says: str
+) -> None:
+    """Root reads any directory: the doctor runs as an unprivileged user (created when needed)."""
+    root = unprivileged_user.mkdtemp()
+    site = _site(root, "foo/_c.so,,\n")
+    (site / "foo" / "_c.so").write_bytes(b"")
+    try:
+        os.chmod(site / unreadable, 0)
+        proc = unprivileged_user.run(
+            [sys.executable, "-m", "cudastack", "doctor", "--site-packages", str(site), "--python-version", "3.11",
+             "--format", "json"],
+            cwd=root,
+        )  # fmt: skip
+        assert proc.returncode in (0, 1), proc.stderr
+        assert "Traceback" not in proc.stderr
+        data = json.loads(proc.stdout)
+        found = [f for f in data["findings"] if f["code"] == code]
+        assert found and says in found[0]["message"] + "\n".join(found[0]["evidence"]), data["findings"]
+    finally:
+        os.chmod(site / unreadable, 0o755)
+        shutil.rmtree(root)

@@ -53,9 +53,13 @@ def read_pth_files(site_dir: str) -> PthResult:
     mappings: list[tuple[str, str]] = []
     unreadable: list[tuple[str, str]] = []
     try:
-        names = sorted(n for n in os.listdir(site_dir) if n.endswith(".pth"))
-    except OSError:
-        names = []
+        listing = os.listdir(site_dir)
+    except FileNotFoundError:
+        listing = []
+    except OSError as exc:  # an unreadable site directory: say so, never a traceback
+        listing = []
+        unreadable.append((site_dir, exc.strerror or str(exc)))
+    names = sorted(n for n in listing if n.endswith(".pth"))
     for name in names:
         full = os.path.join(site_dir, name)
         try:
@@ -74,7 +78,7 @@ def read_pth_files(site_dir: str) -> PthResult:
             entry = os.path.normpath(os.path.join(site_dir, line.rstrip()))
             if os.path.isdir(entry) and entry not in paths:
                 paths.append(entry)
-    for name in os.listdir(site_dir) if os.path.isdir(site_dir) else ():
+    for name in listing:
         if name.startswith("__editable___") and name.endswith("_finder.py"):
             full = os.path.join(site_dir, name)
             try:
