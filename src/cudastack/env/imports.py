@@ -727,16 +727,21 @@ _loaded: dict[str, dict[str, Any]] = {}
 
 def _cache_file(dist: Distribution) -> str | None:
     """Where the verdicts for this exact installation of ``dist`` are kept: named by a digest of
-    its location, version, RECORD and the size and mtime of each Python file and extension module
-    it lists (so an edited file, a reinstall or a moved environment start afresh); None for an
+    cudastack's own source (:func:`cudastack.cache.source_digest`), its location, version,
+    RECORD and the size and mtime of each Python file and extension module it lists (so a new
+    cudastack, an edited file, a reinstall or a moved environment start afresh); None for an
     editable install (its files are not in RECORD) or when caching is off."""
     if os.environ.get(CACHE_ENV) == "1" or dist.record is None or dist.editable_path:
         return None
     import hashlib  # here: only a failing module's package pays for it
 
+    from cudastack.cache import source_digest
     from cudastack.target import state_root
 
-    h = hashlib.sha256(f"{_CACHE_VERSION}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode())
+    # keyed on cudastack's own source too: a changed verdict logic never reads an older answer
+    h = hashlib.sha256(
+        f"{_CACHE_VERSION}\0{source_digest()}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode()
+    )
     try:
         with open_file(os.path.join(dist.meta_dir, "RECORD")) as fh:
             h.update(fh.read())
