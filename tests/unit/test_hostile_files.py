@@ -223,3 +223,15 @@ def test_unreadable_directory_is_a_finding(
     finally:
         os.chmod(site / unreadable, 0o755)
         shutil.rmtree(root)
+
+
+def test_pyvenv_cfg_that_is_a_fifo_does_not_hang(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pyvenv.cfg")
+    code = "import sys; from cudastack.target import _read_pyvenv_cfg; print(_read_pyvenv_cfg(sys.argv[1]))"
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("reading a FIFO pyvenv.cfg hung")
+    assert proc.returncode == 0 and proc.stdout.strip() == "{}", proc.stderr

@@ -720,7 +720,7 @@ def find_cuda_home(environ: dict[str, str]) -> tuple[str | None, str]:
 def toolkit_version(home: str) -> tuple[int, int] | None:
     """``CUDART_VERSION`` of the toolkit's headers (13000 → 13.0)."""
     try:
-        with open(os.path.join(home, "include", "cuda_runtime_api.h"), "rb") as fh:
+        with open_file(os.path.join(home, "include", "cuda_runtime_api.h")) as fh:
             m = _CUDART_VERSION.search(fh.read(1 << 20))
     except OSError:
         return None
