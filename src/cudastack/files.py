@@ -107,7 +107,10 @@ def read_bytes(path: str, limit: int, *, follow_symlinks: bool = True) -> FileBy
         chunks: list[bytes] = []
         left = limit
         while left > 0:
-            chunk = os.read(fd, min(left, 1 << 24))
+            # ask for what fstat says is left (+1 to see growth): os.read allocates what it is asked
+            # for; past that size (a growing file), 64 KiB at a time
+            want = st.st_size - (limit - left)
+            chunk = os.read(fd, min(left, want + 1 if want > 0 else 1 << 16, 1 << 24))
             if not chunk:
                 break
             chunks.append(chunk)
