@@ -235,3 +235,14 @@ def test_pyvenv_cfg_that_is_a_fifo_does_not_hang(tmp_path: Path) -> None:
     except subprocess.TimeoutExpired:
         pytest.fail("reading a FIFO pyvenv.cfg hung")
     assert proc.returncode == 0 and proc.stdout.strip() == "{}", proc.stderr
+
+
+def test_metadata_over_the_read_limit_says_where_it_was_cut(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    meta = site / "foo-2.0.dist-info" / "METADATA"
+    with open(meta, "ab") as fh:
+        fh.write(b"\nLong description.\n" + b"x" * (17 << 20))
+    size = meta.stat().st_size
+    _rc, data = _doctor(site, tmp_path, "--select", "ENV002")
+    cut = [e for e in _evidence(data, "ENV002") if "metadata-truncated" in e]
+    assert cut and f"of {size} " in cut[0], data["findings"]

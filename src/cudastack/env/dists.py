@@ -33,8 +33,9 @@ class Problem:
     """Something wrong with a distribution's own files (turned into an ENV finding)."""
 
     kind: str
-    """``metadata-encoding``, ``metadata-malformed``, ``metadata-missing``, ``record-missing``,
-    ``record-malformed``, ``record-truncated``, ``unreadable``, ``version-invalid``, ``direct-url-malformed``."""
+    """``metadata-encoding``, ``metadata-malformed``, ``metadata-missing``, ``metadata-truncated``,
+    ``record-missing``, ``record-malformed``, ``record-truncated``, ``unreadable``,
+    ``version-invalid``, ``direct-url-malformed``."""
     path: str
     detail: str
 
@@ -250,7 +251,16 @@ def read_distribution(site_dir: str, dirname: str) -> Distribution:
         meta_file = os.path.join(meta_dir, "PKG-INFO" if is_egg else "METADATA")
     fields: dict[str, list[str]] = {}
     try:
-        raw = _read(meta_file, _MAX_METADATA_BYTES)
+        got = read_bytes(meta_file, _MAX_METADATA_BYTES)
+        raw = got.data
+        if got.truncated:  # never a silent cut
+            problems.append(
+                Problem(
+                    "metadata-truncated",
+                    meta_file,
+                    f"cut off at byte {len(raw)} of {got.size} (read at most {_MAX_METADATA_BYTES} bytes)",
+                )
+            )
     except FileNotFoundError:
         problems.append(Problem("metadata-missing", meta_file, "file is missing"))
     except OSError as exc:
