@@ -150,7 +150,8 @@ def record_missing(ctx: Context) -> Iterator[Finding]:
 def native_file_missing(ctx: Context) -> Iterator[Finding]:
     """## What it checks
     Every shared object, cubin and fatbin a distribution's RECORD lists: it exists, is not a
-    dangling symlink or a symlink loop, and can be read.
+    dangling symlink or a symlink loop, is a regular file (not a FIFO, socket or device, which
+    cudastack never reads from) and can be read.
 
     ## Why is this bad?
     The import of the module that needs it fails (`cannot open shared object file`), or the
