@@ -739,9 +739,7 @@ def _cache_file(dist: Distribution) -> str | None:
     from cudastack.target import state_root
 
     # keyed on cudastack's own source too: a changed verdict logic never reads an older answer
-    h = hashlib.sha256(
-        f"{_CACHE_VERSION}\0{source_digest()}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode()
-    )
+    h = hashlib.sha256(f"{_CACHE_VERSION}\0{source_digest()}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode())
     try:
         with open_file(os.path.join(dist.meta_dir, "RECORD")) as fh:
             h.update(fh.read())
