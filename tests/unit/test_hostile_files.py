@@ -65,6 +65,9 @@ def test_fifo_where_record_lists_a_library_is_a_finding_not_a_hang(tmp_path: Pat
     rc, data = _doctor(site, tmp_path)
     assert rc == 1
     assert any("_c.so: is a FIFO" in e for e in _evidence(data, "ENV004")), data["findings"]
+    # snapshot hashes native files that RECORD does not hash: it must not wait on the FIFO either
+    proc = _cudastack("snapshot", "--site-packages", str(site), "-o", str(tmp_path / "snap.json"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_socket_where_a_library_belongs_is_a_finding(tmp_path: Path) -> None:
