@@ -249,3 +249,24 @@ def test_metadata_over_the_read_limit_says_where_it_was_cut(tmp_path: Path) -> N
     _rc, data = _doctor(site, tmp_path, "--select", "ENV002")
     cut = [e for e in _evidence(data, "ENV002") if "metadata-truncated" in e]
     assert cut and f"of {size} " in cut[0], data["findings"]
+
+
+@pytest.mark.oracle("git")
+def test_fifo_git_attributes_file_does_not_hang_patches(tmp_path: Path) -> None:
+    """The attribute files scanned before git writes (info/attributes, core.attributesFile) are
+    the checkout's to choose: a FIFO there must not stall ``patches save``."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    ident = ["-c", "user.name=dev", "-c", "user.email=dev@example.com"]
+    for args in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-q", "--allow-empty", "-m", "one"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+    os.makedirs(repo / ".git" / "info", exist_ok=True)
+    os.mkfifo(repo / ".git" / "info" / "attributes")
+    os.mkfifo(tmp_path / "global-attributes")
+    subprocess.run(
+        ["git", "config", "core.attributesFile", str(tmp_path / "global-attributes")], cwd=repo, env=env, check=True
+    )
+    proc = _cudastack("patches", "save", str(repo), cwd=tmp_path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode in (0, 4), proc.stderr
