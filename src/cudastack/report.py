@@ -65,3 +65,5 @@ def read_json_report(path: str, what: str) -> object:
         raise ReportError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ReportError(f"{what} {path} is not JSON (truncated?): {exc}") from None
+    except RecursionError:
+        raise ReportError(f"{what} {path} is nested too deeply to be a cudastack report") from None

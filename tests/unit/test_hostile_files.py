@@ -270,3 +270,11 @@ def test_fifo_git_attributes_file_does_not_hang_patches(tmp_path: Path) -> None:
     proc = _cudastack("patches", "save", str(repo), cwd=tmp_path)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode in (0, 4), proc.stderr
+
+
+def test_deeply_nested_snapshot_given_to_diff_is_a_clear_error(tmp_path: Path) -> None:
+    snap = tmp_path / "a.json"
+    snap.write_text('{"schema_version": "1.2", "snapshot": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    proc = _cudastack("diff", str(snap), str(snap), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr  # a report that cannot be read: usage-level error, not a crash
+    assert "nested too deeply" in proc.stderr and "Traceback" not in proc.stderr
