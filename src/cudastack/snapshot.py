@@ -186,6 +186,13 @@ def load_snapshot(path: str) -> dict[str, Any]:
         raise ReportError(f"{path} is not a cudastack snapshot (no snapshot.distributions)")
     if snap.get("format") != SNAPSHOT_FORMAT:
         raise ReportError(f"{path} has snapshot format {snap.get('format')}, this cudastack reads {SNAPSHOT_FORMAT}")
+    for i, d in enumerate(snap["distributions"]):  # what diff reads: checked here, never a KeyError there
+        ok = isinstance(d, dict) and all(isinstance(d.get(k), str) for k in ("key", "name", "version"))
+        if not ok or not all(isinstance(d.get(k), dict) for k in ("native", "source")):
+            raise ReportError(
+                f"{path}: snapshot.distributions[{i}] is not a distribution "
+                "(needs string key, name, version and objects native, source)"
+            )
     return snap
 
 

@@ -278,3 +278,11 @@ def test_deeply_nested_snapshot_given_to_diff_is_a_clear_error(tmp_path: Path) -
     proc = _cudastack("diff", str(snap), str(snap), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr  # a report that cannot be read: usage-level error, not a crash
     assert "nested too deeply" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("dists", ["[1, 2]", '[{"name": null}]', '[{"key": "a", "name": "a", "version": "1"}]'])
+def test_malformed_snapshot_given_to_diff_is_a_clear_error(tmp_path: Path, dists: str) -> None:
+    snap = tmp_path / "a.json"
+    snap.write_text('{"schema_version": "1.2", "snapshot": {"format": 1, "distributions": ' + dists + "}}")
+    proc = _cudastack("diff", str(snap), str(snap), cwd=tmp_path)
+    assert proc.returncode == 2 and "is not a distribution" in proc.stderr, proc.stderr
