@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -123,3 +124,24 @@ def test_reinstall_fix_quotes_a_hostile_distribution_name(tmp_path: Path, capsys
     meta.write_text("Metadata-Version: 2.1\nName: foo$(touch INJ)\nVersion: 2.0\n")
     data = _doctor(site, capsys, "--select", "ENV004")
     _assert_runs_nothing_else(_fix_commands(data, "ENV004"), tmp_path)
+
+
+def test_escape_sequences_in_names_reach_the_terminal_as_visible_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dist-info named with OSC 52 (write the clipboard) or a cursor move: the human output,
+    colours on, carries no escape but rich's own colour codes; the JSON keeps the exact name."""
+    site = tmp_path / "site-packages"
+    scenario.write_dist(site, {"name": "numpy", "version": "2.3.4"})
+    stale = scenario.write_dist(site, {"name": "numpy", "version": "3.0"})
+    evil = "\x1b]52;c;ZWNobyBwd25lZAo=\x1b\\\x1b[2K\x9b1A"
+    os.rename(stale, site / f"numpy-3.0{evil}.dist-info")
+    args = ["doctor", "--site-packages", str(site), "--python-version", "3.11", "--select", "PKG015"]
+    main([*args, "--color", "always"])
+    out = capsys.readouterr().out
+    assert "PKG015" in out
+    without_colours = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", without_colours), repr(without_colours)
+    assert "\u241b]52;c;ZWNobyBwd25lZAo=" in without_colours
+    data = _doctor(site, capsys, "--select", "PKG015")
+    assert evil in data["findings"][0]["path"]
