@@ -8,6 +8,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,4 +65,8 @@ def unprivileged_user() -> User:
             oracles.missing(f"useradd {NAME} failed: {made.stderr.strip()}")
         entry = pwd.getpwnam(NAME)
     prefix = (setpriv, f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups")
-    return User(uid=entry.pw_uid, gid=entry.pw_gid, prefix=prefix)
+    user = User(uid=entry.pw_uid, gid=entry.pw_gid, prefix=prefix)
+    probe = user.run([sys.executable, "-c", "import cudastack"], cwd="/")
+    if probe.returncode != 0:  # e.g. a venv or checkout under a 0700 home: the user cannot reach it
+        oracles.missing(f"{NAME} cannot run {sys.executable} with cudastack: {probe.stderr.strip()[-200:]}")
+    return user
