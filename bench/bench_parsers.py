@@ -1,7 +1,8 @@
 """Metadata parsers side by side: the hand-written METADATA parser cudastack had until issue 11
-(kept here, verbatim in substance, only to be measured), the standard library's RFC 822 parser
-as cudastack now calls it, and ``packaging.metadata.parse_email``; RECORD by the old hand
-fast path and by ``csv`` as now. Every dist-info on this machine, plus any ``--site`` given.
+(kept here, verbatim in substance, only to be measured), cudastack's now (a fast path held equal
+to the standard library's RFC 822 parser, else that parser), and ``packaging.metadata.parse_email``;
+RECORD by the old fast path, by cudastack's now, and by ``csv`` alone. Every dist-info on this
+machine, plus any ``--site`` given.
 
     python bench/bench_parsers.py [--site DIR ...] [--only] [--runs 9]
 
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import email.parser
+import email.policy
 import functools
 import glob
 import io
@@ -64,6 +67,12 @@ def hand_metadata(raw: bytes) -> dict[str, list[str]]:
     return fields
 
 
+def email_metadata(raw: bytes) -> list[tuple[str, str]]:
+    """The standard library alone, on the same header block cudastack cuts."""
+    text = dists._header_block(raw).decode("utf-8", "replace")
+    return [(k, str(v)) for k, v in email.parser.HeaderParser(policy=email.policy.compat32).parsestr(text).items()]
+
+
 def hand_record(text: str) -> list[RecordEntry]:
     """The pre-issue-11 RECORD fast path: split in C when no quote (then ``csv``)."""
     if '"' not in text:
@@ -74,6 +83,10 @@ def hand_record(text: str) -> list[RecordEntry]:
             and all(map(str.isdigit, filter(None, map(_third, rows))))
         ):
             return list(map(_make_entry, rows))
+    return csv_record(text)
+
+
+def csv_record(text: str) -> list[RecordEntry]:
     return [RecordEntry(*r) for r in csv.reader(io.StringIO(text, newline="")) if len(r) == 3]
 
 
@@ -136,16 +149,19 @@ def main() -> None:
         f"medians of {args.runs} runs"
     )
     print()
-    t_hand, t_ours, t_pkg = medians([hand_metadata, parse_metadata, packaging.metadata.parse_email], metas, args.runs)  # type: ignore[list-item]
-    t_csv, t_fast = medians([parse_record, hand_record], records, args.runs)  # type: ignore[list-item]
+    fns = [hand_metadata, parse_metadata, email_metadata, packaging.metadata.parse_email]
+    t_hand, t_ours, t_email, t_pkg = medians(fns, metas, args.runs)  # type: ignore[arg-type]
+    t_now, t_fast, t_csv = medians([parse_record, hand_record, csv_record], records, args.runs)  # type: ignore[list-item]
     scan_hand, scan = medians([hand_scan, lambda d: list(iter_distributions(d))], [dirs], args.runs)  # type: ignore[list-item]
     n, m = len(metas), len(records)
     rows_out = [
         ("METADATA, hand parser (before issue 11)", t_hand, n, t_hand),
-        ("METADATA, `email` HeaderParser on the header block (now)", t_ours, n, t_hand),
+        ("METADATA, `parse_metadata` (now: fast path held equal to `email`, else `email`)", t_ours, n, t_hand),
+        ("METADATA, `email` HeaderParser alone on the header block", t_email, n, t_hand),
         ("METADATA, `packaging.metadata.parse_email` (whole file)", t_pkg, n, t_hand),
         ("RECORD, hand fast path (before issue 11)", t_fast, m, t_fast),
-        ("RECORD, `parse_record` (now: `csv.reader` and row checks)", t_csv, m, t_fast),
+        ("RECORD, `parse_record` (now: fast path held equal to csv, else csv)", t_now, m, t_fast),
+        ("RECORD, `csv.reader` alone, no row checks", t_csv, m, t_fast),
         ("whole scan (`iter_distributions`, every file of every dist-info), hand METADATA", scan_hand, n, scan_hand),
         ("whole scan, `email` METADATA (now)", scan, n, scan_hand),
     ]

@@ -128,6 +128,8 @@ def test_every_record_on_this_machine_parses_as_csv_reads_it() -> None:
         "a.py,sha256=x,1\nb\u2028c.py,,\n",  # nor is a Unicode line separator
         "a.py,sha256=x,1\r\nb.py,,\r\n",  # CRLF rows, as some installers write them
         "a.py,,\n\nb.py,,\n",  # an empty line
+        "a.py,,\r\n\r\nb.py,,\nc.py,,\r\n",  # CRLF and LF mixed, an empty line
+        "a.py,,\rb.py,,\r\n",  # a bare CR ends a line for csv
     ],
 )
 def test_record_fast_path_splits_lines_as_csv_does(text: str) -> None:
@@ -181,6 +183,7 @@ def test_hand_fast_path_returns_what_the_email_parser_returns_wherever_it_answer
         "Name: a\nVersion:1\n\tfolded\n  \nRequires-Dist:   b  \n",
         "Name: a\nNAME: b\nrequires-dist: c\nRequires-Dist: d\nX:\n",
         "A: 1\nB: two: colons\nC:\t\ttabbed\n   last\n",
+        "Name: a\r\nLicense: x\r\n   \r\n   y\r\nVersion: 1\r\n",
     ],
 )
 def test_hand_fast_path_equals_email_on_odd_layouts(text: str) -> None:
@@ -188,6 +191,16 @@ def test_hand_fast_path_equals_email_on_odd_layouts(text: str) -> None:
     assert fast is not None and fast == library_headers(text.encode())
 
 
-@pytest.mark.parametrize("text", ["Name: a\r\nVersion: 1\r\n", " first is a continuation\n", "no header\n", ": x\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Name: a\r\nVersion: 1\n",
+        "Name: a\rVersion: 1\r",
+        "A: \x0c\n",
+        " first is a continuation\n",
+        "no header\n",
+        ": x\n",
+    ],
+)
 def test_hand_fast_path_leaves_the_rest_to_the_library(text: str) -> None:
     assert _simple_headers(text) is None
