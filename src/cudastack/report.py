@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from cudastack.findings import CheckResult, ExitCode, Finding, Outcome, Severity
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 """``MAJOR.MINOR``. MINOR grows when fields or values are *added* (readers must ignore unknown
 keys); MAJOR grows when a field is removed, renamed, or changes type or meaning."""
 
@@ -32,7 +32,7 @@ class Report:
     """Command-specific top-level parts (``modules``, ``gpus``, ``changes``, ``patches``)."""
 
     def is_baselined(self, finding: Finding) -> bool:
-        return finding.key in self.baseline_keys
+        return finding.in_baseline(self.baseline_keys)
 
     @property
     def gating(self) -> list[Finding]:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -101,6 +102,12 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
     ask for (torch requires `cuda-toolkit[cublas,...]`, so cuda-toolkit's `cublas` extra counts).
     Like `pip check`, but it says who asked, for what, and what is installed.
 
+    One missing distribution is one finding, its subject the missing distribution: the evidence
+    holds every `Requires-Dist` line that asks for it, with its marker; the message names each
+    requirement without its marker. (Before schema 1.2 it was one finding per requirer,
+    `torch -> triton`; those keys are in the finding's `replaces`, so an old `--baseline` still
+    matches.) A violated version bound is one finding per requiring distribution.
+
     ## Why is this bad?
     A serving framework pins the kernel packages whose API it calls. When an install moves one of
     them (`flashinfer-python` 0.6.4 under an sglang that pins 0.6.3), the first request fails with
@@ -122,6 +129,7 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
         raise SkipCheck("the target's Python version is unknown, so markers cannot be evaluated")
     extras = requested_extras(ctx)
     guessed = not ctx.target.extras
+    missing: dict[str, list[tuple[Distribution, str, Requirement]]] = defaultdict(list)
     for dist in sorted(ctx.inventory.dists.values(), key=lambda d: d.key):
         mine = extras.get(dist.key, frozenset())
         for line, req in _requirements(dist, mine):
@@ -130,30 +138,20 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
             if not _applies(req, markers, mine):
                 continue
             dep = ctx.inventory.get(req.name)
-            asked = f"{dist.name} {dist.version} requires {req}"
-            evidence = [f"Requires-Dist: {line}  ({dist.meta_dir}/METADATA)"]
-            if req.marker is not None:
-                evidence.append(f"marker `{req.marker}` is true for the target")
             if dep is None:
-                yield Finding(
-                    code="PKG001",
-                    severity=Severity.ERROR,
-                    message=f"{asked}, which is not installed",
-                    subject=f"{dist.key} -> {canonicalize_name(req.name)}",
-                    distribution=dist.key,
-                    evidence=tuple(evidence),
-                    fix=ctx.install_fix(f"Install {req.name} as {dist.name} asks", [_spec(req)]),
-                    hints=_extras_hint(dist, guessed),
-                )
+                missing[canonicalize_name(req.name)].append((dist, line, req))
                 continue
             version = _v(dep.version)
             if version is None or not req.specifier or req.specifier.contains(version, prereleases=True):
                 continue
+            evidence = [f"Requires-Dist: {line}  ({dist.meta_dir}/METADATA)"]
+            if req.marker is not None:
+                evidence.append(f"marker `{req.marker}` is true for the target")
             evidence.append(f"{dep.name} {dep.version} is installed ({dep.meta_dir})")
             yield Finding(
                 code="PKG001",
                 severity=Severity.ERROR,
-                message=f"{asked}, but {dep.version} is installed",
+                message=f"{dist.name} {dist.version} requires {_bare(req)}, but {dep.version} is installed",
                 subject=f"{dist.key} -> {dep.key}",
                 distribution=dist.key,
                 evidence=tuple(evidence),
@@ -164,6 +162,50 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
                 ),
                 hints=_extras_hint(dist, guessed),
             )
+    for key, asks in sorted(missing.items()):
+        yield _missing_finding(ctx, key, asks, guessed)
+
+
+def _bare(req: Requirement) -> str:
+    """A requirement as the message names it: name, extras, version bound; no marker."""
+    extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    return f"{req.name}{extras}{req.specifier}"
+
+
+def _missing_finding(
+    ctx: Context, key: str, asks: list[tuple[Distribution, str, Requirement]], guessed: bool
+) -> Finding:
+    """One finding for one missing distribution, whoever asks for it and however often."""
+    requirers = list(dict.fromkeys(d for d, _, _ in asks))
+    name = asks[0][2].name
+    wants: dict[Distribution, list[str]] = defaultdict(list)
+    for dist, _, req in asks:
+        if _bare(req) not in wants[dist]:
+            wants[dist].append(_bare(req))
+    who = ", ".join(f"{d.name} {d.version}" for d in requirers)
+    asked = ", ".join(f"{d.name} {d.version} requires {' or '.join(w)}" for d, w in wants.items())
+    evidence: list[str] = []
+    for dist, line, req in asks:
+        evidence.append(f"Requires-Dist: {line}  ({dist.meta_dir}/METADATA)")
+        if req.marker is not None:
+            evidence.append(f"marker `{req.marker}` is true for the target")
+    specs = list(dict.fromkeys(_spec(r) for _, _, r in asks))
+    merged = SpecifierSet(",".join(str(r.specifier) for _, _, r in asks if r.specifier))
+    spec = f"{name}{merged}" if str(merged) else name
+    return Finding(
+        code="PKG001",
+        severity=Severity.ERROR,
+        message=f"{name} is not installed; {asked}",
+        subject=key,
+        distribution=key,
+        evidence=tuple(evidence),
+        fix=ctx.install_fix(
+            f"Install {name} as {requirers[0].name} asks" if len(requirers) == 1 else f"Install {name} as {who} ask",
+            [spec if len(specs) > 1 else _spec(asks[0][2])],
+        ),
+        hints=tuple(dict.fromkeys(h for d in requirers for h in _extras_hint(d, guessed))),
+        replaces=tuple(("PKG001", f"{d.key} -> {key}", "") for d in requirers),
+    )
 
 
 def _spec(req: Requirement) -> str:
@@ -831,7 +873,7 @@ def torch_cuda_runtime(ctx: Context) -> Iterator[Finding]:
     torch_dist = ctx.inventory.get("torch")
     for _line, req in _requirements(torch_dist) if torch_dist else ():
         if req is not None and canonicalize_name(req.name) == pkg and ctx.inventory.get(pkg) is None:
-            cause = Cause(code="PKG001", subject=f"torch -> {pkg}")  # torch asked for it: one root
+            cause = Cause(code="PKG001", subject=pkg)  # torch asked for it: one root
     yield Finding(
         code="PKG012",
         severity=Severity.ERROR,
