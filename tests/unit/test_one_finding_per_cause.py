@@ -43,6 +43,7 @@ def test_missing_distribution_is_one_finding_with_every_request_in_evidence(
     # a violated bound keeps its own finding and key, message without marker
     (drift,) = [f for f in data["findings"] if f["subject"] == "appb -> numpy"]
     assert drift["message"] == "appb 2.0 requires numpy<1.27, but 2.1.0 is installed"
+    assert drift["severity"] == "warning"  # a bare cap: nothing shows a break at import
 
 
 def test_a_baseline_saved_before_the_merge_still_matches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -108,6 +108,16 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
     `torch -> triton`; those keys are in the finding's `replaces`, so an old `--baseline` still
     matches.) A violated version bound is one finding per requiring distribution.
 
+    Severity follows what the same run shows at import:
+    - a violated bound is an `error` when a break is shown: a module of the requiring
+      distribution predicted not to load, a module built against NumPy 1's C API under NumPy 2
+      (NumPy refuses it at import), or an import-time check in its top-level `__init__.py` that
+      raises `ImportError` naming the dependency (numba: "Numba needs NumPy 2.3 or less");
+      otherwise a `warning` (a bare cap that pip knows only as metadata), which says so;
+    - a missing distribution is an `error`, except a missing `nvidia-*` library distribution
+      while the loader analysis predicts every native module of its requirers loads (the host
+      provides the library, e.g. from /usr/local/cuda through ld.so.cache): a `warning`.
+
     ## Why is this bad?
     A serving framework pins the kernel packages whose API it calls. When an install moves one of
     them (`flashinfer-python` 0.6.4 under an sglang that pins 0.6.3), the first request fails with
@@ -148,9 +158,14 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
             if req.marker is not None:
                 evidence.append(f"marker `{req.marker}` is true for the target")
             evidence.append(f"{dep.name} {dep.version} is installed ({dep.meta_dir})")
+            breaks = _shown_break(ctx, dist, dep)
+            if breaks:
+                evidence.extend(breaks)
+            else:
+                evidence.append(_NO_BREAK_SHOWN)
             yield Finding(
                 code="PKG001",
-                severity=Severity.ERROR,
+                severity=Severity.ERROR if breaks else Severity.WARNING,
                 message=f"{dist.name} {dist.version} requires {_bare(req)}, but {dep.version} is installed",
                 subject=f"{dist.key} -> {dep.key}",
                 distribution=dist.key,
@@ -164,6 +179,104 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
             )
     for key, asks in sorted(missing.items()):
         yield _missing_finding(ctx, key, asks, guessed)
+
+
+_NO_BREAK_SHOWN = (
+    "warning, not error: no break is shown at import (no module of it predicted to fail, no "
+    "import-time version check, no NumPy-1 C API module under NumPy 2); pip knows it only as metadata"
+)
+
+
+def import_failures(ctx: Context, keys: set[str]) -> tuple[str, ...] | None:
+    """What the run's loader prediction says about the import-time native modules of ``keys``:
+    one line per module predicted to fail at import, ``()`` when all load, ``None`` when there is
+    no prediction (no interpreter, or it was skipped). The evidence that makes a metadata or table
+    finding an error, or only a warning."""
+    pred = ctx.prediction
+    if pred.skipped:
+        return None
+    out = []
+    for f in pred.files:
+        if f.distribution in keys and f.predicted == "fails" and not f.optional:
+            why = f.problems[0].message if f.problems else f.blocked_by or "predicted to fail"
+            out.append(f"loader: {f.path} fails at import: {why}")
+    return tuple(out)
+
+
+def loads_evidence(ctx: Context, keys: set[str]) -> str | None:
+    """``"every native module of torch, torchaudio loads (14 judged)"`` when the run's loader
+    prediction says so (the reason a finding is only a warning), else ``None``."""
+    failures = import_failures(ctx, keys)
+    if failures is None or failures:
+        return None
+    n = sum(1 for f in ctx.prediction.files if f.distribution in keys and f.kind == "module")
+    names = ", ".join(sorted(keys))
+    if n == 0:
+        return f"the loader analysis of this run finds no native module of {names} to fail at import"
+    return f"the loader analysis of this run predicts every native module of {names} loads ({n} judged)"
+
+
+def _shown_break(ctx: Context, dist: Distribution, dep: Distribution) -> list[str]:
+    """Evidence that a violated bound of ``dist`` on ``dep`` breaks ``import dist``: a module of
+    it predicted to fail, a NumPy-1 C API module under NumPy 2, or an import-time check that
+    raises ImportError naming ``dep``. Empty when none is shown."""
+    shown = list(import_failures(ctx, {dist.key}) or ())
+    if dep.key == "numpy" and (v := dep.parsed_version) is not None and v.major >= 2:
+        shown += [
+            f"{p} was built against NumPy 1's C API: NumPy {dep.version} refuses it at import"
+            for p in _numpy1_modules(dist)[:3]
+        ]
+    shown += _import_checks(dist, dep)
+    return shown
+
+
+def _numpy1_modules(dist: Distribution) -> list[str]:
+    """Extension modules of ``dist`` compiled against NumPy 1's headers: they name only
+    ``numpy.core._multiarray_umath`` (NumPy 2's headers also name ``numpy._core``), and NumPy 2
+    refuses them at import ("A module that was compiled using NumPy 1.x cannot be run in NumPy 2")."""
+    import mmap
+
+    out = []
+    for path in dist.native_files():
+        if not path.endswith(".so") or (".cpython-" not in path and ".abi3" not in path):
+            continue
+        try:
+            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                if data.find(b"numpy.core._multiarray_umath") >= 0 and data.find(b"numpy._core") < 0:
+                    out.append(path)
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _import_checks(dist: Distribution, dep: Distribution) -> list[str]:
+    """``raise ImportError("Numba needs NumPy 2.3 or less")`` in a top-level ``__init__.py`` of
+    ``dist``, naming ``dep``: a version check that runs at import."""
+    import ast
+
+    want = {dep.key, dep.name.lower(), dep.key.replace("-", "_")}
+    out = []
+    for e in dist.record or ():
+        if e.path.count("/") != 1 or not e.path.endswith("/__init__.py"):
+            continue
+        path = dist.abspath(e.path)
+        try:
+            with open(path, "rb") as fh:
+                tree = ast.parse(fh.read(4 << 20))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)):
+                continue
+            func = node.exc.func
+            if not (isinstance(func, ast.Name) and func.id in ("ImportError", "ModuleNotFoundError")):
+                continue
+            text = " ".join(
+                c.value for c in ast.walk(node.exc) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            )
+            if any(w in text.lower() for w in want):
+                out.append(f"{path}:{node.lineno} raises ImportError at import: {text.strip()[:80]!r}")
+    return out[:2]
 
 
 def _bare(req: Requirement) -> str:
@@ -189,12 +302,18 @@ def _missing_finding(
         evidence.append(f"Requires-Dist: {line}  ({dist.meta_dir}/METADATA)")
         if req.marker is not None:
             evidence.append(f"marker `{req.marker}` is true for the target")
+    severity = Severity.ERROR
+    if key.startswith("nvidia-"):  # a library distribution: the host may provide the library
+        loads = loads_evidence(ctx, {d.key for d in requirers})
+        if loads is not None:
+            severity = Severity.WARNING
+            evidence.append(f"warning, not error: {loads}, so the host provides what {name} would")
     specs = list(dict.fromkeys(_spec(r) for _, _, r in asks))
     merged = SpecifierSet(",".join(str(r.specifier) for _, _, r in asks if r.specifier))
     spec = f"{name}{merged}" if str(merged) else name
     return Finding(
         code="PKG001",
-        severity=Severity.ERROR,
+        severity=severity,
         message=f"{name} is not installed; {asked}",
         subject=key,
         distribution=key,
