@@ -362,6 +362,11 @@ def flashinfer_version_skew(ctx: Context) -> Iterator[Finding]:
     so moving it leaves them stale. Bypassing with `FLASHINFER_DISABLE_VERSION_CHECK=1` loads
     cubins built for another release (illegal memory accesses, missing SM90 cubins).
 
+    Severity follows what the installed flashinfer does: an `error` when its
+    `flashinfer/jit/env.py` raises on the mismatch (0.6.x); a `warning` when it catches it and
+    imports on, ignoring the stale package (0.7.x logs "Ignoring incompatible flashinfer-cubin
+    package"): then only that package's prebuilt kernels are lost.
+
     ## Example
     `flashinfer-cubin 0.6.4 does not match flashinfer-python 0.6.3`
 
@@ -399,19 +404,25 @@ def flashinfer_version_skew(ctx: Context) -> Iterator[Finding]:
                 f"{fam.FLASHINFER_BYPASS_ENV} is set: the import check is bypassed, and the kernels of "
                 f"{sib_name} {sib.version} run against flashinfer {main.version}"
             )
+        ignored = _flashinfer_ignores(main, sib_name)
+        consequence = (
+            "flashinfer ignores it at import (its cubins are not used: kernels are fetched or built on demand)"
+            if ignored
+            else "`import flashinfer` raises RuntimeError"
+        )
         yield Finding(
             code="PKG002",
-            severity=Severity.ERROR,
-            message=(
-                f"{sib_name} {sib.public_version} does not match flashinfer-python {main.public_version}: "
-                f"`import flashinfer` raises RuntimeError"
-            ),
+            severity=Severity.WARNING if ignored else Severity.ERROR,
+            message=f"{sib_name} {sib.public_version} does not match flashinfer-python {main.public_version}: "
+            + consequence,
             subject=sib.key,
             distribution=sib.key,
             evidence=(
                 f"{main.name} {main.version} ({main.meta_dir})",
                 f"{sib.name} {sib.version} ({sib.meta_dir})",
-                "flashinfer/jit/env.py requires equal public versions",
+                f"warning, not error: {ignored}"
+                if ignored
+                else "flashinfer/jit/env.py requires equal public versions and raises at import",
             ),
             fix=ctx.install_fix(f"Install {sib_name} {want} to match flashinfer-python", [spec], index_url=index),
             hints=tuple(hints),
@@ -466,6 +477,27 @@ def flashinfer_jit_cache_cuda(ctx: Context) -> Iterator[Finding]:
             index_url=fam.FLASHINFER_INDEX.format(cuda_label=torch.cuda_label),
         ),
     )
+
+
+def _flashinfer_ignores(main: Distribution, sib_name: str) -> str | None:
+    """Where the installed flashinfer-python's own code catches the version mismatch of
+    ``sib_name`` and goes on (0.7.x: ``logger.warning("Ignoring incompatible flashinfer-cubin
+    package ...")`` in ``flashinfer/jit/env.py``), as ``path:line``; ``None`` when it raises
+    (0.6.x) or the file cannot be read."""
+    for e in main.record or ():
+        if e.path != "flashinfer/jit/env.py":
+            continue
+        path = main.abspath(e.path)
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(1 << 20).decode("utf-8", "replace")
+        except OSError:
+            return None
+        i = text.find(f"Ignoring incompatible {sib_name}")
+        if i < 0:
+            return None
+        return f"{path}:{text.count(chr(10), 0, i) + 1} logs 'Ignoring incompatible {sib_name}' and imports on"
+    return None
 
 
 def _variant(version: str) -> str | None:
