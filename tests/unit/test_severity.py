@@ -48,3 +48,101 @@ def test_pkg002_follows_what_the_installed_flashinfer_does_with_a_stale_cubin(
     assert [(f["code"], f["subject"], f["severity"]) for f in found] == [("PKG002", "flashinfer-cubin", severity)]
     if severity == "warning":
         assert any("Ignoring incompatible flashinfer-cubin" in e for e in found[0]["evidence"])
+
+
+def _module_source(name: str) -> str:
+    return (
+        "#include <Python.h>\n"
+        f'static struct PyModuleDef m = {{PyModuleDef_HEAD_INIT, "{name}", NULL, -1, NULL}};\n'
+        f"PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&m); }}\n"
+    )
+
+
+def real_env(tmp_path: Path, dists: list[dict[str, Any]], modules: dict[str, bool]) -> tuple[Path, Path]:
+    """A real venv holding ``dists`` (scenario specs) and, for each ``pkg/mod`` in ``modules``, a
+    compiled extension module; ``False`` links it to a library that is then removed, so it cannot
+    load. Returns (python, site)."""
+    import sysconfig
+
+    from tests import native, venvs
+
+    python = venvs.make_venv(tmp_path / "venv")
+    site = scenario.materialize({"dist": dists}, tmp_path / "venv")
+    assert site == venvs.site_of(python)
+    inc = "-I" + sysconfig.get_paths()["include"]
+    stub = native.build(tmp_path / "stub" / "libgone.so", "int gone(void) { return 1; }\n")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    for rel, loads in modules.items():
+        pkg, mod = rel.split("/")
+        out = site / pkg / f"{mod}{suffix}"
+        libs = () if loads else (f"-L{stub.parent}", "-lgone")
+        native.build(out, _module_source(mod), flags=(inc, "-Wl,--no-as-needed"), libs=libs)
+        (site / pkg / "__init__.py").write_text(f"from . import {mod}\n")
+        rec = next(site.glob(f"{pkg}-*.dist-info")) / "RECORD"
+        rec.write_text(rec.read_text() + f"{pkg}/{mod}{suffix},,\n{pkg}/__init__.py,,\n")
+    stub.unlink()
+    return python, site
+
+
+def real_import(python: Path, name: str) -> bool:
+    import subprocess
+
+    return subprocess.run([str(python), "-c", f"import {name}"], capture_output=True, check=False).returncode == 0
+
+
+TORCH = {
+    "name": "torch",
+    "version": "2.14.1",
+    "files": {"torch/version.py": "__version__ = '2.14.1+cpu'\ncuda = None\n", "torch/__init__.py": ""},
+}
+
+
+@pytest.mark.parametrize("loads", [True, False])
+def test_pkg005_torchaudio_off_the_table_is_judged_by_whether_its_modules_load(
+    loads: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torchaudio 2.11 beside torch 2.14.1: the pairing table says no; its module binding to what
+    is installed (a stable-ABI build) says it loads. The real import is the oracle."""
+    audio = {
+        "name": "torchaudio",
+        "version": "2.11.0",
+        "requires": ["torch"],
+        "files": {"torchaudio/version.py": "__version__ = '2.11.0+cpu'\n"},
+    }
+    python, _ = real_env(tmp_path, [TORCH, audio], {"torchaudio/_torchaudio": loads})
+    assert real_import(python, "torchaudio") is loads
+    rc = main(["doctor", "--python", str(python), "--select", "PKG005", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["code"], f["severity"]) for f in found] == [("PKG005", "warning" if loads else "error")]
+    if loads:
+        assert any("predicts every native module of torchaudio loads" in e for e in found[0]["evidence"])
+    else:
+        assert any("libgone.so" in e for e in found[0]["evidence"])
+    assert rc == (0 if loads else 1)
+
+
+@pytest.mark.parametrize("loads", [True, False])
+def test_pkg009_cuda12_and_13_variants_side_by_side_are_an_error_only_when_something_fails(
+    loads: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nvidia-cutlass-dsl-libs for CUDA 12 and 13 side by side (measured on a healthy env: every
+    module loads). Here a module of the environment that loads, or one that does not."""
+    from tests import native
+
+    dists = [
+        {"name": "nvidia-nccl-cu12", "version": "2.29.3", "paths": []},
+        {"name": "nvidia-nccl-cu13", "version": "2.29.7", "paths": []},
+        {"name": "app", "version": "1.0"},
+    ]
+    python, site = real_env(tmp_path, dists, {"app/_app": loads})
+    for lib in ("nvidia/nccl/lib/libnccl.so.2", "nvidia/cu13/lib/libnccl.so.2"):
+        native.build(
+            site / lib, "int ncclGetVersion(int *v) { *v = 1; return 0; }\n", flags=("-Wl,-soname,libnccl.so.2",)
+        )
+    for name, lib in (("nvidia_nccl_cu12", "nvidia/nccl/lib"), ("nvidia_nccl_cu13", "nvidia/cu13/lib")):
+        rec = next(site.glob(f"{name}-*.dist-info")) / "RECORD"
+        rec.write_text(rec.read_text() + f"{lib}/libnccl.so.2,,\n")
+    assert real_import(python, "app") is loads
+    main(["doctor", "--python", str(python), "--select", "PKG009", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["code"], f["severity"]) for f in found] == [("PKG009", "warning" if loads else "error")]

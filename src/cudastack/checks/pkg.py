@@ -193,8 +193,8 @@ def import_failures(ctx: Context, keys: set[str]) -> tuple[str, ...] | None:
     no prediction (no interpreter, or it was skipped). The evidence that makes a metadata or table
     finding an error, or only a warning."""
     pred = ctx.prediction
-    if pred.skipped:
-        return None
+    if pred.skipped or any(dist in keys for _path, dist, _why in pred.unreadable):
+        return None  # no prediction, or a native file of theirs it could not read: unknown
     out = []
     for f in pred.files:
         if f.distribution in keys and f.predicted == "fails" and not f.optional:
@@ -203,14 +203,14 @@ def import_failures(ctx: Context, keys: set[str]) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-def loads_evidence(ctx: Context, keys: set[str]) -> str | None:
+def loads_evidence(ctx: Context, keys: set[str], label: str | None = None) -> str | None:
     """``"every native module of torch, torchaudio loads (14 judged)"`` when the run's loader
     prediction says so (the reason a finding is only a warning), else ``None``."""
     failures = import_failures(ctx, keys)
     if failures is None or failures:
         return None
     n = sum(1 for f in ctx.prediction.files if f.distribution in keys and f.kind == "module")
-    names = ", ".join(sorted(keys))
+    names = label or ", ".join(sorted(keys))
     if n == 0:
         return f"the loader analysis of this run finds no native module of {names} to fail at import"
     return f"the loader analysis of this run predicts every native module of {names} loads ({n} judged)"
@@ -534,13 +534,20 @@ def _companion_check(
         return
     label = tvar or "cpu"
     want = f"{name}=={_paired_version(name, tv)}" if tv is not None and _paired_version(name, tv) else name
+    key = canonicalize_name(name)
+    # judged by what it imports: its modules bound to the installed libtorch and loading (a build
+    # against torch's stable C ABI does) contradict the table; a module failing shows the break
+    failures = import_failures(ctx, {key})
+    loads = loads_evidence(ctx, {key}) if failures == () else None
     yield Finding(
         code=code,
-        severity=Severity.ERROR,
+        severity=Severity.WARNING if loads else Severity.ERROR,
         message=f"{name} {version} does not fit torch {torch.version}: " + "; ".join(problems),
-        subject=canonicalize_name(name),
-        distribution=canonicalize_name(name),
-        evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})"),
+        subject=key,
+        distribution=key,
+        evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})")
+        + (failures or ())
+        + ((f"warning, not error: {loads} against the installed torch",) if loads else ()),
         fix=ctx.install_fix(
             f"Reinstall {name} from the same index and variant as torch",
             [want],
@@ -575,6 +582,11 @@ def torchvision_torch(ctx: Context) -> Iterator[Finding]:
     ## Example
     `torchvision 0.29.1+cu128 does not fit torch 2.14.1+cu130`
 
+    Severity: judged by what it imports. An `error` when a native module of it is predicted not
+    to load (the break shown), or when there is no loader prediction (no `--python`); a `warning`
+    when the same run predicts every native module of it loads against the installed torch (a
+    build against torch's stable C ABI does): the table is then contradicted, and says so.
+
     ## Fix
     Reinstall torchvision from the same index and variant as torch.
 
@@ -607,6 +619,11 @@ def torchaudio_torch(ctx: Context) -> Iterator[Finding]:
 
     ## Example
     `torchaudio 2.8.0+cu128 does not fit torch 2.9.1+cu130`
+
+    Severity: judged by what it imports. An `error` when a native module of it is predicted not
+    to load (the break shown), or when there is no loader prediction (no `--python`); a `warning`
+    when the same run predicts every native module of it loads against the installed torch (a
+    build against torch's stable C ABI does): the table is then contradicted, and says so.
 
     ## Fix
     Reinstall torchaudio from the same index and variant as torch.
@@ -858,6 +875,11 @@ def cuda_major_mixed(ctx: Context) -> Iterator[Finding]:
     ## Example
     `nccl is installed for CUDA 12 (nvidia-nccl-cu12 2.29.3) and CUDA 13 (nvidia-nccl-cu13 2.29.7)`
 
+    Severity: an `error` when a native module of the environment is predicted not to load, or
+    when there is no loader prediction (no `--python`); a `warning` when the same run predicts
+    every native module of the environment loads whichever major each picks (measured: the
+    CUDA 12 and 13 `nvidia-cutlass-dsl-libs` side by side on a healthy environment).
+
     ## Fix
     Uninstall the variant that does not match torch's CUDA.
 
@@ -872,15 +894,20 @@ def cuda_major_mixed(ctx: Context) -> Iterator[Finding]:
         if len(majors) < 2:
             continue
         stray = [d.name for d, m, _ in items if torch_major is not None and m != torch_major]
+        everyone = set(ctx.inventory.dists)
+        failures = import_failures(ctx, everyone)
+        loads = loads_evidence(ctx, everyone, "the environment") if failures == () else None
         yield Finding(
             code="PKG009",
-            severity=Severity.ERROR,
+            severity=Severity.WARNING if loads else Severity.ERROR,
             message=f"{comp.removeprefix('nvidia-')} is installed for CUDA "
             + " and ".join(f"{m} ({d.name} {d.version})" for d, m, _ in sorted(items, key=lambda t: t[1])),
             subject=comp,
             distribution=items[0][0].key,
             evidence=tuple(f"{d.name} {d.version}: CUDA {m}, {why}" for d, m, why in items)
-            + ((f"torch {torch.version} uses CUDA {torch.cuda}",) if torch and torch.cuda else ()),
+            + ((f"torch {torch.version} uses CUDA {torch.cuda}",) if torch and torch.cuda else ())
+            + (failures or ())[:5]
+            + ((f"warning, not error: {loads}, whichever major each picks",) if loads else ()),
             fix=ctx.uninstall_fix(
                 "Uninstall the variant that does not match torch's CUDA" if stray else "Keep one CUDA major",
                 stray or [d.name for d, _, _ in items],
