@@ -146,3 +146,59 @@ def test_pkg009_cuda12_and_13_variants_side_by_side_are_an_error_only_when_somet
     main(["doctor", "--python", str(python), "--select", "PKG009", "--format", "json"])
     found = json.loads(capsys.readouterr().out)["findings"]
     assert [(f["code"], f["severity"]) for f in found] == [("PKG009", "warning" if loads else "error")]
+
+
+PY312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
+
+
+@pytest.mark.parametrize(
+    ("init", "expect"),
+    [
+        ("from . import infllm_ops\n", "error"),  # `import sgl_kernel` reaches it: ModuleNotFoundError
+        ("def infllm():\n    from . import infllm_ops\n", "warning"),  # only a feature needs it
+        (  # opened by path, never imported: no importable suffix needed
+            "import os, torch\n"
+            "torch.ops.load_library(os.path.join(os.path.dirname(__file__), "
+            "'infllm_ops.cpython-310-x86_64-linux-gnu.so'))\n",
+            None,
+        ),
+    ],
+)
+def test_pkg014_a_module_python_cannot_import_is_an_error_only_where_import_reaches_it(
+    init: str, expect: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = scenario.load("pkg014_abi3_wrong_tag")
+    spec["dist"][0]["files"] = {"sgl_kernel/__init__.py": init}
+    site = scenario.materialize(spec, tmp_path / "env")
+    if PY312.exists() and "torch" not in init:  # the oracle: a real import by Python 3.12
+        import subprocess
+
+        real = subprocess.run(
+            [str(PY312), "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); import sgl_kernel"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (real.returncode == 0) is (expect == "warning"), real.stderr
+    _, found = doctor(site, capsys, "--select", "PKG014")
+    assert [f["severity"] for f in found] == ([expect] if expect else [])
+    if expect == "warning":
+        assert "feature lost: sgl_kernel.infllm_ops" in found[0]["message"]
+
+
+def test_pkg014_abi3_module_on_a_newer_python_is_fine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """torchao built cp310-abi3 (`_C.abi3.so`) on Python 3.11: abi3 is importable there."""
+    spec = {
+        "python_version": "3.11",
+        "dist": [
+            {
+                "name": "torchao",
+                "version": "0.14.0",
+                "tags": ["cp310-abi3-linux_x86_64"],
+                "paths": ["torchao/__init__.py", "torchao/_C.abi3.so"],
+            }
+        ],
+    }
+    site = scenario.materialize(spec, tmp_path / "env")
+    _, found = doctor(site, capsys, "--select", "PKG014")
+    assert found == []

@@ -1172,6 +1172,11 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
     `ModuleNotFoundError: No module named 'sgl_kernel.infllm_ops'` though the file is there.
     This happens when a wheel tagged `cp310-abi3` carries a `cpython-310` module.
 
+    A file the package opens by path (`torch.ops.load_library`, `ctypes.CDLL` of a package
+    file) is not imported, so it needs no suffix Python knows: not reported. Severity: an `error`
+    when importing the package reaches the module (the import model of `env/imports.py`), else
+    a `warning` naming the feature lost.
+
     ## Example
     `sgl_kernel/infllm_ops.cpython-310-x86_64-linux-gnu.so is not importable by Python 3.12`
 
@@ -1194,11 +1199,25 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
         ]
         if not bad:
             continue
+        from cudastack.env.imports import import_verdicts, module_name
+        from cudastack.env.native_loads import find_native_loads
+
+        # a file the package opens by path (torch.ops.load_library, ctypes) needs no suffix Python knows
+        by_path = {p for load in find_native_loads(dist) for p in load.paths}
+        bad = [rel for rel in bad if dist.abspath(rel) not in by_path]
+        if not bad:
+            continue
+        # what `import <package>` reaches (the import model): an error there, a lost feature elsewhere
+        verdicts = import_verdicts([(dist, dist.abspath(rel)) for rel in bad])
+        reached = [rel for rel, (at_import, _guard) in zip(bad, verdicts, strict=True) if at_import]
+        lost = [module_name(dist.abspath(rel), dist.site_dir) or rel for rel in bad if rel not in reached]
+        shown = reached or bad
         yield Finding(
             code="PKG014",
-            severity=Severity.ERROR,
+            severity=Severity.ERROR if reached else Severity.WARNING,
             message=f"{len(bad)} extension module(s) of {dist.name} {dist.version} have a suffix Python "
-            f"{ctx.target.python_version} does not import, e.g. {bad[0].rsplit('/', 1)[-1]}",
+            f"{ctx.target.python_version} does not import, e.g. {shown[0].rsplit('/', 1)[-1]}"
+            + ("" if reached else f" (feature lost: {', '.join(lost[:3])}; `import {dist.key}` does not reach it)"),
             subject=dist.key,
             distribution=dist.key,
             path=dist.abspath(bad[0]),
@@ -1206,7 +1225,12 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
                 f"target suffixes: {', '.join(suffixes)} ({ctx.target.extension_suffixes_source})",
                 f"wheel tags: {', '.join(dist.wheel_tags) or 'unknown'}",
             )
-            + tuple(bad[:10]),
+            + tuple(f"{rel}: imported by `import {dist.key}`" for rel in reached[:5])
+            + tuple(
+                f"warning, not error: {rel} is not reached by importing the package"
+                for rel in bad
+                if rel not in reached
+            )[:5],
             fix=ctx.install_fix(
                 f"Install a {dist.name} wheel built for this interpreter",
                 [dist.name],
