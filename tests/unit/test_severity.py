@@ -58,7 +58,9 @@ def _module_source(name: str) -> str:
     )
 
 
-def real_env(tmp_path: Path, dists: list[dict[str, Any]], modules: dict[str, bool]) -> tuple[Path, Path]:
+def real_env(
+    tmp_path: Path, dists: list[dict[str, Any]], modules: dict[str, bool], owner: str | None = None
+) -> tuple[Path, Path]:
     """A real venv holding ``dists`` (scenario specs) and, for each ``pkg/mod`` in ``modules``, a
     compiled extension module; ``False`` links it to a library that is then removed, so it cannot
     load. Returns (python, site)."""
@@ -78,7 +80,7 @@ def real_env(tmp_path: Path, dists: list[dict[str, Any]], modules: dict[str, boo
         libs = () if loads else (f"-L{stub.parent}", "-lgone")
         native.build(out, _module_source(mod), flags=(inc, "-Wl,--no-as-needed"), libs=libs)
         (site / pkg / "__init__.py").write_text(f"from . import {mod}\n")
-        rec = next(site.glob(f"{pkg}-*.dist-info")) / "RECORD"
+        rec = next(site.glob(f"{owner or pkg}-*.dist-info")) / "RECORD"
         rec.write_text(rec.read_text() + f"{pkg}/{mod}{suffix},,\n{pkg}/__init__.py,,\n")
     stub.unlink()
     return python, site
@@ -202,3 +204,39 @@ def test_pkg014_abi3_module_on_a_newer_python_is_fine(tmp_path: Path, capsys: py
     site = scenario.materialize(spec, tmp_path / "env")
     _, found = doctor(site, capsys, "--select", "PKG014")
     assert found == []
+
+
+@pytest.mark.parametrize("loads", [True, False])
+def test_pkg011_two_cupy_variants_are_an_error_only_when_a_module_fails(
+    loads: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dists = [{"name": "cupy-cuda12x", "version": "13.6.0"}, {"name": "cupy-cuda13x", "version": "13.6.0"}]
+    python, _ = real_env(tmp_path, dists, {"cupy/_core": loads}, owner="cupy_cuda13x")
+    assert real_import(python, "cupy") is loads
+    main(["doctor", "--python", str(python), "--select", "PKG011", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["code"], f["severity"]) for f in found] == [("PKG011", "warning" if loads else "error")]
+
+
+@pytest.mark.parametrize("loads", [True, False])
+def test_pkg012_torch_cuda_runtime_mismatch_follows_whether_torch_loads(
+    loads: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch cu130 with only the CUDA 12 runtime wheel: an error when torch's module is predicted
+    to fail, a warning when it loads (the host provides the runtime)."""
+    from tests import native
+
+    torch = {
+        "name": "torch",
+        "version": "2.9.1",
+        "files": {"torch/version.py": "__version__ = '2.9.1+cu130'\ncuda = '13.0'\n"},
+    }
+    rt = {"name": "nvidia-cuda-runtime-cu12", "version": "12.8.90", "paths": []}
+    python, site = real_env(tmp_path, [torch, rt], {"torch/_C": loads})
+    native.build(site / "nvidia/cuda_runtime/lib/libcudart.so.12", "int cudart(void) { return 12; }\n")
+    rec = next(site.glob("nvidia_cuda_runtime_cu12-*.dist-info")) / "RECORD"
+    rec.write_text(rec.read_text() + "nvidia/cuda_runtime/lib/libcudart.so.12,,\n")
+    assert real_import(python, "torch") is loads
+    main(["doctor", "--python", str(python), "--select", "PKG012", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["code"], f["severity"]) for f in found] == [("PKG012", "warning" if loads else "error")]

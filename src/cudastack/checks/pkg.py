@@ -204,16 +204,37 @@ def import_failures(ctx: Context, keys: set[str]) -> tuple[str, ...] | None:
 
 
 def loads_evidence(ctx: Context, keys: set[str], label: str | None = None) -> str | None:
-    """``"every native module of torch, torchaudio loads (14 judged)"`` when the run's loader
-    prediction says so (the reason a finding is only a warning), else ``None``."""
+    """``"the loader analysis of this run predicts every native module of torchaudio loads (14
+    judged)"`` when the run's prediction says nothing of ``keys`` fails at import (the reason a
+    finding is only a warning), else ``None``."""
     failures = import_failures(ctx, keys)
     if failures is None or failures:
         return None
-    n = sum(1 for f in ctx.prediction.files if f.distribution in keys and f.kind == "module")
+    mods = [f for f in ctx.prediction.files if f.distribution in keys and f.kind == "module"]
+    guarded = [f for f in mods if f.predicted == "fails" and f.optional]
     names = label or ", ".join(sorted(keys))
-    if n == 0:
+    if not mods:
         return f"the loader analysis of this run finds no native module of {names} to fail at import"
-    return f"the loader analysis of this run predicts every native module of {names} loads ({n} judged)"
+    if guarded:
+        where = ", ".join(f"{os.path.basename(f.path)} (guarded at {f.optional})" for f in guarded[:3])
+        return (
+            f"the loader analysis of this run predicts no native module of {names} fails at import "
+            f"({len(mods)} judged; optional ones fail inside a try/except: {where})"
+        )
+    return f"the loader analysis of this run predicts every native module of {names} loads ({len(mods)} judged)"
+
+
+def consequence(ctx: Context, keys: set[str], label: str | None = None) -> tuple[Severity, tuple[str, ...]]:
+    """Severity of a metadata or table finding about ``keys`` and the evidence for it: ``error``
+    with the failures when a module of theirs is predicted to fail at import (or when there is no
+    prediction to contradict the table), ``warning`` when the same run predicts none fails."""
+    failures = import_failures(ctx, keys)
+    if failures:
+        return Severity.ERROR, failures[:5]
+    loads = loads_evidence(ctx, keys, label)
+    if loads:
+        return Severity.WARNING, (f"warning, not error: {loads}",)
+    return Severity.ERROR, ()
 
 
 def _shown_break(ctx: Context, dist: Distribution, dep: Distribution) -> list[str]:
@@ -659,6 +680,10 @@ def xformers_build(ctx: Context) -> Iterator[Finding]:
     ## Example
     `xformers 0.0.33 was built for torch 2.9.0+cu128, torch 2.9.1+cu130 is installed`
 
+    Severity: an `error` when an extension module of xformers is predicted to fail at import
+    unguarded, or when there is no loader prediction; a `warning` when the same run predicts
+    none fails at import (xformers guards its `_C` and runs degraded).
+
     ## Fix
     Install the xformers release built for the installed torch.
 
@@ -692,13 +717,16 @@ def xformers_build(ctx: Context) -> Iterator[Finding]:
         problems.append(f"built for Python {built_py}, the target runs {have_py}")
     if not problems:
         return
+    severity, shown = consequence(ctx, {dist.key})
     yield Finding(
         code="PKG006",
-        severity=Severity.ERROR,
+        severity=severity,
         message=f"xformers {dist.version} C++/CUDA extensions will not load: " + "; ".join(problems),
         subject=dist.key,
         distribution=dist.key,
-        evidence=(f"{vf.path}: version = {build}",) + ((f"torch {torch.version} ({torch.source})",) if torch else ()),
+        evidence=(f"{vf.path}: version = {build}",)
+        + ((f"torch {torch.version} ({torch.source})",) if torch else ())
+        + shown,
         fix=ctx.install_fix(
             "Install the xformers release built for the installed torch",
             ["xformers"],
@@ -977,6 +1005,9 @@ def cupy_variants(ctx: Context) -> Iterator[Finding]:
     ## Example
     `cupy-cuda12x 13.6.0 and cupy-cuda13x 13.6.0 share cupy/`
 
+    Severity: an `error` when a native module of the variants is predicted to fail at import, or
+    when there is no loader prediction; a `warning` when the same run predicts none fails.
+
     ## Fix
     Uninstall all of them, then install the one for torch's CUDA.
 
@@ -990,13 +1021,14 @@ def cupy_variants(ctx: Context) -> Iterator[Finding]:
     keep = f"cupy-cuda{torch.cuda_major}x" if torch and torch.cuda_major else None
     uninstall = ctx.uninstall_fix("Uninstall every CuPy variant", [d.name for d in found])
     install = ctx.install_fix("then install one", [keep]) if keep else None
+    severity, shown = consequence(ctx, {d.key for d in found})
     yield Finding(
         code="PKG011",
-        severity=Severity.ERROR,
+        severity=severity,
         message=" and ".join(f"{d.name} {d.version}" for d in found) + " are installed and share cupy/",
         subject="cupy",
         distribution=found[0].key,
-        evidence=tuple(f"{d.name} {d.version} ({d.meta_dir})" for d in found),
+        evidence=tuple(f"{d.name} {d.version} ({d.meta_dir})" for d in found) + shown,
         fix=Fix(
             summary="Uninstall every CuPy variant, then install the one for torch's CUDA",
             commands=uninstall.commands + (install.commands if install else ()),
@@ -1022,6 +1054,10 @@ def torch_cuda_runtime(ctx: Context) -> Iterator[Finding]:
 
     ## Example
     `torch 2.9.1+cu130 needs libcudart.so.13; the nvidia wheels provide only libcudart.so.12`
+
+    Severity: an `error` when a module of torch is predicted to fail at import, or when there is
+    no loader prediction; a `warning` when the same run predicts torch loads (the host provides
+    the runtime, e.g. through ld.so.cache).
 
     ## Fix
     Install the CUDA runtime of torch's major (`nvidia-cuda-runtime` for CUDA 13,
@@ -1052,14 +1088,17 @@ def torch_cuda_runtime(ctx: Context) -> Iterator[Finding]:
     for _line, req in _requirements(torch_dist) if torch_dist else ():
         if req is not None and canonicalize_name(req.name) == pkg and ctx.inventory.get(pkg) is None:
             cause = Cause(code="PKG001", subject=pkg)  # torch asked for it: one root
+    severity, shown = consequence(ctx, {"torch"})
     yield Finding(
         code="PKG012",
-        severity=Severity.ERROR,
+        severity=severity,
         message=f"torch {torch.version} needs libcudart.so.{torch.cuda_major}; the nvidia wheels provide only "
         + ", ".join(f"libcudart.so.{m}" for m in sorted(providers)),
         subject="libcudart",
         distribution="torch",
-        evidence=(f"torch cuda = {torch.cuda!r} ({torch.source})",) + tuple(p for v in providers.values() for p in v),
+        evidence=(f"torch cuda = {torch.cuda!r} ({torch.source})",)
+        + tuple(p for v in providers.values() for p in v)
+        + shown,
         fix=ctx.install_fix(f"Install the CUDA {torch.cuda_major} runtime", [f"{pkg}=={torch.cuda_major}.*"]),
         caused_by=cause,
     )
