@@ -240,3 +240,17 @@ def test_pkg012_torch_cuda_runtime_mismatch_follows_whether_torch_loads(
     main(["doctor", "--python", str(python), "--select", "PKG012", "--format", "json"])
     found = json.loads(capsys.readouterr().out)["findings"]
     assert [(f["code"], f["severity"]) for f in found] == [("PKG012", "warning" if loads else "error")]
+
+
+@pytest.mark.parametrize("loads", [True, False])
+def test_pkg001_a_missing_nvidia_library_dist_is_a_warning_when_its_requirer_loads(
+    loads: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch asks for nvidia-cublas, which is not installed: when torch's modules load anyway (the
+    host provides libcublas), the metadata is contradicted; when one fails, it is an error."""
+    torch = {**TORCH, "requires": ["nvidia-cublas==13.1.0.3; platform_system == 'Linux'"]}
+    python, _ = real_env(tmp_path, [torch], {"torch/_C": loads})
+    assert real_import(python, "torch") is loads
+    main(["doctor", "--python", str(python), "--select", "PKG001", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["subject"], f["severity"]) for f in found] == [("nvidia-cublas", "warning" if loads else "error")]
