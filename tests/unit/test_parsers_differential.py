@@ -204,3 +204,24 @@ def test_hand_fast_path_equals_email_on_odd_layouts(text: str) -> None:
 )
 def test_hand_fast_path_leaves_the_rest_to_the_library(text: str) -> None:
     assert _simple_headers(text) is None
+
+
+def test_metadata_and_record_of_the_wheels_the_suite_builds(tmp_path: Path) -> None:
+    """tests/wheels.make_wheel writes the METADATA/WHEEL/RECORD that pip installs in the install
+    and patch tests: read both ways too."""
+    import zipfile
+
+    from tests import wheels
+
+    whl = wheels.make_wheel(
+        tmp_path, "demo-pkg", "1.0", {"demo_pkg/__init__.py": b""}, ("numpy>=1; extra == 'x'",), scripts={"d": "d:m"}
+    )
+    with zipfile.ZipFile(whl) as zf:
+        for name in zf.namelist():
+            data = zf.read(name)
+            if name.endswith(("/METADATA", "/WHEEL")):
+                assert ours(data) == reference_metadata(data), name
+                assert _simple_headers(data.decode()) == library_headers(data), name
+            elif name.endswith("/RECORD"):
+                text = data.decode()
+                assert parse_record(text) == (reference_record(text), []), name
