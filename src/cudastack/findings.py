@@ -88,11 +88,22 @@ class Finding:
     """Set when this finding is a consequence of another (root) finding."""
     hints: tuple[str, ...] = ()
     """Extra context that is neither evidence nor fix."""
+    replaces: tuple[tuple[str, str, str], ...] = ()
+    """Keys that older cudastack versions gave the findings this one merges (one missing
+    distribution was one PKG001 per requirer, ``("PKG001", "sglang -> triton", "")``): a
+    ``--baseline`` saved by such a version still matches it when it holds all of them."""
 
     @property
     def key(self) -> tuple[str, str, str]:
         """Identity used for baselines: the same problem keeps the same key across runs."""
         return (self.code, self.subject, self.path or "")
+
+    def in_baseline(self, keys: frozenset[tuple[str, str, str]]) -> bool:
+        """Whether a baseline holding ``keys`` already knew this finding: by its key, or, for a
+        finding that merges what an older version reported apart, by every key it replaces."""
+        if self.key in keys:
+            return True
+        return bool(self.replaces) and all(k in keys for k in self.replaces)
 
 
 class Outcome(enum.StrEnum):

@@ -32,7 +32,7 @@ class Report:
     """Command-specific top-level parts (``modules``, ``gpus``, ``changes``, ``patches``)."""
 
     def is_baselined(self, finding: Finding) -> bool:
-        return finding.key in self.baseline_keys
+        return finding.in_baseline(self.baseline_keys)
 
     @property
     def gating(self) -> list[Finding]:

@@ -18,9 +18,17 @@ from tests import scenario
 
 @pytest.fixture
 def drift_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """pkg001_pin_drift + a stray cu12 cuBLAS: one error (PKG001) and one warning (PKG010)."""
+    """pkg001_pin_drift + a stray cu12 cuBLAS: one error (PKG001, as sglang checks the pin at
+    import) and one warning (PKG010)."""
     monkeypatch.chdir(tmp_path)
     spec = scenario.load("pkg001_pin_drift")
+    # sglang checks the pin at import, as numba checks NumPy: the drift is shown to break import (error)
+    (sglang,) = [d for d in spec["dist"] if d["name"] == "sglang"]
+    sglang["files"] = {
+        "sglang/__init__.py": "import importlib.metadata as m\n"
+        "if m.version('flashinfer-python') != '0.6.3':\n"
+        "    raise ImportError('sglang needs flashinfer-python 0.6.3')\n"
+    }
     spec["dist"].append(
         {"name": "nvidia-cublas-cu12", "version": "12.8.4.1", "paths": ["nvidia/cublas/lib/libcublas.so.12"]}
     )

@@ -18,9 +18,9 @@ def test_metadata_headers_stop_at_the_body_and_multi_fields_accumulate() -> None
 
 
 def test_metadata_continuation_lines_join_the_previous_header() -> None:
-    fields, _ = parse_metadata(b"Name: x\nLicense: line one\n        line two\nVersion: 1\n")
-    assert fields["license"] == ["line one\nline two"]
-    assert fields["version"] == ["1"]
+    fields, _ = parse_metadata(b"Name: x\nLicense: line one\n        \n        line two\nVersion: 1\n")
+    assert fields["license"] == ["line one\n        \n        line two"]  # folded as written
+    assert fields["version"] == ["1"]  # a whitespace-only continuation line does not end the headers
 
 
 def test_metadata_that_is_not_utf8_is_read_as_latin1_and_said() -> None:
@@ -30,9 +30,16 @@ def test_metadata_that_is_not_utf8_is_read_as_latin1_and_said() -> None:
 
 
 def test_metadata_garbage_lines_are_problems_not_exceptions() -> None:
-    fields, problems = parse_metadata(b"\x00\x01\x02 no colon here\nName: ok\n")
-    assert fields["name"] == ["ok"]
-    assert len(problems) == 1
+    fields, problems = parse_metadata(b"Name: ok\n\x00\x01\x02 no colon here\nVersion: 1\n")
+    assert fields == {"name": ["ok"]}  # the rest is the body, as pip's importlib.metadata reads it
+    assert len(problems) == 1 and problems[0].startswith("line 2 is not a 'Field: value' header")
+
+
+def test_wheel_tags_all_kept() -> None:
+    fields, _ = parse_metadata(
+        b"Wheel-Version: 1.0\nTag: cp311-cp311-linux_x86_64\nTag: cp311-abi3-linux_x86_64\n", frozenset({"tag"})
+    )
+    assert fields["tag"] == ["cp311-cp311-linux_x86_64", "cp311-abi3-linux_x86_64"]
 
 
 def test_record_rows_with_quotes_commas_and_no_hash() -> None:

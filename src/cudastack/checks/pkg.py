@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -103,6 +104,22 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
     ask for (torch requires `cuda-toolkit[cublas,...]`, so cuda-toolkit's `cublas` extra counts).
     Like `pip check`, but it says who asked, for what, and what is installed.
 
+    One missing distribution is one finding, its subject the missing distribution: the evidence
+    holds every `Requires-Dist` line that asks for it, with its marker; the message names each
+    requirement without its marker. (Before schema 1.2 it was one finding per requirer,
+    `torch -> triton`; those keys are in the finding's `replaces`, so an old `--baseline` still
+    matches.) A violated version bound is one finding per requiring distribution.
+
+    Severity follows what the same run shows at import:
+    - a violated bound is an `error` when a break is shown: a module of the requiring
+      distribution predicted not to load, a module built against NumPy 1's C API under NumPy 2
+      (NumPy refuses it at import), or an import-time check in its top-level `__init__.py` that
+      raises `ImportError` naming the dependency (numba: "Numba needs NumPy 2.3 or less");
+      otherwise a `warning` (a bare cap that pip knows only as metadata), which says so;
+    - a missing distribution is an `error`, except a missing `nvidia-*` library distribution
+      while the loader analysis predicts every native module of its requirers loads (the host
+      provides the library, e.g. from /usr/local/cuda through ld.so.cache): a `warning`.
+
     ## Why is this bad?
     A serving framework pins the kernel packages whose API it calls. When an install moves one of
     them (`flashinfer-python` 0.6.4 under an sglang that pins 0.6.3), the first request fails with
@@ -124,6 +141,7 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
         raise SkipCheck("the target's Python version is unknown, so markers cannot be evaluated")
     extras = requested_extras(ctx)
     guessed = not ctx.target.extras
+    missing: dict[str, list[tuple[Distribution, str, Requirement]]] = defaultdict(list)
     for dist in sorted(ctx.inventory.dists.values(), key=lambda d: d.key):
         mine = extras.get(dist.key, frozenset())
         for line, req in _requirements(dist, mine):
@@ -132,30 +150,25 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
             if not _applies(req, markers, mine):
                 continue
             dep = ctx.inventory.get(req.name)
-            asked = f"{dist.name} {dist.version} requires {req}"
-            evidence = [f"Requires-Dist: {line}  ({dist.meta_dir}/METADATA)"]
-            if req.marker is not None:
-                evidence.append(f"marker `{req.marker}` is true for the target")
             if dep is None:
-                yield Finding(
-                    code="PKG001",
-                    severity=Severity.ERROR,
-                    message=f"{asked}, which is not installed",
-                    subject=f"{dist.key} -> {canonicalize_name(req.name)}",
-                    distribution=dist.key,
-                    evidence=tuple(evidence),
-                    fix=ctx.install_fix(f"Install {req.name} as {dist.name} asks", [_spec(req)]),
-                    hints=_extras_hint(dist, guessed),
-                )
+                missing[canonicalize_name(req.name)].append((dist, line, req))
                 continue
             version = _v(dep.version)
             if version is None or not req.specifier or req.specifier.contains(version, prereleases=True):
                 continue
+            evidence = [f"Requires-Dist: {line}  ({dist.meta_dir}/METADATA)"]
+            if req.marker is not None:
+                evidence.append(f"marker `{req.marker}` is true for the target")
             evidence.append(f"{dep.name} {dep.version} is installed ({dep.meta_dir})")
+            breaks = _shown_break(ctx, dist, dep)
+            if breaks:
+                evidence.extend(breaks)
+            else:
+                evidence.append(_NO_BREAK_SHOWN)
             yield Finding(
                 code="PKG001",
-                severity=Severity.ERROR,
-                message=f"{asked}, but {dep.version} is installed",
+                severity=Severity.ERROR if breaks else Severity.WARNING,
+                message=f"{dist.name} {dist.version} requires {_bare(req)}, but {dep.version} is installed",
                 subject=f"{dist.key} -> {dep.key}",
                 distribution=dist.key,
                 evidence=tuple(evidence),
@@ -166,6 +179,175 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
                 ),
                 hints=_extras_hint(dist, guessed),
             )
+    for key, asks in sorted(missing.items()):
+        yield _missing_finding(ctx, key, asks, guessed)
+
+
+_NO_BREAK_SHOWN = (
+    "warning, not error: no break is shown at import (no module of it predicted to fail, no "
+    "import-time version check, no NumPy-1 C API module under NumPy 2); pip knows it only as metadata"
+)
+
+
+def import_failures(ctx: Context, keys: set[str]) -> tuple[str, ...] | None:
+    """What the run's loader prediction says about the import-time native modules of ``keys``:
+    one line per module predicted to fail at import, ``()`` when all load, ``None`` when there is
+    no prediction (no interpreter, or it was skipped). The evidence that makes a metadata or table
+    finding an error, or only a warning."""
+    pred = ctx.prediction
+    if pred.skipped or any(dist in keys for _path, dist, _why in pred.unreadable):
+        return None  # no prediction, or a native file of theirs it could not read: unknown
+    out = []
+    for f in pred.files:
+        if f.distribution in keys and f.predicted == "fails" and not f.optional:
+            why = f.problems[0].message if f.problems else f.blocked_by or "predicted to fail"
+            out.append(f"loader: {f.path} fails at import: {why}")
+    return tuple(out)
+
+
+def loads_evidence(ctx: Context, keys: set[str], label: str | None = None) -> str | None:
+    """``"the loader analysis of this run predicts every native module of torchaudio loads (14
+    judged)"`` when the run's prediction says nothing of ``keys`` fails at import (the reason a
+    finding is only a warning), else ``None``."""
+    failures = import_failures(ctx, keys)
+    if failures is None or failures:
+        return None
+    mods = [f for f in ctx.prediction.files if f.distribution in keys and f.kind == "module"]
+    guarded = [f for f in mods if f.predicted == "fails" and f.optional]
+    names = label or ", ".join(sorted(keys))
+    if not mods:
+        return f"the loader analysis of this run finds no native module of {names} to fail at import"
+    if guarded:
+        where = ", ".join(f"{os.path.basename(f.path)} (guarded at {f.optional})" for f in guarded[:3])
+        return (
+            f"the loader analysis of this run predicts no native module of {names} fails at import "
+            f"({len(mods)} judged; optional ones fail inside a try/except: {where})"
+        )
+    return f"the loader analysis of this run predicts every native module of {names} loads ({len(mods)} judged)"
+
+
+def consequence(ctx: Context, keys: set[str], label: str | None = None) -> tuple[Severity, tuple[str, ...]]:
+    """Severity of a metadata or table finding about ``keys`` and the evidence for it: ``error``
+    with the failures when a module of theirs is predicted to fail at import (or when there is no
+    prediction to contradict the table), ``warning`` when the same run predicts none fails."""
+    failures = import_failures(ctx, keys)
+    if failures:
+        return Severity.ERROR, failures[:5]
+    loads = loads_evidence(ctx, keys, label)
+    if loads:
+        return Severity.WARNING, (f"warning, not error: {loads}",)
+    return Severity.ERROR, ()
+
+
+def _shown_break(ctx: Context, dist: Distribution, dep: Distribution) -> list[str]:
+    """Evidence that a violated bound of ``dist`` on ``dep`` breaks ``import dist``: a module of
+    it predicted to fail, a NumPy-1 C API module under NumPy 2, or an import-time check that
+    raises ImportError naming ``dep``. Empty when none is shown."""
+    shown = list(import_failures(ctx, {dist.key}) or ())
+    if dep.key == "numpy" and (v := dep.parsed_version) is not None and v.major >= 2:
+        shown += [
+            f"{p} was built against NumPy 1's C API: NumPy {dep.version} refuses it at import"
+            for p in _numpy1_modules(dist)[:3]
+        ]
+    shown += _import_checks(dist, dep)
+    return shown
+
+
+def _numpy1_modules(dist: Distribution) -> list[str]:
+    """Extension modules of ``dist`` compiled against NumPy 1's headers: they name only
+    ``numpy.core._multiarray_umath`` (NumPy 2's headers also name ``numpy._core``), and NumPy 2
+    refuses them at import ("A module that was compiled using NumPy 1.x cannot be run in NumPy 2")."""
+    import mmap
+
+    out = []
+    for path in dist.native_files():
+        if not path.endswith(".so") or (".cpython-" not in path and ".abi3" not in path):
+            continue
+        try:
+            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                if data.find(b"numpy.core._multiarray_umath") >= 0 and data.find(b"numpy._core") < 0:
+                    out.append(path)
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _import_checks(dist: Distribution, dep: Distribution) -> list[str]:
+    """``raise ImportError("Numba needs NumPy 2.3 or less")`` in a top-level ``__init__.py`` of
+    ``dist``, naming ``dep``: a version check that runs at import."""
+    import ast
+
+    want = {dep.key, dep.name.lower(), dep.key.replace("-", "_")}
+    out = []
+    for e in dist.record or ():
+        if e.path.count("/") != 1 or not e.path.endswith("/__init__.py"):
+            continue
+        path = dist.abspath(e.path)
+        try:
+            with open(path, "rb") as fh:
+                tree = ast.parse(fh.read(4 << 20))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)):
+                continue
+            func = node.exc.func
+            if not (isinstance(func, ast.Name) and func.id in ("ImportError", "ModuleNotFoundError")):
+                continue
+            text = " ".join(
+                c.value for c in ast.walk(node.exc) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            )
+            if any(w in text.lower() for w in want):
+                out.append(f"{path}:{node.lineno} raises ImportError at import: {text.strip()[:80]!r}")
+    return out[:2]
+
+
+def _bare(req: Requirement) -> str:
+    """A requirement as the message names it: name, extras, version bound; no marker."""
+    extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    return f"{req.name}{extras}{req.specifier}"
+
+
+def _missing_finding(
+    ctx: Context, key: str, asks: list[tuple[Distribution, str, Requirement]], guessed: bool
+) -> Finding:
+    """One finding for one missing distribution, whoever asks for it and however often."""
+    requirers = list(dict.fromkeys(d for d, _, _ in asks))
+    name = asks[0][2].name
+    wants: dict[Distribution, list[str]] = defaultdict(list)
+    for dist, _, req in asks:
+        if _bare(req) not in wants[dist]:
+            wants[dist].append(_bare(req))
+    who = ", ".join(f"{d.name} {d.version}" for d in requirers)
+    asked = ", ".join(f"{d.name} {d.version} requires {' or '.join(w)}" for d, w in wants.items())
+    evidence: list[str] = []
+    for dist, line, req in asks:
+        evidence.append(f"Requires-Dist: {line}  ({dist.meta_dir}/METADATA)")
+        if req.marker is not None:
+            evidence.append(f"marker `{req.marker}` is true for the target")
+    severity = Severity.ERROR
+    if key.startswith("nvidia-"):  # a library distribution: the host may provide the library
+        loads = loads_evidence(ctx, {d.key for d in requirers})
+        if loads is not None:
+            severity = Severity.WARNING
+            evidence.append(f"warning, not error: {loads}, so the host provides what {name} would")
+    specs = list(dict.fromkeys(_spec(r) for _, _, r in asks))
+    merged = SpecifierSet(",".join(str(r.specifier) for _, _, r in asks if r.specifier))
+    spec = f"{name}{merged}" if str(merged) else name
+    return Finding(
+        code="PKG001",
+        severity=severity,
+        message=f"{name} is not installed; {asked}",
+        subject=key,
+        distribution=key,
+        evidence=tuple(evidence),
+        fix=ctx.install_fix(
+            f"Install {name} as {requirers[0].name} asks" if len(requirers) == 1 else f"Install {name} as {who} ask",
+            [spec if len(specs) > 1 else _spec(asks[0][2])],
+        ),
+        hints=tuple(dict.fromkeys(h for d in requirers for h in _extras_hint(d, guessed))),
+        replaces=tuple(("PKG001", f"{d.key} -> {key}", "") for d in requirers),
+    )
 
 
 def _spec(req: Requirement) -> str:
@@ -202,6 +384,11 @@ def flashinfer_version_skew(ctx: Context) -> Iterator[Finding]:
     sglang and vllm pin only `flashinfer-python`, and the siblings are not in its Requires-Dist,
     so moving it leaves them stale. Bypassing with `FLASHINFER_DISABLE_VERSION_CHECK=1` loads
     cubins built for another release (illegal memory accesses, missing SM90 cubins).
+
+    Severity follows what the installed flashinfer does: an `error` when its
+    `flashinfer/jit/env.py` raises on the mismatch (0.6.x); a `warning` when it catches it and
+    imports on, ignoring the stale package (0.7.x logs "Ignoring incompatible flashinfer-cubin
+    package"): then only that package's prebuilt kernels are lost.
 
     ## Example
     `flashinfer-cubin 0.6.4 does not match flashinfer-python 0.6.3`
@@ -240,19 +427,25 @@ def flashinfer_version_skew(ctx: Context) -> Iterator[Finding]:
                 f"{fam.FLASHINFER_BYPASS_ENV} is set: the import check is bypassed, and the kernels of "
                 f"{sib_name} {sib.version} run against flashinfer {main.version}"
             )
+        ignored = _flashinfer_ignores(main, sib_name)
+        consequence = (
+            "flashinfer ignores it at import (its cubins are not used: kernels are fetched or built on demand)"
+            if ignored
+            else "`import flashinfer` raises RuntimeError"
+        )
         yield Finding(
             code="PKG002",
-            severity=Severity.ERROR,
-            message=(
-                f"{sib_name} {sib.public_version} does not match flashinfer-python {main.public_version}: "
-                f"`import flashinfer` raises RuntimeError"
-            ),
+            severity=Severity.WARNING if ignored else Severity.ERROR,
+            message=f"{sib_name} {sib.public_version} does not match flashinfer-python {main.public_version}: "
+            + consequence,
             subject=sib.key,
             distribution=sib.key,
             evidence=(
                 f"{main.name} {main.version} ({main.meta_dir})",
                 f"{sib.name} {sib.version} ({sib.meta_dir})",
-                "flashinfer/jit/env.py requires equal public versions",
+                f"warning, not error: {ignored}"
+                if ignored
+                else "flashinfer/jit/env.py requires equal public versions and raises at import",
             ),
             fix=ctx.install_fix(f"Install {sib_name} {want} to match flashinfer-python", [spec], index_url=index),
             hints=tuple(hints),
@@ -309,6 +502,27 @@ def flashinfer_jit_cache_cuda(ctx: Context) -> Iterator[Finding]:
     )
 
 
+def _flashinfer_ignores(main: Distribution, sib_name: str) -> str | None:
+    """Where the installed flashinfer-python's own code catches the version mismatch of
+    ``sib_name`` and goes on (0.7.x: ``logger.warning("Ignoring incompatible flashinfer-cubin
+    package ...")`` in ``flashinfer/jit/env.py``), as ``path:line``; ``None`` when it raises
+    (0.6.x) or the file cannot be read."""
+    for e in main.record or ():
+        if e.path != "flashinfer/jit/env.py":
+            continue
+        path = main.abspath(e.path)
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(1 << 20).decode("utf-8", "replace")
+        except OSError:
+            return None
+        i = text.find(f"Ignoring incompatible {sib_name}")
+        if i < 0:
+            return None
+        return f"{path}:{text.count(chr(10), 0, i) + 1} logs 'Ignoring incompatible {sib_name}' and imports on"
+    return None
+
+
 def _variant(version: str) -> str | None:
     return version.split("+", 1)[1] if "+" in version else None
 
@@ -343,13 +557,20 @@ def _companion_check(
         return
     label = tvar or "cpu"
     want = f"{name}=={_paired_version(name, tv)}" if tv is not None and _paired_version(name, tv) else name
+    key = canonicalize_name(name)
+    # judged by what it imports: its modules bound to the installed libtorch and loading (a build
+    # against torch's stable C ABI does) contradict the table; a module failing shows the break
+    failures = import_failures(ctx, {key})
+    loads = loads_evidence(ctx, {key}) if failures == () else None
     yield Finding(
         code=code,
-        severity=Severity.ERROR,
+        severity=Severity.WARNING if loads else Severity.ERROR,
         message=f"{name} {version} does not fit torch {torch.version}: " + "; ".join(problems),
-        subject=canonicalize_name(name),
-        distribution=canonicalize_name(name),
-        evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})"),
+        subject=key,
+        distribution=key,
+        evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})")
+        + (failures or ())
+        + ((f"warning, not error: {loads} against the installed torch",) if loads else ()),
         fix=ctx.install_fix(
             f"Reinstall {name} from the same index and variant as torch",
             [want],
@@ -384,6 +605,11 @@ def torchvision_torch(ctx: Context) -> Iterator[Finding]:
     ## Example
     `torchvision 0.29.1+cu128 does not fit torch 2.14.1+cu130`
 
+    Severity: judged by what it imports. An `error` when a native module of it is predicted not
+    to load (the break shown), or when there is no loader prediction (no `--python`); a `warning`
+    when the same run predicts every native module of it loads against the installed torch (a
+    build against torch's stable C ABI does): the table is then contradicted, and says so.
+
     ## Fix
     Reinstall torchvision from the same index and variant as torch.
 
@@ -416,6 +642,11 @@ def torchaudio_torch(ctx: Context) -> Iterator[Finding]:
 
     ## Example
     `torchaudio 2.8.0+cu128 does not fit torch 2.9.1+cu130`
+
+    Severity: judged by what it imports. An `error` when a native module of it is predicted not
+    to load (the break shown), or when there is no loader prediction (no `--python`); a `warning`
+    when the same run predicts every native module of it loads against the installed torch (a
+    build against torch's stable C ABI does): the table is then contradicted, and says so.
 
     ## Fix
     Reinstall torchaudio from the same index and variant as torch.
@@ -451,6 +682,10 @@ def xformers_build(ctx: Context) -> Iterator[Finding]:
     ## Example
     `xformers 0.0.33 was built for torch 2.9.0+cu128, torch 2.9.1+cu130 is installed`
 
+    Severity: an `error` when an extension module of xformers is predicted to fail at import
+    unguarded, or when there is no loader prediction; a `warning` when the same run predicts
+    none fails at import (xformers guards its `_C` and runs degraded).
+
     ## Fix
     Install the xformers release built for the installed torch.
 
@@ -484,13 +719,16 @@ def xformers_build(ctx: Context) -> Iterator[Finding]:
         problems.append(f"built for Python {built_py}, the target runs {have_py}")
     if not problems:
         return
+    severity, shown = consequence(ctx, {dist.key})
     yield Finding(
         code="PKG006",
-        severity=Severity.ERROR,
+        severity=severity,
         message=f"xformers {dist.version} C++/CUDA extensions will not load: " + "; ".join(problems),
         subject=dist.key,
         distribution=dist.key,
-        evidence=(f"{vf.path}: version = {build}",) + ((f"torch {torch.version} ({torch.source})",) if torch else ()),
+        evidence=(f"{vf.path}: version = {build}",)
+        + ((f"torch {torch.version} ({torch.source})",) if torch else ())
+        + shown,
         fix=ctx.install_fix(
             "Install the xformers release built for the installed torch",
             ["xformers"],
@@ -667,6 +905,11 @@ def cuda_major_mixed(ctx: Context) -> Iterator[Finding]:
     ## Example
     `nccl is installed for CUDA 12 (nvidia-nccl-cu12 2.29.3) and CUDA 13 (nvidia-nccl-cu13 2.29.7)`
 
+    Severity: an `error` when a native module of the environment is predicted not to load, or
+    when there is no loader prediction (no `--python`); a `warning` when the same run predicts
+    every native module of the environment loads whichever major each picks (measured: the
+    CUDA 12 and 13 `nvidia-cutlass-dsl-libs` side by side on a healthy environment).
+
     ## Fix
     Uninstall the variant that does not match torch's CUDA.
 
@@ -681,15 +924,20 @@ def cuda_major_mixed(ctx: Context) -> Iterator[Finding]:
         if len(majors) < 2:
             continue
         stray = [d.name for d, m, _ in items if torch_major is not None and m != torch_major]
+        everyone = set(ctx.inventory.dists)
+        failures = import_failures(ctx, everyone)
+        loads = loads_evidence(ctx, everyone, "the environment") if failures == () else None
         yield Finding(
             code="PKG009",
-            severity=Severity.ERROR,
+            severity=Severity.WARNING if loads else Severity.ERROR,
             message=f"{comp.removeprefix('nvidia-')} is installed for CUDA "
             + " and ".join(f"{m} ({d.name} {d.version})" for d, m, _ in sorted(items, key=lambda t: t[1])),
             subject=comp,
             distribution=items[0][0].key,
             evidence=tuple(f"{d.name} {d.version}: CUDA {m}, {why}" for d, m, why in items)
-            + ((f"torch {torch.version} uses CUDA {torch.cuda}",) if torch and torch.cuda else ()),
+            + ((f"torch {torch.version} uses CUDA {torch.cuda}",) if torch and torch.cuda else ())
+            + (failures or ())[:5]
+            + ((f"warning, not error: {loads}, whichever major each picks",) if loads else ()),
             fix=ctx.uninstall_fix(
                 "Uninstall the variant that does not match torch's CUDA" if stray else "Keep one CUDA major",
                 stray or [d.name for d, _, _ in items],
@@ -759,6 +1007,9 @@ def cupy_variants(ctx: Context) -> Iterator[Finding]:
     ## Example
     `cupy-cuda12x 13.6.0 and cupy-cuda13x 13.6.0 share cupy/`
 
+    Severity: an `error` when a native module of the variants is predicted to fail at import, or
+    when there is no loader prediction; a `warning` when the same run predicts none fails.
+
     ## Fix
     Uninstall all of them, then install the one for torch's CUDA.
 
@@ -772,13 +1023,14 @@ def cupy_variants(ctx: Context) -> Iterator[Finding]:
     keep = f"cupy-cuda{torch.cuda_major}x" if torch and torch.cuda_major else None
     uninstall = ctx.uninstall_fix("Uninstall every CuPy variant", [d.name for d in found])
     install = ctx.install_fix("then install one", [keep]) if keep else None
+    severity, shown = consequence(ctx, {d.key for d in found})
     yield Finding(
         code="PKG011",
-        severity=Severity.ERROR,
+        severity=severity,
         message=" and ".join(f"{d.name} {d.version}" for d in found) + " are installed and share cupy/",
         subject="cupy",
         distribution=found[0].key,
-        evidence=tuple(f"{d.name} {d.version} ({d.meta_dir})" for d in found),
+        evidence=tuple(f"{d.name} {d.version} ({d.meta_dir})" for d in found) + shown,
         fix=Fix(
             summary="Uninstall every CuPy variant, then install the one for torch's CUDA",
             commands=uninstall.commands + (install.commands if install else ()),
@@ -804,6 +1056,10 @@ def torch_cuda_runtime(ctx: Context) -> Iterator[Finding]:
 
     ## Example
     `torch 2.9.1+cu130 needs libcudart.so.13; the nvidia wheels provide only libcudart.so.12`
+
+    Severity: an `error` when a module of torch is predicted to fail at import, or when there is
+    no loader prediction; a `warning` when the same run predicts torch loads (the host provides
+    the runtime, e.g. through ld.so.cache).
 
     ## Fix
     Install the CUDA runtime of torch's major (`nvidia-cuda-runtime` for CUDA 13,
@@ -833,15 +1089,18 @@ def torch_cuda_runtime(ctx: Context) -> Iterator[Finding]:
     torch_dist = ctx.inventory.get("torch")
     for _line, req in _requirements(torch_dist) if torch_dist else ():
         if req is not None and canonicalize_name(req.name) == pkg and ctx.inventory.get(pkg) is None:
-            cause = Cause(code="PKG001", subject=f"torch -> {pkg}")  # torch asked for it: one root
+            cause = Cause(code="PKG001", subject=pkg)  # torch asked for it: one root
+    severity, shown = consequence(ctx, {"torch"})
     yield Finding(
         code="PKG012",
-        severity=Severity.ERROR,
+        severity=severity,
         message=f"torch {torch.version} needs libcudart.so.{torch.cuda_major}; the nvidia wheels provide only "
         + ", ".join(f"libcudart.so.{m}" for m in sorted(providers)),
         subject="libcudart",
         distribution="torch",
-        evidence=(f"torch cuda = {torch.cuda!r} ({torch.source})",) + tuple(p for v in providers.values() for p in v),
+        evidence=(f"torch cuda = {torch.cuda!r} ({torch.source})",)
+        + tuple(p for v in providers.values() for p in v)
+        + shown,
         fix=ctx.install_fix(f"Install the CUDA {torch.cuda_major} runtime", [f"{pkg}=={torch.cuda_major}.*"]),
         caused_by=cause,
     )
@@ -954,6 +1213,11 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
     `ModuleNotFoundError: No module named 'sgl_kernel.infllm_ops'` though the file is there.
     This happens when a wheel tagged `cp310-abi3` carries a `cpython-310` module.
 
+    A file the package opens by path (`torch.ops.load_library`, `ctypes.CDLL` of a package
+    file) is not imported, so it needs no suffix Python knows: not reported. Severity: an `error`
+    when importing the package reaches the module (the import model of `env/imports.py`), else
+    a `warning` naming the feature lost.
+
     ## Example
     `sgl_kernel/infllm_ops.cpython-310-x86_64-linux-gnu.so is not importable by Python 3.12`
 
@@ -976,11 +1240,25 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
         ]
         if not bad:
             continue
+        from cudastack.env.imports import import_verdicts, module_name
+        from cudastack.env.native_loads import find_native_loads
+
+        # a file the package opens by path (torch.ops.load_library, ctypes) needs no suffix Python knows
+        by_path = {p for load in find_native_loads(dist) for p in load.paths}
+        bad = [rel for rel in bad if dist.abspath(rel) not in by_path]
+        if not bad:
+            continue
+        # what `import <package>` reaches (the import model): an error there, a lost feature elsewhere
+        verdicts = import_verdicts([(dist, dist.abspath(rel)) for rel in bad])
+        reached = [rel for rel, (at_import, _guard) in zip(bad, verdicts, strict=True) if at_import]
+        lost = [module_name(dist.abspath(rel), dist.site_dir) or rel for rel in bad if rel not in reached]
+        shown = reached or bad
         yield Finding(
             code="PKG014",
-            severity=Severity.ERROR,
+            severity=Severity.ERROR if reached else Severity.WARNING,
             message=f"{len(bad)} extension module(s) of {dist.name} {dist.version} have a suffix Python "
-            f"{ctx.target.python_version} does not import, e.g. {bad[0].rsplit('/', 1)[-1]}",
+            f"{ctx.target.python_version} does not import, e.g. {shown[0].rsplit('/', 1)[-1]}"
+            + ("" if reached else f" (feature lost: {', '.join(lost[:3])}; `import {dist.key}` does not reach it)"),
             subject=dist.key,
             distribution=dist.key,
             path=dist.abspath(bad[0]),
@@ -988,7 +1266,12 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
                 f"target suffixes: {', '.join(suffixes)} ({ctx.target.extension_suffixes_source})",
                 f"wheel tags: {', '.join(dist.wheel_tags) or 'unknown'}",
             )
-            + tuple(bad[:10]),
+            + tuple(f"{rel}: imported by `import {dist.key}`" for rel in reached[:5])
+            + tuple(
+                f"warning, not error: {rel} is not reached by importing the package"
+                for rel in bad
+                if rel not in reached
+            )[:5],
             fix=ctx.install_fix(
                 f"Install a {dist.name} wheel built for this interpreter",
                 [dist.name],

@@ -1,20 +1,26 @@
 """Installed distributions, read from their metadata files and never imported.
 
-``.dist-info`` (PEP 376/627/610) and legacy ``.egg-info`` directories are parsed with small pure
-functions; anything malformed becomes a :class:`Problem` for the ENV checks instead of an exception.
+``.dist-info`` (PEP 376/627/610) and legacy ``.egg-info`` directories are parsed with the standard
+parsers of their formats (METADATA, PKG-INFO, WHEEL: RFC 822 headers with :mod:`email`; RECORD:
+:mod:`csv`), behind small pure functions; anything malformed becomes a :class:`Problem` for the ENV
+checks instead of an exception.
 """
 
 from __future__ import annotations
 
 import csv
 import functools
+import io
 import json
 import operator
 import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    import email.message
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -23,6 +29,7 @@ from cudastack.files import read_bytes
 
 # Header fields that may repeat (core metadata spec); others keep their last value.
 _MULTI = frozenset({"requires-dist", "provides-extra", "classifier", "project-url", "dynamic", "license-file"})
+_WHEEL_MULTI = frozenset({"tag"})
 _NATIVE = re.compile(r"\.so(\.[0-9][0-9.]*)?$|\.cubin$|\.fatbin$")
 _MAX_METADATA_BYTES = 16 << 20
 _MAX_RECORD_BYTES = 64 << 20
@@ -134,42 +141,117 @@ class Distribution:
         return iter(self._native or ())
 
 
-def parse_metadata(raw: bytes) -> tuple[dict[str, list[str]], list[str]]:
-    """Parse the header block of a METADATA / PKG-INFO file (RFC 822 style).
+def _header_block(raw: bytes) -> bytes:
+    """The bytes up to the first empty line, which ends the headers in any line-ending convention
+    (``\n\n`` and ``\n\r\n`` are empty lines whatever came before), so the long description
+    (megabytes for some projects) is never fed to the parser. The headers parse the same."""
+    cut = raw.find(b"\n\n")
+    crlf = raw.find(b"\n\r\n")
+    if crlf >= 0 and (cut < 0 or crlf < cut):
+        cut = crlf
+    return raw[: cut + 1] if cut >= 0 else raw
 
-    Returns ``(fields, problems)``; field names are lower-cased, every value is a list. Pure.
+
+def parse_metadata(raw: bytes, multi: frozenset[str] = _MULTI) -> tuple[dict[str, list[str]], list[str]]:
+    """Parse the header block of a METADATA / PKG-INFO / WHEEL file as RFC 822 headers, with the
+    standard library's parser in its ``compat32`` policy, as ``importlib.metadata`` (so pip) and
+    ``packaging.metadata.parse_email`` read them: a continuation line starts with a space or tab,
+    even one that holds only whitespace (a License with blank lines), and only an empty line ends
+    the headers. A line that is no header also ends them (the rest is the body, as pip reads it)
+    and is reported.
+
+    Returns ``(fields, problems)``; field names are lower-cased, every value is a list (in file
+    order for the fields in ``multi``; the others keep their last value), stripped at both ends,
+    folded lines kept as written. Pure.
     """
     problems: list[str] = []
-    cut = raw.find(b"\n\n")
-    if cut >= 0:
-        raw = raw[: cut + 1]  # only the header block; the long description can be megabytes
+    raw = _header_block(raw)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         problems.append(f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); read as Latin-1")
         text = raw.decode("latin-1")
+    headers = _simple_headers(text)
+    if headers is None:
+        import email.parser
+        import email.policy
+
+        msg = email.parser.HeaderParser(policy=email.policy.compat32).parsestr(text)
+        headers = [(name, str(value)) for name, value in msg.items()]
+        problems.extend(_defects(msg, text))
     fields: dict[str, list[str]] = {}
-    last: str | None = None
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            break  # end of headers; the body is the long description
-        if line[0] in " \t":
-            if last is not None:
-                fields[last][-1] += "\n" + line.strip()
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name.strip() or " " in name.strip():
-            problems.append(f"line {lineno} is not a 'Field: value' header: {line[:60]!r}")
-            last = None
-            continue
+    for name, value in headers:
         key = name.strip().lower()
-        value = value.strip()
-        if key in _MULTI:
-            fields.setdefault(key, []).append(value)
+        val = value.strip()
+        if key in multi:
+            fields.setdefault(key, []).append(val)
         else:
-            fields[key] = [value]
-        last = key
+            fields[key] = [val]
     return fields, problems
+
+
+# A header line as the email parser's feedparser sees one (``headerRE`` of ``email.feedparser``,
+# with a non-empty name), and the characters that make its line splitting differ from ``\n``.
+_HEADER_LINE = re.compile(r"[\041-\071\073-\176]+:")
+_ODD_BREAK = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _simple_headers(text: str) -> list[tuple[str, str]] | None:
+    """The headers of a block laid out the usual way (``\n`` or ``\r\n`` line ends, every line a
+    ``Name: value`` header or a continuation after one), as ``email``'s ``compat32`` policy
+    returns them: value = the first line's text after the colon, left-stripped, plus each
+    continuation line as written, joined by the line end. ``None`` for anything else, which the
+    library then parses. 5× cheaper than the library (``bench/bench_parsers.py``), which the
+    whole-environment scan feels; held equal to it by ``tests/unit/test_parsers_differential.py``.
+    """
+    sep = "\n"
+    if "\r" in text:
+        crlf = text.count("\r\n")
+        if crlf != text.count("\r") or crlf != text.count("\n"):
+            return None  # mixed or bare-CR line ends
+        sep = "\r\n"
+    if _ODD_BREAK.search(text):
+        return None
+    lines = text.split(sep)
+    if lines[-1] == "":
+        lines.pop()
+    out: list[tuple[str, str]] = []
+    conts: list[str] = []
+    match = _HEADER_LINE.match
+    for line in lines:
+        if line[:1] in (" ", "\t"):
+            if not out:
+                return None
+            conts.append(line)
+            continue
+        m = match(line)
+        if m is None:
+            return None
+        if conts:
+            name, value = out[-1]
+            out[-1] = (name, sep.join((value, *conts)))
+            conts.clear()
+        out.append((line[: m.end() - 1], line[m.end() :].lstrip(" \t")))
+    if conts:
+        name, value = out[-1]
+        out[-1] = (name, sep.join((value, *conts)))
+    return out
+
+
+def _defects(msg: email.message.Message, text: str) -> Iterator[str]:
+    """The email parser's complaints about a header block, as one-line problems."""
+    for defect in msg.defects:
+        what = type(defect).__name__
+        if what == "MissingHeaderBodySeparatorDefect":
+            body = msg.get_payload()
+            line = body.splitlines()[0] if isinstance(body, str) and body else ""
+            lineno = len(text[: len(text) - len(body)].splitlines()) + 1 if isinstance(body, str) else 0
+            yield (
+                f"line {lineno} is not a 'Field: value' header and ends the headers early "
+                f"(what follows is read as the body): {line[:60]!r}"
+            )
+        else:
+            yield f"{what}: {str(defect).strip()[:80]!r}"
 
 
 _make_entry = functools.partial(tuple.__new__, RecordEntry)
@@ -177,12 +259,22 @@ _first, _third = operator.itemgetter(0), operator.itemgetter(2)
 
 
 def parse_record(text: str) -> tuple[list[RecordEntry], list[str]]:
-    """Parse a RECORD file (CSV of path, hash, size). Pure."""
+    """Parse a RECORD file: CSV (PEP 376) of path, hash, size, read with :mod:`csv` as installers
+    write it. Pure.
+
+    A fast path gives the same rows for the usual file: with no quote and no line break but
+    ``\n`` or ``\r\n`` (pip writes those), ``csv`` splits each line on commas and does nothing
+    else, so the rows are split
+    and made into entries in C (``csv`` with the row checks costs 1.8x: ``bench/bench_parsers.py``,
+    92k rows in a large environment); the differential test holds it equal to ``csv.reader`` on
+    every RECORD of the suite and the machine.
+    """
     entries: list[RecordEntry] = []
     problems: list[str] = []
-    if '"' not in text:
-        # Fast path (no quoting, the usual case): split and build the tuples in C.
-        rows = [line.split(",") for line in text.splitlines() if line]
+    lines = text.splitlines() if '"' not in text else None
+    # splitlines() also splits at a bare \r, form feed, U+2028...: then it gives more lines than \n
+    if lines is not None and len(lines) == text.count("\n") + (not text.endswith("\n") and bool(text)):
+        rows = [line.split(",") for line in lines if line]
         if (
             set(map(len, rows)) <= {3}
             and all(map(_first, rows))
@@ -190,7 +282,7 @@ def parse_record(text: str) -> tuple[list[RecordEntry], list[str]]:
         ):
             return list(map(_make_entry, rows)), problems
     try:
-        for lineno, row in enumerate(csv.reader(text.splitlines()), 1):
+        for lineno, row in enumerate(csv.reader(io.StringIO(text, newline="")), 1):
             if not row:
                 continue
             if len(row) > 3 or not row[0]:
@@ -336,7 +428,7 @@ def read_distribution(site_dir: str, dirname: str) -> Distribution:
             record = tuple(entries)
             problems.extend(Problem("record-malformed", record_path, m) for m in msgs[:5])
         try:
-            wheel, _ = parse_metadata(_read(os.path.join(meta_dir, "WHEEL"), 1 << 16))
+            wheel, _ = parse_metadata(_read(os.path.join(meta_dir, "WHEEL"), 1 << 16), _WHEEL_MULTI)
             tags = wheel.get("tag", [])
         except OSError:
             pass

@@ -80,32 +80,52 @@ def render_human(
         console.print(f"  [dim]{n} distributions read, nothing imported[/dim]")
     console.print()
 
+    listed = [f for f in report.findings if f.severity >= Severity.WARNING or verbose]
+    by_key = {(f.code, f.subject): f for f in listed}
+    # a consequence is shown under its root cause (the cause first), not in a group of its own
+    effects: dict[tuple[str, str], list[Finding]] = defaultdict(list)
     groups: dict[str, list[Finding]] = defaultdict(list)
-    for f in report.findings:
-        if f.severity >= Severity.WARNING or verbose:
+
+    def cause_of(f: Finding) -> Finding | None:
+        c = by_key.get((f.caused_by.code, f.caused_by.subject)) if f.caused_by else None
+        return c if c is not f else None
+
+    for f in listed:
+        root = cause_of(f)
+        if root is not None and cause_of(root) is None:
+            effects[(root.code, root.subject)].append(f)
+        else:
             groups[f.distribution or "(environment)"].append(f)
-    order = sorted(groups, key=lambda g: (-max(f.severity for f in groups[g]), g))
+
+    def show(f: Finding, depth: int) -> None:
+        pad = "    " * depth
+        tag = " (in baseline)" if report.is_baselined(f) else ""
+        lead = f"{pad}  {'↳ ' if depth else ''}{f.severity} "
+        console.print(Text.assemble((lead, _STYLE[f.severity]), (f.code, "bold"), " ", f.message, (tag, "dim")))
+        for ev in f.evidence[: None if verbose else 4]:
+            console.print(Text(pad + "      " + ev, style="dim"))
+        if not verbose and len(f.evidence) > 4:
+            console.print(Text(f"{pad}      … {len(f.evidence) - 4} more (--verbose)", style="dim"))
+        for h in f.hints:
+            console.print(Text.assemble((pad + "    hint: ", "cyan"), h))
+        if f.caused_by:
+            console.print(Text(f"{pad}    caused by {f.caused_by.code} {f.caused_by.subject}", style="dim"))
+        if f.fix:
+            console.print(Text.assemble((pad + "    fix: ", "green"), f.fix.summary))
+            for cmd in f.fix.commands:
+                console.print(Text(pad + "      $ " + cmd))
+        if depth == 0:
+            for e in sorted(effects.get((f.code, f.subject), ()), key=lambda e: (-e.severity, e.code, e.subject)):
+                show(e, 1)
+
+    def worst(fs: list[Finding]) -> int:
+        return max(int(g.severity) for f in fs for g in (f, *effects.get((f.code, f.subject), ())))
+
+    order = sorted(groups, key=lambda g: (-worst(groups[g]), g))
     for group in order:
         console.print(Text(group, style="bold underline"))
-        for f in sorted(groups[group], key=lambda f: (-f.severity, f.code)):
-            tag = " (in baseline)" if report.is_baselined(f) else ""
-            console.print(
-                Text.assemble(
-                    ("  " + str(f.severity) + " ", _STYLE[f.severity]), (f.code, "bold"), " ", f.message, (tag, "dim")
-                )
-            )
-            for ev in f.evidence[: None if verbose else 4]:
-                console.print(Text("      " + ev, style="dim"))
-            if not verbose and len(f.evidence) > 4:
-                console.print(Text(f"      … {len(f.evidence) - 4} more (--verbose)", style="dim"))
-            for h in f.hints:
-                console.print(Text.assemble(("    hint: ", "cyan"), h))
-            if f.caused_by:
-                console.print(Text(f"    caused by {f.caused_by.code} {f.caused_by.subject}", style="dim"))
-            if f.fix:
-                console.print(Text.assemble(("    fix: ", "green"), f.fix.summary))
-                for cmd in f.fix.commands:
-                    console.print(Text("      $ " + cmd))
+        for f in sorted(groups[group], key=lambda f: (-worst([f]), -f.severity, f.code)):
+            show(f, 0)
         console.print()
 
     modules = report.extra.get("modules")

@@ -21,6 +21,7 @@ def finding_to_dict(f: Finding, *, baselined: bool = False) -> dict[str, object]
         "fix": {"summary": f.fix.summary, "commands": list(f.fix.commands)} if f.fix else None,
         "caused_by": {"code": f.caused_by.code, "subject": f.caused_by.subject} if f.caused_by else None,
         "hints": list(f.hints),
+        "replaces": [{"code": c, "subject": s, "path": p or None} for c, s, p in f.replaces],
         "baseline": baselined,
     }
 

@@ -1,0 +1,256 @@
+"""Severity follows consequence: a metadata or table finding is an error only where the break is
+shown, and otherwise a warning that says why (issue 11). Both sides of each rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudastack.cli import main
+from tests import scenario
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def doctor(site: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, list[dict[str, Any]]]:
+    rc = main(["doctor", "--site-packages", str(site), "--format", "json", *extra])
+    return rc, json.loads(capsys.readouterr().out)["findings"]
+
+
+@pytest.mark.parametrize(
+    ("python_version", "cubin", "severity"),
+    [
+        ("0.6.3", "0.6.4", "error"),  # 0.6.3's flashinfer/jit/env.py raises RuntimeError at import
+        ("0.7.4", "0.6.13", "warning"),  # 0.7.4's catches it: "Ignoring incompatible flashinfer-cubin"
+    ],
+)
+def test_pkg002_follows_what_the_installed_flashinfer_does_with_a_stale_cubin(
+    python_version: str, cubin: str, severity: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """flashinfer/jit/env.py copied from the flashinfer-python 0.6.3 and 0.7.4 wheels."""
+    spec = scenario.load("healthy_cu130")
+    env_py = (DATA / "flashinfer" / f"env-{python_version}.py.txt").read_text()
+    for d in spec["dist"]:
+        if d["name"] == "flashinfer-python":
+            d["version"] = python_version
+            d["files"] = {"flashinfer/jit/env.py": env_py}
+        elif d["name"] == "flashinfer-cubin":
+            d["version"] = cubin
+        elif d["name"] == "flashinfer-jit-cache":
+            d["version"] = f"{python_version}+cu130"
+        elif d["name"] == "sglang":
+            d["requires"] = [r for r in d.get("requires", []) if not r.startswith("flashinfer")]
+    site = scenario.materialize(spec, tmp_path / "env")
+    _, found = doctor(site, capsys, "--select", "PKG002")
+    assert [(f["code"], f["subject"], f["severity"]) for f in found] == [("PKG002", "flashinfer-cubin", severity)]
+    if severity == "warning":
+        assert any("Ignoring incompatible flashinfer-cubin" in e for e in found[0]["evidence"])
+
+
+def _module_source(name: str) -> str:
+    return (
+        "#include <Python.h>\n"
+        f'static struct PyModuleDef m = {{PyModuleDef_HEAD_INIT, "{name}", NULL, -1, NULL}};\n'
+        f"PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&m); }}\n"
+    )
+
+
+def real_env(
+    tmp_path: Path, dists: list[dict[str, Any]], modules: dict[str, bool], owner: str | None = None
+) -> tuple[Path, Path]:
+    """A real venv holding ``dists`` (scenario specs) and, for each ``pkg/mod`` in ``modules``, a
+    compiled extension module; ``False`` links it to a library that is then removed, so it cannot
+    load. Returns (python, site)."""
+    import sysconfig
+
+    from tests import native, venvs
+
+    python = venvs.make_venv(tmp_path / "venv")
+    site = scenario.materialize({"dist": dists}, tmp_path / "venv")
+    assert site == venvs.site_of(python)
+    inc = "-I" + sysconfig.get_paths()["include"]
+    stub = native.build(tmp_path / "stub" / "libgone.so", "int gone(void) { return 1; }\n")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    for rel, loads in modules.items():
+        pkg, mod = rel.split("/")
+        out = site / pkg / f"{mod}{suffix}"
+        libs = () if loads else (f"-L{stub.parent}", "-lgone")
+        native.build(out, _module_source(mod), flags=(inc, "-Wl,--no-as-needed"), libs=libs)
+        (site / pkg / "__init__.py").write_text(f"from . import {mod}\n")
+        rec = next(site.glob(f"{owner or pkg}-*.dist-info")) / "RECORD"
+        rec.write_text(rec.read_text() + f"{pkg}/{mod}{suffix},,\n{pkg}/__init__.py,,\n")
+    stub.unlink()
+    return python, site
+
+
+def real_import(python: Path, name: str) -> bool:
+    import subprocess
+
+    return subprocess.run([str(python), "-c", f"import {name}"], capture_output=True, check=False).returncode == 0
+
+
+TORCH = {
+    "name": "torch",
+    "version": "2.14.1",
+    "files": {"torch/version.py": "__version__ = '2.14.1+cpu'\ncuda = None\n", "torch/__init__.py": ""},
+}
+
+
+@pytest.mark.parametrize("loads", [True, False])
+def test_pkg005_torchaudio_off_the_table_is_judged_by_whether_its_modules_load(
+    loads: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torchaudio 2.11 beside torch 2.14.1: the pairing table says no; its module binding to what
+    is installed (a stable-ABI build) says it loads. The real import is the oracle."""
+    audio = {
+        "name": "torchaudio",
+        "version": "2.11.0",
+        "requires": ["torch"],
+        "files": {"torchaudio/version.py": "__version__ = '2.11.0+cpu'\n"},
+    }
+    python, _ = real_env(tmp_path, [TORCH, audio], {"torchaudio/_torchaudio": loads})
+    assert real_import(python, "torchaudio") is loads
+    rc = main(["doctor", "--python", str(python), "--select", "PKG005", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["code"], f["severity"]) for f in found] == [("PKG005", "warning" if loads else "error")]
+    if loads:
+        assert any("predicts every native module of torchaudio loads" in e for e in found[0]["evidence"])
+    else:
+        assert any("libgone.so" in e for e in found[0]["evidence"])
+    assert rc == (0 if loads else 1)
+
+
+@pytest.mark.parametrize("loads", [True, False])
+def test_pkg009_cuda12_and_13_variants_side_by_side_are_an_error_only_when_something_fails(
+    loads: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nvidia-cutlass-dsl-libs for CUDA 12 and 13 side by side (measured on a healthy env: every
+    module loads). Here a module of the environment that loads, or one that does not."""
+    from tests import native
+
+    dists = [
+        {"name": "nvidia-nccl-cu12", "version": "2.29.3", "paths": []},
+        {"name": "nvidia-nccl-cu13", "version": "2.29.7", "paths": []},
+        {"name": "app", "version": "1.0"},
+    ]
+    python, site = real_env(tmp_path, dists, {"app/_app": loads})
+    for lib in ("nvidia/nccl/lib/libnccl.so.2", "nvidia/cu13/lib/libnccl.so.2"):
+        native.build(
+            site / lib, "int ncclGetVersion(int *v) { *v = 1; return 0; }\n", flags=("-Wl,-soname,libnccl.so.2",)
+        )
+    for name, lib in (("nvidia_nccl_cu12", "nvidia/nccl/lib"), ("nvidia_nccl_cu13", "nvidia/cu13/lib")):
+        rec = next(site.glob(f"{name}-*.dist-info")) / "RECORD"
+        rec.write_text(rec.read_text() + f"{lib}/libnccl.so.2,,\n")
+    assert real_import(python, "app") is loads
+    main(["doctor", "--python", str(python), "--select", "PKG009", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["code"], f["severity"]) for f in found] == [("PKG009", "warning" if loads else "error")]
+
+
+PY312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
+
+
+@pytest.mark.parametrize(
+    ("init", "expect"),
+    [
+        ("from . import infllm_ops\n", "error"),  # `import sgl_kernel` reaches it: ModuleNotFoundError
+        ("def infllm():\n    from . import infllm_ops\n", "warning"),  # only a feature needs it
+        (  # opened by path, never imported: no importable suffix needed
+            "import os, torch\n"
+            "torch.ops.load_library(os.path.join(os.path.dirname(__file__), "
+            "'infllm_ops.cpython-310-x86_64-linux-gnu.so'))\n",
+            None,
+        ),
+    ],
+)
+def test_pkg014_a_module_python_cannot_import_is_an_error_only_where_import_reaches_it(
+    init: str, expect: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = scenario.load("pkg014_abi3_wrong_tag")
+    spec["dist"][0]["files"] = {"sgl_kernel/__init__.py": init}
+    site = scenario.materialize(spec, tmp_path / "env")
+    if PY312.exists() and "torch" not in init:  # the oracle: a real import by Python 3.12
+        import subprocess
+
+        real = subprocess.run(
+            [str(PY312), "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); import sgl_kernel"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (real.returncode == 0) is (expect == "warning"), real.stderr
+    _, found = doctor(site, capsys, "--select", "PKG014")
+    assert [f["severity"] for f in found] == ([expect] if expect else [])
+    if expect == "warning":
+        assert "feature lost: sgl_kernel.infllm_ops" in found[0]["message"]
+
+
+def test_pkg014_abi3_module_on_a_newer_python_is_fine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """torchao built cp310-abi3 (`_C.abi3.so`) on Python 3.11: abi3 is importable there."""
+    spec = {
+        "python_version": "3.11",
+        "dist": [
+            {
+                "name": "torchao",
+                "version": "0.14.0",
+                "tags": ["cp310-abi3-linux_x86_64"],
+                "paths": ["torchao/__init__.py", "torchao/_C.abi3.so"],
+            }
+        ],
+    }
+    site = scenario.materialize(spec, tmp_path / "env")
+    _, found = doctor(site, capsys, "--select", "PKG014")
+    assert found == []
+
+
+@pytest.mark.parametrize("loads", [True, False])
+def test_pkg011_two_cupy_variants_are_an_error_only_when_a_module_fails(
+    loads: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dists = [{"name": "cupy-cuda12x", "version": "13.6.0"}, {"name": "cupy-cuda13x", "version": "13.6.0"}]
+    python, _ = real_env(tmp_path, dists, {"cupy/_core": loads}, owner="cupy_cuda13x")
+    assert real_import(python, "cupy") is loads
+    main(["doctor", "--python", str(python), "--select", "PKG011", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["code"], f["severity"]) for f in found] == [("PKG011", "warning" if loads else "error")]
+
+
+@pytest.mark.parametrize("loads", [True, False])
+def test_pkg012_torch_cuda_runtime_mismatch_follows_whether_torch_loads(
+    loads: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch cu130 with only the CUDA 12 runtime wheel: an error when torch's module is predicted
+    to fail, a warning when it loads (the host provides the runtime)."""
+    from tests import native
+
+    torch = {
+        "name": "torch",
+        "version": "2.9.1",
+        "files": {"torch/version.py": "__version__ = '2.9.1+cu130'\ncuda = '13.0'\n"},
+    }
+    rt = {"name": "nvidia-cuda-runtime-cu12", "version": "12.8.90", "paths": []}
+    python, site = real_env(tmp_path, [torch, rt], {"torch/_C": loads})
+    native.build(site / "nvidia/cuda_runtime/lib/libcudart.so.12", "int cudart(void) { return 12; }\n")
+    rec = next(site.glob("nvidia_cuda_runtime_cu12-*.dist-info")) / "RECORD"
+    rec.write_text(rec.read_text() + "nvidia/cuda_runtime/lib/libcudart.so.12,,\n")
+    assert real_import(python, "torch") is loads
+    main(["doctor", "--python", str(python), "--select", "PKG012", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["code"], f["severity"]) for f in found] == [("PKG012", "warning" if loads else "error")]
+
+
+@pytest.mark.parametrize("loads", [True, False])
+def test_pkg001_a_missing_nvidia_library_dist_is_a_warning_when_its_requirer_loads(
+    loads: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch asks for nvidia-cublas, which is not installed: when torch's modules load anyway (the
+    host provides libcublas), the metadata is contradicted; when one fails, it is an error."""
+    torch = {**TORCH, "requires": ["nvidia-cublas==13.1.0.3; platform_system == 'Linux'"]}
+    python, _ = real_env(tmp_path, [torch], {"torch/_C": loads})
+    assert real_import(python, "torch") is loads
+    main(["doctor", "--python", str(python), "--select", "PKG001", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["subject"], f["severity"]) for f in found] == [("nvidia-cublas", "warning" if loads else "error")]
