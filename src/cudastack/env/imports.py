@@ -798,10 +798,12 @@ def _cached(
 
 def import_verdicts(items: Sequence[tuple[Distribution, str]]) -> list[tuple[bool, str | None]]:
     """:func:`import_verdict` of each (distribution, module), the distributions that are not
-    cached analysed side by side on spare CPUs (each in a forked child; the parent takes one).
+    cached analysed side by side on spare CPUs, each share in a forked child.
 
     On the H200's 197-distribution environment, cupy, numba and cuda-core each need their own
     walk (~1 s apiece with the cache off); side by side the doctor waits for the longest only.
+    The parent keeps no share of its own: a child exits without freeing the syntax trees it
+    built (vllm 0.33: 2,210 files, ~10M objects, 1-2 s to free), and the parent stays small.
     """
     out: list[tuple[bool, str | None] | None] = [_cached(d, p)[0] for d, p in items]
     groups: dict[str, list[int]] = {}
@@ -809,14 +811,15 @@ def import_verdicts(items: Sequence[tuple[Distribution, str]]) -> list[tuple[boo
         if out[i] is None:
             groups.setdefault(dist.site_dir + "\0" + dist.key, []).append(i)
     work = list(groups.values())
-    workers = min(len(work) - 1, spare_cpus()) if len(work) > 1 else 0
+    spare = spare_cpus() if work else 0
+    children = min(len(work), spare + 1) if spare else 0
 
     def verdicts(share: list[list[int]]) -> list[tuple[int, bool, str | None]]:
         return [(i, *import_verdict(*items[i])) for group in share for i in group]
 
-    children = [Forked(verdicts, work[k + 1 :: workers + 1]) for k in range(workers)]
-    done = {i: (at, guard) for i, at, guard in verdicts(work[:: workers + 1])}
-    for child in children:
+    forked = [Forked(verdicts, work[k::children]) for k in range(children)]
+    done = {} if forked else {i: (at, guard) for i, at, guard in verdicts(work)}
+    for child in forked:
         answer = child.result()
         if isinstance(answer, list):
             done.update((i, (at, guard)) for i, at, guard in answer)
