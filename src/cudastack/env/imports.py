@@ -208,6 +208,26 @@ def _absolute(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
     return [base, *(f"{base}.{a.name}" for a in node.names if a.name != "*")]
 
 
+_SHAPES: dict[type, tuple[bool, tuple[str, ...]]] = {}
+_LEAF_TYPES = frozenset(
+    {"identifier", "identifier?", "identifier*", "string", "string?", "constant", "int", "int?", "expr_context"}
+)
+
+
+def _shape(t: type) -> tuple[bool, tuple[str, ...]]:
+    """Whether nodes of type ``t`` are statements, and their fields that can hold nodes: from the
+    signature ``ast`` writes in each class's docstring (``Name(identifier id, expr_context
+    ctx)``: none), so that the walk never looks into names, strings, numbers or contexts."""
+    m = re.fullmatch(r"\w+\((.*)\)", (t.__doc__ or "").strip(), re.DOTALL)
+    fields: tuple[str, ...] = tuple(f for f in getattr(t, "_fields", ()) if f != "ctx")
+    if m:
+        typed = [p.split() for p in m.group(1).split(",") if p.strip()]
+        if all(len(p) == 2 for p in typed) and [n for _t, n in typed] == list(getattr(t, "_fields", ())):
+            fields = tuple(n for typ, n in typed if typ not in _LEAF_TYPES)
+    _SHAPES[t] = shape = (issubclass(t, ast.stmt), fields)
+    return shape
+
+
 class _Walk:
     """The nodes of one file that run: everything outside function bodies (class bodies,
     decorators and default values run when the file is imported), and the bodies of functions
@@ -223,11 +243,13 @@ class _Walk:
         stack: list[Any] = list(roots)  # Any: dispatch is on type(node) is X, for speed
         defs, calls, keep = self.defs, self.calls, into.append
         # local names for the node types: this loop runs once per node of a package's Python
-        AST, FuncDef, AsyncDef, ClassDef = ast.AST, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef  # noqa: N806
+        FuncDef, AsyncDef, ClassDef = ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef  # noqa: N806
         Call, Name, Attribute, Constant, Lambda = ast.Call, ast.Name, ast.Attribute, ast.Constant, ast.Lambda  # noqa: N806
-        stmt = ast.stmt
+        shapes = _SHAPES
         while stack:
             node = stack.pop()
+            if node is None:
+                continue
             t = type(node)
             if t is FuncDef or t is AsyncDef:
                 keep(node)
@@ -253,13 +275,14 @@ class _Walk:
                     keep(node)  # import_module(f".{subdir}", __package__): see _computed
             elif t is ClassDef:
                 defs.setdefault(node.name, []).append((path, node))
-            if isinstance(node, stmt):
+            shape = shapes.get(t) or _shape(t)
+            if shape[0]:
                 keep(node)
-            for field in node._fields:
+            for field in shape[1]:
                 v = getattr(node, field, None)
                 if type(v) is list:
-                    stack.extend(x for x in v if isinstance(x, AST))
-                elif isinstance(v, AST) and field != "ctx":
+                    stack.extend(v)  # may hold None (a dict's ``**`` key): skipped when popped
+                elif v is not None:
                     stack.append(v)
 
 
