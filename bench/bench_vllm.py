@@ -77,7 +77,7 @@ def main() -> None:
             cpus[name].append(cpu)
 
     here = statistics.median(walls["cudastack doctor, cache off (this checkout)"])
-    n_dists = len(json.loads(outs["cudastack doctor, cache off (this checkout)"]).get("distributions", []))
+    n_dists = json.loads(outs["cudastack doctor, cache off (this checkout)"]).get("distributions")
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
         f"Python {platform.python_version()}"
