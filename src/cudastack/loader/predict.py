@@ -15,7 +15,6 @@ Not modelled: code in ``.pth`` files (ENV005 names those).
 
 from __future__ import annotations
 
-import gc
 import glob
 import os
 import re
@@ -392,21 +391,6 @@ def _torch_preload(
 def predict(
     target: Target, inventory: Inventory, config: LoaderConfig | None = None, cache: ElfCache | None = None
 ) -> Prediction:
-    """Every native file's fate at import (see the module docstring). Python's cyclic garbage
-    collector is paused meanwhile: what this builds (parsed ELF tables, the syntax trees of a
-    package's Python files) holds no reference cycles and lives until the answer is made, but its
-    millions of objects made each automatic collection walk all of them again — on the vllm 0.33
-    environment 3/4 of the time to parse vllm's 2,210 import-time files (see BENCHMARKS.md)."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        return _predict(target, inventory, config, cache)
-    finally:
-        if paused:
-            gc.enable()
-
-
-def _predict(target: Target, inventory: Inventory, config: LoaderConfig | None, cache: ElfCache | None) -> Prediction:
     config = config or detect_loader(target.environ)
     cache = cache if cache is not None else ElfCache()
     pred = Prediction(files=[], unreadable=[], config=config, elf_cache=cache)
