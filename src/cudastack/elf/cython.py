@@ -36,6 +36,7 @@ _LZSS_MARK = b"LZSS string data decompression failed"
 _BZ2 = b"1AY&SY"
 _ZSTD = b"\x28\xb5\x2f\xfd"
 _MAX_OUT = 64 << 20
+_MAX_LZSS_SCAN = 8 << 20  # where an LZSS stream is looked for: a module's .rodata is far smaller
 _MAX_BYTES_TABLE = 1 << 16  # the bytes strings (code objects' line tables) after the text ones
 _MAX_LENGTH = 1 << 16  # a length entry is a bit-field of a 4-byte unit; longer strings: none seen
 
@@ -86,7 +87,7 @@ def _decompressed(ro: bytes) -> Iterator[bytes]:
     while i >= 4:
         if ro[i - 4 : i - 1] == b"BZh":
             try:
-                yield bz2.decompress(ro[i - 4 :])
+                yield bz2.BZ2Decompressor().decompress(ro[i - 4 :], _MAX_OUT)
             except (OSError, ValueError, EOFError):
                 pass
         i = ro.find(_BZ2, i + 1)
@@ -170,9 +171,9 @@ def _split(blob: bytes, lengths: Sequence[int]) -> tuple[bytes, ...]:
 
 def _lzss_table(ro: bytes) -> tuple[bytes, ...] | None:
     """Cython 3.3's LZSS table (see ``__pyx_lzss_decompress`` in Cython's ``StringTools.c``)."""
-    for start in range(0, len(ro) - 16, 8):
-        if not ro[start] & 1:
-            continue  # the first item cannot refer back: nothing is decoded yet
+    for start in range(0, min(len(ro), _MAX_LZSS_SCAN) - 16, 8):
+        if not ro[start] & 1 or not 32 <= ro[start + 1] < 127:
+            continue  # the first item cannot refer back (nothing is decoded yet), and is text
         ends, text = _lzss_ends(ro, start)
         if ends:
             lengths = _length_index(ro, ends, text)
