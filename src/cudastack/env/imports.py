@@ -209,6 +209,26 @@ def _absolute(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
     return [base, *(f"{base}.{a.name}" for a in node.names if a.name != "*")]
 
 
+_SHAPES: dict[type, tuple[bool, tuple[str, ...]]] = {}
+_LEAF_TYPES = frozenset(
+    {"identifier", "identifier?", "identifier*", "string", "string?", "constant", "int", "int?", "expr_context"}
+)
+
+
+def _shape(t: type) -> tuple[bool, tuple[str, ...]]:
+    """Whether nodes of type ``t`` are statements, and their fields that can hold nodes: from the
+    signature ``ast`` writes in each class's docstring (``Name(identifier id, expr_context
+    ctx)``: none), so that the walk never looks into names, strings, numbers or contexts."""
+    m = re.fullmatch(r"\w+\((.*)\)", (t.__doc__ or "").strip(), re.DOTALL)
+    fields: tuple[str, ...] = tuple(f for f in getattr(t, "_fields", ()) if f != "ctx")
+    if m:
+        typed = [p.split() for p in m.group(1).split(",") if p.strip()]
+        if all(len(p) == 2 for p in typed) and [n for _t, n in typed] == list(getattr(t, "_fields", ())):
+            fields = tuple(n for typ, n in typed if typ not in _LEAF_TYPES)
+    _SHAPES[t] = shape = (issubclass(t, ast.stmt), fields)
+    return shape
+
+
 class _Walk:
     """The nodes of one file that run: everything outside function bodies (class bodies,
     decorators and default values run when the file is imported), and the bodies of functions
@@ -224,11 +244,13 @@ class _Walk:
         stack: list[Any] = list(roots)  # Any: dispatch is on type(node) is X, for speed
         defs, calls, keep = self.defs, self.calls, into.append
         # local names for the node types: this loop runs once per node of a package's Python
-        AST, FuncDef, AsyncDef, ClassDef = ast.AST, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef  # noqa: N806
+        FuncDef, AsyncDef, ClassDef = ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef  # noqa: N806
         Call, Name, Attribute, Constant, Lambda = ast.Call, ast.Name, ast.Attribute, ast.Constant, ast.Lambda  # noqa: N806
-        stmt = ast.stmt
+        shapes = _SHAPES
         while stack:
             node = stack.pop()
+            if node is None:
+                continue
             t = type(node)
             if t is FuncDef or t is AsyncDef:
                 keep(node)
@@ -254,13 +276,14 @@ class _Walk:
                     keep(node)  # import_module(f".{subdir}", __package__): see _computed
             elif t is ClassDef:
                 defs.setdefault(node.name, []).append((path, node))
-            if isinstance(node, stmt):
+            shape = shapes.get(t) or _shape(t)
+            if shape[0]:
                 keep(node)
-            for field in node._fields:
+            for field in shape[1]:
                 v = getattr(node, field, None)
                 if type(v) is list:
-                    stack.extend(x for x in v if isinstance(x, AST))
-                elif isinstance(v, AST) and field != "ctx":
+                    stack.extend(v)  # may hold None (a dict's ``**`` key): skipped when popped
+                elif v is not None:
                     stack.append(v)
 
 
@@ -514,7 +537,10 @@ def _compiled_refs(
     ``c``, NUL-terminated. Not read: the zlib-compressed string table of Cython ≥ 3.1 (cupy's
     ``fusion`` names ``new_fusion`` only there): it is a sorted run of every identifier and
     string constant, where ``cutensor`` the accelerator name reads like ``cutensor`` the module —
-    tried, and it turned cupy's lazily imported cuTENSOR binding back into a false error. Evidence
+    tried, and it turned cupy's lazily imported cuTENSOR binding back into a false error; read
+    string by string (:func:`cudastack.elf.cython.parse_string_table`) it still cannot say which
+    strings module-level code uses — cupy 14.2: 35 modules would gain references, the lazy
+    cutensor and jitify among them. Evidence
     only where present: a name in the bytes can still belong to a lazy import — measured against real imports by
     ``tools/validate_imports.py``. A handful of ``find`` scans per top-level name: this runs only
     for a distribution with a module that fails to load."""
@@ -802,10 +828,12 @@ def _cached(
 
 def import_verdicts(items: Sequence[tuple[Distribution, str]]) -> list[tuple[bool, str | None]]:
     """:func:`import_verdict` of each (distribution, module), the distributions that are not
-    cached analysed side by side on spare CPUs (each in a forked child; the parent takes one).
+    cached analysed side by side on spare CPUs, each share in a forked child.
 
     On the H200's 197-distribution environment, cupy, numba and cuda-core each need their own
     walk (~1 s apiece with the cache off); side by side the doctor waits for the longest only.
+    The parent keeps no share of its own: a child exits without freeing the syntax trees it
+    built (vllm 0.33: 2,210 files, ~10M objects, 1-2 s to free), and the parent stays small.
     """
     out: list[tuple[bool, str | None] | None] = [_cached(d, p)[0] for d, p in items]
     groups: dict[str, list[int]] = {}
@@ -813,14 +841,15 @@ def import_verdicts(items: Sequence[tuple[Distribution, str]]) -> list[tuple[boo
         if out[i] is None:
             groups.setdefault(dist.site_dir + "\0" + dist.key, []).append(i)
     work = list(groups.values())
-    workers = min(len(work) - 1, spare_cpus()) if len(work) > 1 else 0
+    spare = spare_cpus() if work else 0
+    children = min(len(work), spare + 1) if spare else 0
 
     def verdicts(share: list[list[int]]) -> list[tuple[int, bool, str | None]]:
         return [(i, *import_verdict(*items[i])) for group in share for i in group]
 
-    children = [Forked(verdicts, work[k + 1 :: workers + 1]) for k in range(workers)]
-    done = {i: (at, guard) for i, at, guard in verdicts(work[:: workers + 1])}
-    for child in children:
+    forked = [Forked(verdicts, work[k::children]) for k in range(children)]
+    done = {} if forked else {i: (at, guard) for i, at, guard in verdicts(work)}
+    for child in forked:
         answer = child.result()
         if isinstance(answer, list):
             done.update((i, (at, guard)) for i, at, guard in answer)

@@ -27,6 +27,7 @@ from cudastack.files import open_file
 
 _LOADERS = {"CDLL": "ctypes", "PyDLL": "ctypes", "LoadLibrary": "ctypes", "load_library": "torch.ops"}
 _CALL = re.compile(rb"\b(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location)\s*\(")
+_CALL_WORDS = (b"CDLL", b"PyDLL", b"LoadLibrary", b"load_library", b"spec_from_file_location")
 _MAX_BYTES = 1 << 20
 
 
@@ -55,17 +56,25 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
         return []
     raws: dict[str, bytes] = {}
     for name in roots:
-        raws[name] = _read(files[name])
+        raws[name] = _read(dist.abspath(files[name]))
         package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
         for mod in _RELATIVE.findall(raws[name]):  # the package's modules its __init__ names
             full = _resolve(mod.decode(), package)
             if full in files and full not in raws:
-                raws[full] = _read(files[full])
-    hits = {n: r for n, r in raws.items() if _CALL.search(r)}
+                raws[full] = _read(dist.abspath(files[full]))
+    # the words first (a substring test runs at memchr speed; the pattern's \b and \s* do not)
+    hits = {n: r for n, r in raws.items() if any(w in r for w in _CALL_WORDS) and _CALL.search(r)}
     if not hits:
         return []
+    files = {n: dist.abspath(rel) for n, rel in files.items()}
     record = [dist.abspath(e.path) for e in dist.record or () if not e.path.startswith("..")]
-    trees = {n: t for n, r in raws.items() if (n in hits or n in roots) and (t := _parse(r)) is not None}
+    trees = {n: t for n, r in hits.items() if (t := _parse(r)) is not None}
+    # a root's calls matter only by the names of the hit files' functions: a root whose bytes hold
+    # none of them is not parsed (cutlass-dsl's generated MLIR bindings: 3 MB, ~3 s to parse)
+    funcs = {f.name.encode() for t in trees.values() for f in t.body if isinstance(f, ast.FunctionDef)}
+    for n in roots:
+        if n not in trees and any(f in raws[n] for f in funcs) and (t := _parse(raws[n])) is not None:
+            trees[n] = t
     called = {
         c.func.id
         for t in trees.values()
@@ -110,12 +119,13 @@ def _parse(raw: bytes) -> ast.Module | None:
 
 
 def _python_files(dist: Distribution) -> dict[str, str]:
+    """Module name → RECORD path of each Python file (made absolute only where read)."""
     files: dict[str, str] = {}
     for entry in dist.record or ():
         if entry.path.endswith(".py") and not entry.path.startswith(".."):
             rel = entry.path[:-3]
             name = rel[: -len("/__init__")] if rel.endswith("/__init__") else rel
-            files[name.replace("/", ".")] = dist.abspath(entry.path)
+            files[name.replace("/", ".")] = entry.path
     return files
 
 

@@ -1,0 +1,97 @@
+"""Cython ≥ 3.1's string table read back from a module really compiled by Cython and gcc, in each
+compression the generated C offers (zlib, bz2, and from Cython 3.3 its own LZSS), compared with
+what the module holds when a fresh interpreter imports it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from cudastack.elf.cython import parse_string_table
+from tests.native import CC
+
+NAMES = [f"setting_number_{i}" for i in range(60)]
+SOURCE = (
+    "from json import decoder\n"
+    + "".join(f"{n} = 'the value of {n}'\n" for n in NAMES)
+    + "def lazy():\n    from email import message_from_string\n    return message_from_string\n"
+)
+ALGOS = {"zlib": 1, "bz2": 2, "lzss": 90}
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("Cython", minversion="3.1")
+    if CC is None:
+        pytest.skip("gcc is not installed")
+    work = tmp_path_factory.mktemp("cy")
+    (work / "cymod.pyx").write_text(SOURCE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cython", "-3", "cymod.pyx", "-o", "cymod.c"], cwd=work, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    return work / "cymod.c"
+
+
+def _compile(c_file: Path, algo: int) -> Path:
+    out = c_file.parent / f"a{algo}" / f"cymod{sysconfig.get_config_var('EXT_SUFFIX')}"
+    out.parent.mkdir(exist_ok=True)
+    include = sysconfig.get_paths()["include"]
+    cmd = [str(CC), "-O2", "-shared", "-fPIC", f"-DCYTHON_COMPRESS_STRINGS={algo}", f"-I{include}", str(c_file), "-o"]
+    proc = subprocess.run([*cmd, str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+@pytest.mark.parametrize("algo", sorted(ALGOS))
+def test_the_compressed_table_is_read_string_by_string(generated: Path, algo: str) -> None:
+    if f"compression: {algo}" not in generated.read_text():
+        pytest.skip(f"this Cython does not offer {algo} for this table")
+    module = _compile(generated, ALGOS[algo])
+    # reality: the module imports, and its constants are what the table must hold
+    real = subprocess.run(
+        [sys.executable, "-E", "-s", "-c", "import cymod; print(cymod.setting_number_7); print(cymod.__name__)"],
+        cwd=module.parent,
+        capture_output=True,
+        text=True,
+    )
+    assert real.returncode == 0 and real.stdout.split() == ["the", "value", "of", "setting_number_7", "cymod"]
+    table = parse_string_table(module.read_bytes())
+    assert table is not None
+    whole = set(table)
+    for n in NAMES:
+        assert n.encode() in whole and f"the value of {n}".encode() in whole
+    # the module names of both imports, each a whole string (not a piece of a run of identifiers)
+    assert {b"json", b"decoder", b"email", b"message_from_string", b"lazy"} <= whole
+    # the decoded strings add up to the blob the C source states the size of
+    size = int(re.search(r"compression: none \((\d+) bytes\)", generated.read_text()).group(1))  # type: ignore[union-attr]
+    assert sum(map(len, table)) == size
+
+
+def test_an_uncompressed_table_or_another_compiler_gives_none(generated: Path) -> None:
+    module = _compile(generated, 0)
+    assert parse_string_table(module.read_bytes()) is None
+    assert parse_string_table(Path(sys.executable).read_bytes()) is None
+
+
+def test_garbage_never_raises() -> None:
+    """Whatever bytes it is given (a truncated or corrupt module), the reader answers None or a
+    table, and never raises: it runs on every compiled module of a failing package."""
+    import random
+
+    rng = random.Random(12)
+    elf = Path(sys.executable).read_bytes()
+    blobs = [b"", b"\x7fELF", elf[:64], elf[: len(elf) // 2]]
+    for _ in range(200):
+        cut = bytearray(elf[:4096])
+        for _ in range(16):
+            cut[rng.randrange(len(cut))] = rng.randrange(256)
+        blobs.append(bytes(cut) + b"x\xda" + rng.randbytes(64) + b"BZh91AY&SY" + rng.randbytes(32))
+    blobs.append(b"\x7fELF" + b"LZSS string data decompression failed" + rng.randbytes(1 << 16))
+    for blob in blobs:
+        assert parse_string_table(blob) is None or isinstance(parse_string_table(blob), tuple)
