@@ -32,29 +32,53 @@ class LockedError(CudastackError, RuntimeError):
 
 @contextlib.contextmanager
 def env_lock(target: Target) -> Iterator[Path]:
-    """An exclusive ``flock`` on the environment's lock file, held for the block. The kernel drops
-    it when the holder dies, so a killed cudastack never leaves a stale lock."""
-    from cudastack.target import state_dir
+    """The lock of the target's environment, held for the block (:func:`prefix_lock`)."""
+    with prefix_lock(target.prefix) as path:
+        yield path
 
-    path = state_dir(target) / "install.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+@contextlib.contextmanager
+def prefix_lock(prefix: str) -> Iterator[Path]:
+    """An exclusive ``flock`` on the environment's prefix directory itself (its real path), held
+    for the block. The lock belongs to the environment, not to a user or a state directory: root
+    and any other user, whatever their ``$CUDASTACK_STATE_DIR``, take the same one. Nothing is
+    written; the kernel drops the lock when the holder dies, so a killed cudastack never leaves a
+    stale lock."""
+    real = os.path.realpath(prefix)
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise LockedError(f"cannot lock the environment at {real}: {exc.strerror or exc}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+            holder = _lock_holder(os.fstat(fd))
             raise LockedError(
-                f"another cudastack install or rollback is running on {target.prefix} ({holder})",
+                f"another cudastack install or rollback is running on {real}"
+                + (f" (pid {holder})" if holder else ""),
                 hint="wait for it to finish; the lock is released the moment its process exits",
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
-        yield path
+        yield Path(real)
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def _lock_holder(st: os.stat_result) -> str | None:
+    """The pid holding a flock on that inode, from ``/proc/locks`` (``1: FLOCK ADVISORY WRITE
+    <pid> <major>:<minor>:<inode> 0 EOF``, proc(5)); ``None`` when it cannot be told."""
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                f = line.split()
+                if len(f) >= 6 and f[1] == "FLOCK" and f[5] == want:
+                    return f[4]
+    except OSError:
+        pass
+    return None
 
 
 def die_with_parent() -> None:  # runs in the child between fork and exec
