@@ -49,13 +49,14 @@ def _errors(report: Any) -> set[tuple[str, str, str]]:
 
 def run(args: argparse.Namespace) -> int:
     from cudastack.env.inventory import read_inventory
-    from cudastack.install.plan import plan_install
+    from cudastack.install.plan import plan_install, refuse_unmodelled
     from cudastack.target import build_target
 
     pip_args = [a for a in args.args if a != "--"] if args.args[:1] == ["--"] else list(args.args)
     if not pip_args:
         raise UsageError("nothing to install: cudastack install -- <installer arguments>")
     args.installer_args = pip_args
+    refuse_unmodelled(pip_args, args.installer)
     target = build_target(python=args.python, detect_gpus=False)
     if args.dry_run:
         inventory = read_inventory(target)
@@ -72,7 +73,7 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
     from cudastack.doctor import run_doctor
     from cudastack.env.inventory import read_inventory
     from cudastack.faults import step
-    from cudastack.install.plan import plan_install
+    from cudastack.install.plan import exact_install, plan_install
     from cudastack.install.run import run_installer
     from cudastack.install.txn import begin, end, rollback
     from cudastack.render.json import finding_to_dict
@@ -92,10 +93,11 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
     j = txn.journal
     _say(f"backed up {j.get('backup_files', 0)} file(s), {j.get('backup_bytes', 0) / 1e6:.1f} MB, of "
                f"{', '.join(touched) or 'nothing (additions only)'} in {txn.path}")  # fmt: skip
-    txn.set_state("installing")
+    command = exact_install(plan, txn.path / "plan.txt")  # what was checked, not a second resolution
+    txn.set_state("installing", command=command)
     step("install:installing")
-    _say("running " + " ".join(plan.install))
-    rc, interrupted = run_installer(plan.install, stdout=sys.stderr, stderr=sys.stderr)
+    _say("running " + " ".join(command))
+    rc, interrupted = run_installer(command, stdout=sys.stderr, stderr=sys.stderr)
     end(target, txn)
     extra: dict[str, Any] = {"dry_run": False, "transaction": str(txn.path), "installer_exit": rc}
     if rc != 0 or interrupted:
