@@ -7,7 +7,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -258,16 +257,16 @@ def resolve(target: Target, args: list[str], installer: str = "pip") -> tuple[li
         cmd = [*base, "--dry-run", "--quiet", "--output-format", "json", *args]
     else:
         cmd = [*base, "--dry-run", "--quiet", "--report", "-", *args]
-    from cudastack.install.run import die_with_parent
+    from cudastack.install.run import run_supervised
 
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800, preexec_fn=die_with_parent)
-    if proc.returncode != 0:
+    rc, stdout, stderr, interrupted = run_supervised(cmd, capture=True)  # a build backend dies with cudastack too
+    if rc != 0 or interrupted:
         raise InstallerError(
-            f"the installer could not resolve {' '.join(args)}: {proc.stderr.strip()[-800:]}",
+            f"the installer could not resolve {' '.join(args)}: {stderr.strip()[-800:]}",
             hint="nothing was changed",
         )
     try:
-        report = json.loads(proc.stdout)
+        report = json.loads(stdout)
     except ValueError as exc:
         raise InstallerError(f"{installer}'s dry-run output is not JSON: {exc}") from None
     if installer == "uv":

@@ -1,8 +1,8 @@
 """Running the installer under cudastack's control, and the per-environment lock.
 
-The installer runs in its own process group with a parent-death signal (``PR_SET_PDEATHSIG``
-SIGKILL): if cudastack dies, so does the installer, and the transaction's journal says where it
-stopped. SIGINT/SIGTERM to cudastack kill the whole group, then rollback runs.
+The installer runs under a supervisor in a process group of its own: if cudastack dies, SIGKILL
+included, the whole group dies (build-backend grandchildren too), and the transaction's journal
+says where it stopped. SIGINT/SIGTERM to cudastack kill the whole group, then rollback runs.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import fcntl
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,7 @@ def prefix_lock(prefix: str) -> Iterator[Path]:
                 raise
             holder = _lock_holder(os.fstat(fd))
             raise LockedError(
-                f"another cudastack install or rollback is running on {real}"
-                + (f" (pid {holder})" if holder else ""),
+                f"another cudastack install or rollback is running on {real}" + (f" (pid {holder})" if holder else ""),
                 hint="wait for it to finish; the lock is released the moment its process exits",
             ) from None
         yield Path(real)
@@ -89,12 +89,36 @@ def die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
-def run_installer(cmd: list[str], env: dict[str, str] | None = None, **kwargs: Any) -> tuple[int, bool]:
-    """Run the installer; returns (exit status, whether cudastack was interrupted). A negative
-    status is the signal that killed it."""
-    from cudastack.faults import wrap
+SUPERVISOR = Path(__file__).with_name("_supervise.py")
 
-    proc = subprocess.Popen(wrap(cmd), start_new_session=True, preexec_fn=die_with_parent, env=env, **kwargs)
+
+def run_installer(cmd: list[str], env: dict[str, str] | None = None, **kwargs: Any) -> tuple[int, bool]:
+    """Run the installer under a supervisor (:mod:`cudastack.install._supervise`) that kills its
+    whole process group when cudastack dies, SIGKILL included, or when the installer exits.
+    Returns (exit status, whether cudastack was interrupted); a negative status is the signal
+    that killed it."""
+    rc, _out, _err, interrupted = run_supervised(cmd, env=env, **kwargs)
+    return rc, interrupted
+
+
+def run_supervised(
+    cmd: list[str], env: dict[str, str] | None = None, *, capture: bool = False, **kwargs: Any
+) -> tuple[int, str, str, bool]:
+    """(exit status, stdout, stderr, interrupted) of ``cmd`` run under the supervisor; stdout and
+    stderr are captured (text) only with ``capture``. SIGINT/SIGTERM/SIGHUP to cudastack kill the
+    whole group and return."""
+    life_r, life_w = os.pipe()  # life_w stays here alone (pipes are not inherited unless passed)
+    status_r, status_w = os.pipe()
+    if capture:
+        kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(SUPERVISOR), str(life_r), str(status_w), *cmd],
+            pass_fds=(life_r, status_w), start_new_session=True, preexec_fn=die_with_parent, env=env, **kwargs,
+        )  # fmt: skip
+    finally:
+        os.close(life_r)
+        os.close(status_w)
     interrupted = False
 
     def kill_group(signum: int, _frame: object) -> None:
@@ -105,10 +129,17 @@ def run_installer(cmd: list[str], env: dict[str, str] | None = None, **kwargs: A
 
     old = {s: signal.signal(s, kill_group) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        rc = proc.wait()
+        out, err = proc.communicate()
+        with os.fdopen(status_r, "rb") as fh:
+            answer = fh.read().decode(errors="replace")
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # anything the installer left behind in its group
-    return rc, interrupted
+        os.close(life_w)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # anything left in the group
+    if answer.startswith("error "):
+        out, err = out or "", (err or "") + answer[len("error ") :]
+        return 127, out, err, interrupted
+    rc = int(answer) if answer.lstrip("-").isdigit() else -signal.SIGKILL
+    return rc, out or "", err or "", interrupted
