@@ -252,3 +252,32 @@ def test_the_install_is_the_checked_plan_not_a_second_resolution(tmp_path: Path,
     else:  # the archive's bytes are not the ones checked: pip's hash check fails, nothing is kept
         assert r.returncode == 5 and "THESE PACKAGES DO NOT MATCH THE HASHES" in r.stderr, r.stderr
         assert state_of(python.parent.parent) == before
+
+
+@pytest.mark.parametrize(("installer", "link_mode"), [("pip", None), ("uv", "copy"), ("uv", "hardlink"),
+                                                      ("uv", "clone"), ("uv", "symlink")])  # fmt: skip
+def test_installers_never_write_into_an_existing_file(
+    tmp_path: Path, links: Path, installer: str, link_mode: str | None
+) -> None:
+    """What makes a hard-link backup safe: an installer overwriting a file (beta over alpha's
+    shared/data.py and bin/atool) unlinks or renames over it, so a second name of the old inode
+    keeps the old bytes and mode. If this ever fails, the backup must copy instead."""
+    python = make_venv(tmp_path / "env", with_pip=True)
+    pip_install(python, links, "alpha==1.0")
+    site, prefix = site_of(python), python.parent.parent
+    kept = {}
+    for i, path in enumerate((site / "shared" / "data.py", prefix / "bin" / "atool")):
+        aside = tmp_path / f"aside{i}"
+        os.link(path, aside)
+        kept[aside] = (aside.read_bytes(), stat.S_IMODE(aside.stat().st_mode), path)
+    if installer == "pip":
+        pip_install(python, links, "beta==1.0")
+    else:
+        from cudastack.install.plan import uv_binary
+
+        env = {**os.environ, "UV_LINK_MODE": str(link_mode), "UV_CACHE_DIR": str(tmp_path / "cache")}
+        subprocess.run([uv_binary(), "pip", "install", "--python", str(python), "--no-index", "--find-links",
+                        str(links), "beta==1.0"], check=True, capture_output=True, env=env)  # fmt: skip
+    for aside, (data, mode, path) in kept.items():
+        assert path.read_bytes() != data  # really overwritten ...
+        assert aside.read_bytes() == data and stat.S_IMODE(aside.stat().st_mode) == mode  # ... not in place
