@@ -8,7 +8,6 @@ says where it stopped. SIGINT/SIGTERM to cudastack kill the whole group, then ro
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import os
@@ -21,8 +20,6 @@ from typing import Any
 
 from cudastack.errors import CudastackError
 from cudastack.target import Target
-
-PR_SET_PDEATHSIG = 1
 
 
 class LockedError(CudastackError, RuntimeError):
@@ -81,14 +78,6 @@ def _lock_holder(st: os.stat_result) -> str | None:
     return None
 
 
-def die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
 SUPERVISOR = Path(__file__).with_name("_supervise.py")
 
 
@@ -107,14 +96,17 @@ def run_supervised(
     """(exit status, stdout, stderr, interrupted) of ``cmd`` run under the supervisor; stdout and
     stderr are captured (text) only with ``capture``. SIGINT/SIGTERM/SIGHUP to cudastack kill the
     whole group and return."""
-    life_r, life_w = os.pipe()  # life_w stays here alone (pipes are not inherited unless passed)
+    # life_w stays here alone (pipes are not inherited unless passed). No PR_SET_PDEATHSIG on the
+    # supervisor: the kernel closes the pipe first and sends that signal after, which would kill
+    # the supervisor before it kills the group (a grandchild survived that race in a test run).
+    life_r, life_w = os.pipe()
     status_r, status_w = os.pipe()
     if capture:
         kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         proc = subprocess.Popen(
             [sys.executable, "-I", "-S", str(SUPERVISOR), str(life_r), str(status_w), *cmd],
-            pass_fds=(life_r, status_w), start_new_session=True, preexec_fn=die_with_parent, env=env, **kwargs,
+            pass_fds=(life_r, status_w), start_new_session=True, env=env, **kwargs,
         )  # fmt: skip
     finally:
         os.close(life_r)
