@@ -436,17 +436,17 @@ def _put(path: str, e: dict[str, Any], store: Path) -> None:
 
 
 def _same_bytes(path: str, e: dict[str, Any], store: Path) -> bool:
-    """``path`` has the bytes of its backup: the very inode (checked untouched by :func:`_blob_ok`),
-    else compared byte for byte."""
+    """``path`` has the bytes it had: the very inode it was, with its size and mtime, else
+    compared byte for byte with the backup."""
     import filecmp
 
     try:
         st = os.lstat(path)
     except OSError:
         return False
-    if (st.st_dev, st.st_ino) == (e["dev"], e["bino"]) and e["how"] == "link":
-        return True
-    return filecmp.cmp(path, store / e["blob"], shallow=False)
+    if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (e["dev"], e["ino"], e["size"], e["mtime_ns"]):
+        return True  # the very inode it was, never written in place (docs/validation.md)
+    return "blob" in e and filecmp.cmp(path, store / e["blob"], shallow=False)
 
 
 def rollback(target: Target, txn: Transaction, *, force: bool = False) -> RollbackResult:
@@ -501,6 +501,17 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
         result.left = list(journal.get("left", []))
     txn.set_state("rolling-back", scope=None if scope is None else sorted(scope), left=result.left)
     store = txn.path / "files"
+    # files of the distributions the install changed that lie outside the backed-up roots (a system
+    # interpreter's data files): read from their RECORDs now, while those still say so
+    from cudastack.env.inventory import read_inventory
+
+    old = {d["key"]: d["version"] for d in before["distributions"]}
+    prefixes = tuple(r.rstrip("/") + "/" for r in roots)
+    outside: set[str] = set()
+    for key, dist in read_inventory(target).dists.items():
+        if old.get(key) != dist.version:
+            real = (os.path.realpath(dist.abspath(r.path)) for r in dist.record or ())
+            outside.update(p for p in real if not p.startswith(prefixes))
     # 1. what was not there before: deleted, deepest first (a new directory after its contents)
     for path in sorted((p for p in now if p not in was), key=len, reverse=True):
         if scope is not None and path not in scope and not (is_pycache(path) and _source_in(path, scope)):
@@ -531,10 +542,14 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
             continue
         if scope is not None and path not in scope:
             continue
-        if e["t"] == "o" or (e["t"] == "d" and same_state(e, now.get(path))):
-            continue
-        if e["t"] == "f" and same_state(e, now.get(path)) and _blob_ok(store, e):
-            continue
+        if e["t"] == "o" or same_state(e, now.get(path)):
+            continue  # untouched: the same inode, size, mtime and mode (or link target) as before
+        if scope is not None and now.get(path, {}).get("t") == "d" and e["t"] != "d":
+            under = [p for p in now if p.startswith(path + "/") and p not in scope]
+            if under:  # replacing this directory would delete what the install did not make
+                why = f"a directory now, holding {len(under)} path(s) the install did not make, e.g. {under[0]}"
+                result.remaining.append({"path": path, "kind": "not-restored", "detail": why})
+                continue
         if e["t"] == "f" and not _blob_ok(store, e):
             why = f"the backup of {path} is damaged or missing: cannot restore it"
             result.remaining.append({"path": path, "kind": "damaged-backup", "detail": why})
@@ -558,17 +573,10 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
             result.remaining.append({"path": path, "kind": kind, "detail": "not as it was before the install"})
         elif e0["t"] == "f" and not _same_bytes(path, e0, store):
             result.remaining.append({"path": path, "kind": "differs", "detail": "bytes differ from the backup"})
-    old = {d["key"]: d["version"] for d in before["distributions"]}
     if scope is None:
         after_snap = take_snapshot(target)
         result.remaining += [c.as_dict() for c in diff_snapshots(before, after_snap)]
-        prefixes = tuple(r.rstrip("/") + "/" for r in roots)
-        from cudastack.env.inventory import read_inventory
-
-        for key, dist in read_inventory(target).dists.items():
-            if old.get(key) != dist.version:
-                paths = (dist.abspath(r.path) for r in dist.record or ())
-                result.outside.extend(p for p in paths if not p.startswith(prefixes) and os.path.lexists(p))
+    result.outside = sorted(p for p in outside if os.path.lexists(p))
     result.remaining += [{"path": p, "kind": "outside", "detail": "written outside the backed-up directories"}
                          for p in result.outside]  # fmt: skip
     txn.set_state(
