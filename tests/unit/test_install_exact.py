@@ -281,3 +281,24 @@ def test_installers_never_write_into_an_existing_file(
     for aside, (data, mode, path) in kept.items():
         assert path.read_bytes() != data  # really overwritten ...
         assert aside.read_bytes() == data and stat.S_IMODE(aside.stat().st_mode) == mode  # ... not in place
+
+
+def test_a_state_dir_on_another_filesystem_backs_up_by_copies(tmp_path: Path, links: Path) -> None:
+    """No hard link crosses filesystems (EXDEV): the backup copies, and the rollback is as exact."""
+    import tempfile
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second filesystem (/dev/shm) here")
+    python = make_venv(tmp_path / "env", with_pip=True)
+    pip_install(python, links, "alpha==1.0")
+    prefix = python.parent.parent
+    before = state_of(prefix)
+    with tempfile.TemporaryDirectory(dir=shm) as state:
+        r = install(python, Path(state), links, "beta==1.0", opts=("--no-rollback",))
+        assert r.returncode == 0, r.stderr
+        journal = json.loads((Path(json.loads(r.stdout)["transaction"]) / "journal.json").read_text())
+        assert journal["backup_linked"] == 0 and journal["backup_copied"] == journal["backup_files"] > 0
+        r = cli(python, Path(state), "rollback", "--format", "json")
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert state_of(prefix) == before
