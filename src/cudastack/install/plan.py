@@ -259,7 +259,8 @@ def resolve(target: Target, args: list[str], installer: str = "pip") -> tuple[li
         cmd = [*base, "--dry-run", "--quiet", "--report", "-", *args]
     from cudastack.install.run import run_supervised
 
-    rc, stdout, stderr, interrupted = run_supervised(cmd, capture=True)  # a build backend dies with cudastack too
+    # a build backend the dry run starts dies with cudastack too
+    rc, stdout, stderr, interrupted = run_supervised(cmd, capture=True, timeout=1800)
     if rc != 0 or interrupted:
         raise InstallerError(
             f"the installer could not resolve {' '.join(args)}: {stderr.strip()[-800:]}",

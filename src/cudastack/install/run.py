@@ -91,11 +91,16 @@ def run_installer(cmd: list[str], env: dict[str, str] | None = None, **kwargs: A
 
 
 def run_supervised(
-    cmd: list[str], env: dict[str, str] | None = None, *, capture: bool = False, **kwargs: Any
+    cmd: list[str],
+    env: dict[str, str] | None = None,
+    *,
+    capture: bool = False,
+    timeout: float | None = None,
+    **kwargs: Any,
 ) -> tuple[int, str, str, bool]:
     """(exit status, stdout, stderr, interrupted) of ``cmd`` run under the supervisor; stdout and
-    stderr are captured (text) only with ``capture``. SIGINT/SIGTERM/SIGHUP to cudastack kill the
-    whole group and return."""
+    stderr are captured (text) only with ``capture``. SIGINT/SIGTERM/SIGHUP to cudastack, or
+    ``timeout`` seconds passing, kill the whole group and return (interrupted)."""
     # life_w stays here alone (pipes are not inherited unless passed). No PR_SET_PDEATHSIG on the
     # supervisor: the kernel closes the pipe first and sends that signal after, which would kill
     # the supervisor before it kills the group (a grandchild survived that race in a test run).
@@ -121,7 +126,14 @@ def run_supervised(
 
     old = {s: signal.signal(s, kill_group) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            interrupted = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            err = (err or "") + f"\n(killed after {timeout:g} s)"
         with os.fdopen(status_r, "rb") as fh:
             answer = fh.read().decode(errors="replace")
     finally:
