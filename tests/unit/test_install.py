@@ -339,7 +339,7 @@ def test_bad_snapshots_are_clear_errors_and_change_nothing(env: Path, links: Pat
     # a blob no live file shares (an old file the install replaced): damaging it changes nothing else
     entries = json.loads((txn / "manifest.json").read_text())["entries"]
     blob = next(b for p, e in entries.items() if "__pycache__" not in p and "blob" in e
-                and (b := txn / "files" / e["blob"]).stat().st_nlink == 1)  # fmt: skip
+                and (b := Path(e["blob"])).stat().st_nlink == 1)  # fmt: skip
     blob.write_bytes(b"damaged" + blob.read_bytes())
     r = cli(env, tmp_path / "state", "rollback", str(txn / "before.json"))
     assert r.returncode == 6 and "is damaged" in r.stdout

@@ -26,7 +26,9 @@ from tests.wheels import make_wheel, pip_install
 @pytest.fixture(scope="module")
 def links(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("exact") / "links"
-    for name, who in (("alpha", b"alpha"), ("beta", b"beta!")):  # same size: only the bytes tell them apart
+    # not the same size: a .pyc of alpha's data.py, compiled by pip, is keyed on the source's size
+    # and mtime in seconds, and uv's copy of beta's can have the same mtime second
+    for name, who in (("alpha", b"alpha"), ("beta", b"beta, longer")):
         init = f"def main():\n    print({name!r})\n".encode()
         files = {f"{name}/__init__.py": init, "shared/data.py": b"WHO = '%s'\n" % who}
         make_wheel(out, name, "1.0", files, scripts={"atool": f"{name}:main"})
@@ -87,7 +89,7 @@ def test_rollback_restores_another_distributions_files_a_kept_install_overwrote(
     opts = ("--no-rollback", "--installer", installer)
     r = install(python, tmp_path / "state", links, "beta==1.0", opts=opts)
     assert r.returncode in (0, 1), r.stderr
-    assert run(python, "import shared.data as d; print(d.WHO)") == "beta!"
+    assert run(python, "import shared.data as d; print(d.WHO)") == "beta, longer"
     r = cli(python, tmp_path / "state", "rollback", "--format", "json")
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["remaining"] == []
@@ -284,7 +286,32 @@ def test_installers_never_write_into_an_existing_file(
 
 
 def test_a_state_dir_on_another_filesystem_backs_up_by_copies(tmp_path: Path, links: Path) -> None:
-    """No hard link crosses filesystems (EXDEV): the backup copies, and the rollback is as exact."""
+    """No hard link crosses filesystems (EXDEV), and none can be made beside the environment (a
+    file already holds the name ``.cudastack-backup``): the backup copies, and the rollback is as
+    exact."""
+    import tempfile
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second filesystem (/dev/shm) here")
+    python = make_venv(tmp_path / "env", with_pip=True)
+    pip_install(python, links, "alpha==1.0")
+    prefix = python.parent.parent
+    (tmp_path / ".cudastack-backup").write_text("not a directory\n")
+    before = state_of(prefix)
+    with tempfile.TemporaryDirectory(dir=shm) as state:
+        r = install(python, Path(state), links, "beta==1.0", opts=("--no-rollback",))
+        assert r.returncode == 0, r.stderr
+        journal = json.loads((Path(json.loads(r.stdout)["transaction"]) / "journal.json").read_text())
+        assert journal["backup_linked"] == 0 and journal["backup_copied"] == journal["backup_files"] > 0
+        r = cli(python, Path(state), "rollback", "--format", "json")
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert state_of(prefix) == before
+
+
+def test_a_state_dir_on_another_filesystem_links_beside_the_environment(tmp_path: Path, links: Path) -> None:
+    """The hard links go to the environment's own filesystem (beside its prefix) when the state
+    directory is elsewhere; a rollback that succeeds takes them away."""
     import tempfile
 
     shm = Path("/dev/shm")
@@ -298,7 +325,9 @@ def test_a_state_dir_on_another_filesystem_backs_up_by_copies(tmp_path: Path, li
         r = install(python, Path(state), links, "beta==1.0", opts=("--no-rollback",))
         assert r.returncode == 0, r.stderr
         journal = json.loads((Path(json.loads(r.stdout)["transaction"]) / "journal.json").read_text())
-        assert journal["backup_linked"] == 0 and journal["backup_copied"] == journal["backup_files"] > 0
+        assert journal["backup_copied"] == 0 and journal["backup_linked"] == journal["backup_files"] > 0
+        assert (tmp_path / ".cudastack-backup").is_dir()
         r = cli(python, Path(state), "rollback", "--format", "json")
         assert r.returncode == 0, r.stdout + r.stderr
     assert state_of(prefix) == before
+    assert not (tmp_path / ".cudastack-backup").exists()

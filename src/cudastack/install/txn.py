@@ -2,23 +2,27 @@
 
 Before the installer runs, a transaction directory under the target's state directory keeps:
 
-- ``before.json``: the snapshot (a ``cudastack snapshot`` report: ``diff`` and ``rollback`` read it);
-- ``listing.json``: every file and directory under the environment's site directories and
-  scripts directory — what "new" means after an install killed before it wrote any RECORD;
-- ``files/<sha256>``: a byte copy of every file (RECORD lists them) of each distribution the plan
-  replaces or removes, content-addressed, with ``manifest.json`` mapping paths to digests. Copies,
-  never hardlinks: an installer that hardlinks from its cache (uv) must not be able to change a
-  backup; and every copy's digest is checked again before it is restored;
+- ``before.json``: the snapshot (a ``cudastack snapshot`` report: ``diff`` reads it);
+- ``manifest.json``: every path of the install scheme (:func:`roots_of`) with its type, mode,
+  size, mtime, inode or link target, and where its backup is;
+- ``files/``: the backup — a hard link to every regular file of the scheme (no byte is read or
+  written: pip and uv never write into an existing file, docs/validation.md), a copy where a link
+  cannot be made. When the state directory is on another filesystem than the environment, the
+  links go to ``.cudastack-backup/`` beside the environment's prefix instead (removed by a rollback
+  that succeeds);
+- ``after.json``: the same listing when the installer ended: a later rollback refuses when the
+  environment changed since, and ``--force`` undoes only what the install changed;
 - ``journal.json``: the state (``backing-up`` → ``ready`` → ``installing`` → ``installed`` →
   ``kept`` | ``rolling-back`` → ``rolled-back``).
 
-Rollback is a set of idempotent steps — delete what is new, put back every backed-up file whose
-bytes differ, drop new empty directories, then compare a fresh snapshot with ``before.json`` — so
-a rollback killed half-way is finished by running it again.
+Rollback is a set of idempotent steps — delete what is new, put back every path that differs
+(the same inode again for a hard-linked file), then prove it on the bytes — so a rollback killed
+half-way is finished by running it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -227,14 +231,20 @@ class Backup:
     copied: int = 0
 
 
-def back_up(roots: list[str], store: Path, exclude: tuple[str, ...] = (), *, copies: bool = False) -> Backup:
+def back_up(
+    roots: list[str], store: Path, exclude: tuple[str, ...] = (), *, copies: bool = False, beside: Path | None = None
+) -> Backup:
     """A snapshot of every path under ``roots``: each regular file hard-linked into ``store`` (one
     more name for the same inode: no byte is read), or copied where a link cannot be made (another
     filesystem: EXDEV; ``protected_hardlinks``: EPERM) or ``copies`` is asked. A file is safe
     behind a hard link only because no installer writes into an existing file (see
-    :func:`same_state`). ``__pycache__`` too: put back when it can be, else deleted (regenerated)."""
+    :func:`same_state`). ``__pycache__`` too: put back when it can be, else deleted (regenerated).
+    ``beside``: a directory on the environment's filesystem for the links when ``store`` is on
+    another one (made on first use)."""
     backup = Backup()
     backup.entries = walk(roots, exclude)
+    store_dev = os.stat(store).st_dev
+    beside_dev: int | None = None
     n = 0
     for path, e in backup.entries.items():
         if e["t"] != "f":
@@ -243,11 +253,20 @@ def back_up(roots: list[str], store: Path, exclude: tuple[str, ...] = (), *, cop
         blob = store / f"{n:x}"
         how = "copy"
         if not copies:
+            if beside is not None and e["dev"] != store_dev:
+                try:
+                    if beside_dev is None:
+                        beside.mkdir(parents=True, exist_ok=True)
+                        beside_dev = os.stat(beside).st_dev
+                    if e["dev"] == beside_dev:
+                        blob = beside / f"{n:x}"
+                except OSError:
+                    beside = None  # cannot be made: copies into the state directory
             try:
                 os.link(path, blob, follow_symlinks=False)
                 how = "link"
             except OSError:
-                pass
+                blob = store / f"{n:x}"
         if how == "copy":
             try:
                 shutil.copy2(path, blob, follow_symlinks=False)
@@ -258,7 +277,7 @@ def back_up(roots: list[str], store: Path, exclude: tuple[str, ...] = (), *, cop
         else:
             backup.linked += 1
         bst = os.lstat(blob)
-        e.update(blob=blob.name, how=how, bmtime_ns=bst.st_mtime_ns, bino=bst.st_ino)
+        e.update(blob=str(blob), how=how, bmtime_ns=bst.st_mtime_ns, bino=bst.st_ino)
         step("install:backing-up")
     return backup
 
@@ -298,8 +317,14 @@ def begin(target: Target, inventory: Inventory, touched: list[str], plan: dict[s
     )  # fmt: skip
     (txn.path / "before.json").write_text(render_json(report))
     step("install:listed")
-    backup = back_up(roots, txn.path / "files", _exclusions(txn.path), copies=copies)
-    _write_json(txn.path / "manifest.json", {"roots": roots, "entries": backup.entries})
+    beside = None
+    if target.interpreter is not None and target.interpreter.is_venv:
+        real = os.path.realpath(target.prefix)
+        beside = Path(os.path.dirname(real)) / ".cudastack-backup" / f"{os.path.basename(real)}-{txn.path.name}"
+    backup = back_up(roots, txn.path / "files", _exclusions(txn.path), copies=copies, beside=beside)
+    used = beside is not None and beside.exists()
+    _write_json(txn.path / "manifest.json", {"roots": roots, "entries": backup.entries,
+                                             "beside": str(beside) if used else None})  # fmt: skip
     txn.set_state("ready", backup_bytes=backup.bytes, backup_files=backup.linked + backup.copied,
                   backup_linked=backup.linked, backup_copied=backup.copied)  # fmt: skip
     return txn
@@ -392,7 +417,7 @@ def _blob_ok(store: Path, e: dict[str, Any]) -> bool:
     if "blob" not in e:
         return False
     try:
-        st = os.lstat(store / e["blob"])
+        st = os.lstat(store / e["blob"])  # ``blob`` is an absolute path: ``/`` keeps it
     except OSError:
         return False
     return (
@@ -583,6 +608,11 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
         "rolled-back" if not result.remaining else "rolling-back",
         rollback={k: v for k, v in result.as_dict().items() if not k.endswith("_files")},
     )
+    if not result.remaining and manifest.get("beside"):
+        beside = Path(manifest["beside"])  # links beside the environment: not left there once done
+        shutil.rmtree(beside, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            beside.parent.rmdir()
     return result
 
 
