@@ -13,15 +13,3 @@ def step(name: str) -> None:
     """A step boundary: dies here when ``$CUDASTACK_TEST_KILL_AT`` names it."""
     if os.environ.get(KILL_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-WRAP_ENV = "CUDASTACK_TEST_INSTALLER_WRAP"
-
-
-def wrap(cmd: list[str]) -> list[str]:
-    """The installer command, behind ``$CUDASTACK_TEST_INSTALLER_WRAP`` when set (the tests put
-    ``strace -f -e inject=SYSCALL:signal=KILL:when=N`` there to kill it at an exact syscall)."""
-    import shlex
-
-    prefix = os.environ.get(WRAP_ENV)
-    return [*shlex.split(prefix), *cmd] if prefix else cmd

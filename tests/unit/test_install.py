@@ -180,6 +180,23 @@ def _strace_works() -> str | None:
     return None if probe.returncode == 0 else f"ptrace refused here: {probe.stderr.strip()[:200]}"
 
 
+def strace_wrapper(where: Path, inject: str) -> dict[str, str]:
+    """Wrap the real install (``<target python> -m pip install``, not its dry run) in strace from
+    outside cudastack: a ``sitecustomize`` on ``PYTHONPATH`` re-executes that interpreter under
+    ``strace -e inject=...``. A PATH shim would miss ``python -m pip``; cudastack has no hook."""
+    where.mkdir()
+    (where / "sitecustomize.py").write_text(
+        "import os, sys\n"
+        "argv = list(getattr(sys, 'orig_argv', []))\n"
+        "if argv[1:3] == ['-m', 'pip'] and 'install' in argv and '--dry-run' not in argv \\\n"
+        "        and not os.environ.get('CUDASTACK_TEST_WRAPPED'):\n"
+        "    os.environ['CUDASTACK_TEST_WRAPPED'] = '1'\n"
+        f"    os.execv({STRACE!r}, [{STRACE!r}, '-f', '-qq', '-o', '/dev/null', '-e', {inject!r}, sys.executable,"
+        " *argv[1:]])\n"
+    )
+    return {"PYTHONPATH": str(where)}
+
+
 @pytest.mark.parametrize(
     ("where", "inject"),
     [
@@ -196,9 +213,8 @@ def test_installer_killed_mid_way_is_rolled_back(
     if reason:
         oracles.missing(reason)
     before_snap, before_tree = snapshot(env), tree(env)
-    wrap = f"{STRACE} -f -qq -o /dev/null -e {inject}"
-    r = install(env, tmp_path / "state", links, "tool==2.0", opts=("--no-rollback",),
-                extra_env={"CUDASTACK_TEST_INSTALLER_WRAP": wrap})  # fmt: skip
+    wrap = strace_wrapper(tmp_path / "wrap", inject)
+    r = install(env, tmp_path / "state", links, "tool==2.0", opts=("--no-rollback",), extra_env=wrap)
     data = json.loads(r.stdout)
     assert r.returncode == 1 and data["outcome"] == "failed, kept", r.stderr
     assert tree(env) != before_tree  # the kill left a half-changed environment ...
@@ -206,7 +222,7 @@ def test_installer_killed_mid_way_is_rolled_back(
     assert r.returncode == 0, r.stderr
     assert snapshot(env) == before_snap and tree(env) == before_tree  # ... that rollback restores
     # and without --no-rollback, cudastack rolls back by itself
-    r = install(env, tmp_path / "state", links, "tool==2.0", extra_env={"CUDASTACK_TEST_INSTALLER_WRAP": wrap})
+    r = install(env, tmp_path / "state", links, "tool==2.0", extra_env=wrap)
     assert r.returncode == 5 and json.loads(r.stdout)["failure"].startswith("the installer")
     assert snapshot(env) == before_snap and tree(env) == before_tree
 
@@ -321,10 +337,13 @@ def test_bad_snapshots_are_clear_errors_and_change_nothing(env: Path, links: Pat
     assert r.returncode == 2 and "format" in r.stderr
     assert tree(env) == after
     (txn / "before.json").write_text(good)
-    blob = next(p for p in (txn / "files").iterdir() if p.stat().st_size > 10)
+    # a blob no live file shares (an old file the install replaced): damaging it changes nothing else
+    entries = json.loads((txn / "manifest.json").read_text())["entries"]
+    blob = next(b for p, e in entries.items() if "__pycache__" not in p and "blob" in e
+                and (b := Path(e["blob"])).stat().st_nlink == 1)  # fmt: skip
     blob.write_bytes(b"damaged" + blob.read_bytes())
     r = cli(env, tmp_path / "state", "rollback", str(txn / "before.json"))
-    assert r.returncode == 6 and "is damaged" in r.stderr
+    assert r.returncode == 6 and "is damaged" in r.stdout
 
 
 def test_uv_installs_and_rolls_back_with_hardlinked_cache(env: Path, links: Path, tmp_path: Path) -> None:
@@ -353,10 +372,77 @@ def test_uv_installs_and_rolls_back_with_hardlinked_cache(env: Path, links: Path
     assert snapshot(env) == before_snap and tree(env) == before_tree
 
 
-def test_a_distribution_without_record_cannot_be_replaced_unguarded(env: Path, links: Path, tmp_path: Path) -> None:
-    """Its files are unknown, so no backup could restore it: refused before anything changes."""
+def test_a_distribution_without_record_is_restored_by_the_whole_scheme_backup(
+    env: Path, links: Path, tmp_path: Path
+) -> None:
+    """No RECORD says which files are helper's: pip refuses to uninstall it half-way through; the
+    backup of the whole install scheme, not of RECORDs, puts every byte back."""
     (next(site_of(env).glob("helper-1.0.dist-info")) / "RECORD").unlink()
     before_tree = tree(env)
     r = install(env, tmp_path / "state", links, "helper==1.1")
-    assert r.returncode == 2 and "cannot back up helper" in r.stderr
+    assert r.returncode == 5, r.stderr  # ExitCode.ROLLED_BACK
+    assert json.loads(r.stdout)["rollback"]["remaining"] == []
     assert tree(env) == before_tree
+
+
+def test_a_build_backend_grandchild_dies_with_cudastack(tmp_path: Path) -> None:
+    """pip runs an sdist's build backend in a subprocess of its own: PR_SET_PDEATHSIG on pip does
+    not reach it. cudastack SIGKILLed mid-build takes the backend with it."""
+    import io
+    import tarfile
+
+    pidfile = tmp_path / "backend.pid"
+    backend = (
+        "import os, time\n"
+        "def get_requires_for_build_wheel(config_settings=None):\n    return []\n"
+        "def prepare_metadata_for_build_wheel(d, config_settings=None):\n"
+        "    os.makedirs(os.path.join(d, 'slow-1.0.dist-info'))\n"
+        "    with open(os.path.join(d, 'slow-1.0.dist-info', 'METADATA'), 'w') as f:\n"
+        "        f.write('Metadata-Version: 2.1\\nName: slow\\nVersion: 1.0\\n')\n"
+        "    return 'slow-1.0.dist-info'\n"
+        "def build_wheel(d, config_settings=None, metadata_directory=None):\n"
+        f"    open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(300)\n"
+    )
+    files = {
+        "slow-1.0/pyproject.toml": (
+            '[build-system]\nrequires = []\nbuild-backend = "slowbackend"\nbackend-path = ["."]\n'
+        ),
+        "slow-1.0/slowbackend.py": backend,
+        "slow-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: slow\nVersion: 1.0\n",
+    }
+    links = tmp_path / "links"
+    links.mkdir()
+    with tarfile.open(links / "slow-1.0.tar.gz", "w:gz") as tf:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    python = make_venv(tmp_path / "env", with_pip=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cudastack", "install", "--python", str(python), "--", "--no-index", "--find-links",
+         str(links), "slow"],
+        env={**os.environ, "CUDASTACK_STATE_DIR": str(tmp_path / "state")},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.time() < deadline and proc.poll() is None, "the build backend never started"
+        time.sleep(0.1)
+    grandchild = int(pidfile.read_text())
+    assert _alive(grandchild)
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 10
+    while _alive(grandchild) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(grandchild), "the build backend outlived cudastack"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -29,6 +29,11 @@ def add_parser(sub: Any) -> None:
     r = sub.add_parser("rollback", help="restore the environment as it was before a cudastack install (offline)")
     r.add_argument("snapshot", nargs="?", help="before.json of an install's transaction (default: the newest)")
     r.add_argument("--python", metavar="PATH", help="interpreter of the environment (default: this one)")
+    r.add_argument(
+        "--force",
+        action="store_true",
+        help="the environment changed since that install: undo only what the install changed, leave the rest",
+    )
     r.add_argument("--format", choices=("human", "json"), default="human")
     r.set_defaults(run=run_rollback)
 
@@ -44,13 +49,14 @@ def _errors(report: Any) -> set[tuple[str, str, str]]:
 
 def run(args: argparse.Namespace) -> int:
     from cudastack.env.inventory import read_inventory
-    from cudastack.install.plan import plan_install
+    from cudastack.install.plan import plan_install, refuse_unmodelled
     from cudastack.target import build_target
 
     pip_args = [a for a in args.args if a != "--"] if args.args[:1] == ["--"] else list(args.args)
     if not pip_args:
         raise UsageError("nothing to install: cudastack install -- <installer arguments>")
     args.installer_args = pip_args
+    refuse_unmodelled(pip_args, args.installer)
     target = build_target(python=args.python, detect_gpus=False)
     if args.dry_run:
         inventory = read_inventory(target)
@@ -67,9 +73,9 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
     from cudastack.doctor import run_doctor
     from cudastack.env.inventory import read_inventory
     from cudastack.faults import step
-    from cudastack.install.plan import plan_install
+    from cudastack.install.plan import exact_install, plan_install
     from cudastack.install.run import run_installer
-    from cudastack.install.txn import begin, rollback
+    from cudastack.install.txn import begin, end, rollback
     from cudastack.render.json import finding_to_dict
     from cudastack.target import build_target
 
@@ -87,10 +93,12 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
     j = txn.journal
     _say(f"backed up {j.get('backup_files', 0)} file(s), {j.get('backup_bytes', 0) / 1e6:.1f} MB, of "
                f"{', '.join(touched) or 'nothing (additions only)'} in {txn.path}")  # fmt: skip
-    txn.set_state("installing")
+    command = exact_install(plan, txn.path / "plan.txt")  # what was checked, not a second resolution
+    txn.set_state("installing", command=command)
     step("install:installing")
-    _say("running " + " ".join(plan.install))
-    rc, interrupted = run_installer(plan.install, stdout=sys.stderr, stderr=sys.stderr)
+    _say("running " + " ".join(command))
+    rc, interrupted = run_installer(command, stdout=sys.stderr, stderr=sys.stderr)
+    end(target, txn)
     extra: dict[str, Any] = {"dry_run": False, "transaction": str(txn.path), "installer_exit": rc}
     if rc != 0 or interrupted:
         why = "interrupted" if interrupted else (f"killed by signal {-rc}" if rc < 0 else f"exited {rc}")
@@ -173,8 +181,7 @@ def _emit(args: argparse.Namespace, target: Any, plan: Any, extra: dict[str, Any
     if "rollback" in extra:
         r = extra["rollback"]
         out.append(f"rolled back: {r['restored']} file(s) restored, {r['deleted']} new file(s) deleted")
-        for c in r["remaining"]:
-            out.append(f"  NOT restored: {c['name']} {c['kind']} {c.get('before')} -> {c.get('after')}")
+        out.extend(f"  NOT restored: {_remaining(c)}" for c in r["remaining"])
     if "outcome" in extra and not plan.refused:
         out.append(f"outcome: {extra['outcome']} (exit {int(code)})")
     if extra.get("transaction"):
@@ -192,7 +199,7 @@ def run_rollback(args: argparse.Namespace) -> int:
     with env_lock(target):
         txn = find(target, args.snapshot)
         _say(f"restoring {target.prefix} to {txn.before} (state: {txn.journal.get('state')})")
-        res = rollback(target, txn)
+        res = rollback(target, txn, force=args.force)
     code = ExitCode.CLEAN if not res.remaining else ExitCode.ROLLBACK_INCOMPLETE
     if args.format == "json":
         from cudastack.render.json import render_json
@@ -208,11 +215,18 @@ def run_rollback(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{txn.path} was rolled back already; nothing done (a newer install has its own)\n")
         return int(code)
     lines = [f"rolled back to {txn.before}: {len(res.restored)} file(s) restored, {len(res.deleted)} deleted"]
-    lines += [f"  NOT restored: {c['name']} {c['kind']} {c.get('before')} -> {c.get('after')}" for c in res.remaining]
-    lines += [f"  left in place (outside the listed directories): {p}" for p in res.outside[:20]]
+    lines += [f"  NOT restored: {_remaining(c)}" for c in res.remaining]
+    lines += [f"  left as it is (changed after the install): {p}" for p in res.left]
     lines.append("the environment equals the snapshot" if not res.remaining else "the environment differs from it")
     sys.stdout.write("\n".join(lines) + "\n")
     return int(code)
+
+
+def _remaining(c: dict[str, Any]) -> str:
+    """One line for what a rollback could not restore: a path, or a distribution's change."""
+    if "path" in c:
+        return f"{c['path']} ({c['kind']}: {c['detail']})"
+    return f"{c['name']} {c['kind']} {c.get('before')} -> {c.get('after')}"
 
 
 _VERB = {

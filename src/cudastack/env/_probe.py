@@ -68,6 +68,8 @@ def probe() -> dict:  # type: ignore[type-arg]
         "exec_prefix": sys.exec_prefix,
         "stdlib": sysconfig.get_paths().get("stdlib"),
         "site_dirs": site_dirs,
+        # where an installer writes: what a guarded install backs up and a rollback restores
+        "install_scheme": {k: paths[k] for k in ("purelib", "platlib", "scripts", "data", "include") if k in paths},
         "extension_suffixes": list(EXTENSION_SUFFIXES),
         "ldlibrary": sysconfig.get_config_var("LDLIBRARY"),
         "libdir": sysconfig.get_config_var("LIBDIR"),

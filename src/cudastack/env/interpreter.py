@@ -42,6 +42,8 @@ class Interpreter:
     """``os.confstr('CS_GNU_LIBC_VERSION')`` of that interpreter, e.g. ``glibc 2.36``."""
     markers: dict[str, str] = field(hash=False)
     """PEP 508 marker environment (without ``extra``)."""
+    install_scheme: dict[str, str] = field(default_factory=dict, hash=False)
+    """The sysconfig install paths an installer writes to: purelib, platlib, scripts, data, include."""
 
     @property
     def is_venv(self) -> bool:
@@ -62,6 +64,7 @@ def _from_probe(executable: str, data: dict[str, object]) -> Interpreter:
         return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
     markers = data.get("markers")
+    scheme = data.get("install_scheme")
     return Interpreter(
         executable=executable,
         sys_executable=s("executable") or executable,
@@ -80,6 +83,7 @@ def _from_probe(executable: str, data: dict[str, object]) -> Interpreter:
         enable_shared=bool(data.get("enable_shared")),
         libc=s("libc"),
         markers={str(k): str(v) for k, v in markers.items()} if isinstance(markers, dict) else {},
+        install_scheme={str(k): str(v) for k, v in scheme.items()} if isinstance(scheme, dict) else {},
     )
 
 

@@ -7,8 +7,8 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cudastack.env.inventory import Inventory
 from cudastack.errors import CudastackError, UsageError
@@ -39,6 +39,11 @@ class Plan:
     refused: list[Change] = field(default_factory=list)
     strategy: list[str] = field(default_factory=list)
     builds_from_source: list[str] = field(default_factory=list)
+    resolved: list[Resolved] = field(default_factory=list)
+    """What the dry run resolved: exactly this is installed (:func:`exact_install`)."""
+    installer: str = "pip"
+    args: list[str] = field(default_factory=list)
+    base: list[str] = field(default_factory=list)
 
 
 def protected_distributions(inventory: Inventory, extra: tuple[str, ...] = ()) -> dict[str, str]:
@@ -78,6 +83,144 @@ def uv_binary() -> str:
     raise UsageError("--installer uv needs uv: pip install 'cudastack[install]' (or put uv on PATH)")
 
 
+class UnmodelledOptionError(CudastackError, ValueError):
+    """An installer option that sends the install somewhere cudastack does not back up or check."""
+
+    exit_code = 4  # refused: nothing was changed
+
+
+UNMODELLED = {
+    "pip": ("--user", "--target", "-t", "--prefix", "--root"),
+    "uv": ("--user", "--target", "-t", "--prefix", "--root", "--system", "--break-system-packages"),
+}
+"""Options that install outside the target's install scheme (or into another interpreter's)."""
+UNMODELLED_ENV = {
+    "pip": ("PIP_USER", "PIP_TARGET", "PIP_PREFIX", "PIP_ROOT"),
+    "uv": ("UV_SYSTEM_PYTHON", "UV_BREAK_SYSTEM_PACKAGES", "UV_TARGET", "UV_PREFIX"),
+}
+
+
+def refuse_unmodelled(args: list[str], installer: str, environ: dict[str, str] | None = None) -> None:
+    """Refuse (exit 4) what would install outside the environment cudastack checks and backs up."""
+    env = os.environ if environ is None else environ
+    found = []
+    for a in args:
+        if a == "--":
+            break
+        for opt in UNMODELLED[installer]:
+            short = len(opt) == 2
+            if a == opt or a.startswith(opt + "=") or (short and a.startswith(opt) and not a.startswith("--")):
+                found.append(a)
+    found += [f"${v}={env[v]}" for v in UNMODELLED_ENV[installer] if env.get(v, "").lower() not in ("", "0", "false")]
+    if found:
+        raise UnmodelledOptionError(
+            f"cudastack install does not model {', '.join(found)}: the install would go outside the environment "
+            "it checks and backs up, so it could be neither judged nor rolled back",
+            hint="install into the environment of --python without it, or run the installer yourself (unguarded)",
+        )
+
+
+VALUE_OPTIONS = frozenset(
+    [
+        "-c",
+        "--constraint",
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+        "--platform",
+        "--python-version",
+        "--implementation",
+        "--abi",
+        "--src",
+        "--upgrade-strategy",
+        "-C",
+        "--config-settings",
+        "--global-option",
+        "--build-option",
+        "--install-option",
+        "--no-binary",
+        "--only-binary",
+        "--progress-bar",
+        "--root-user-action",
+        "--report",
+        "--python",
+        "--log",
+        "--log-file",
+        "--proxy",
+        "--retries",
+        "--timeout",
+        "--exists-action",
+        "--trusted-host",
+        "--cert",
+        "--client-cert",
+        "--cache-dir",
+        "--keyring-provider",
+        "--use-feature",
+        "--use-deprecated",
+        "--index",
+        "--default-index",
+        "--index-strategy",
+        "--link-mode",
+        "--resolution",
+        "--prerelease",
+        "--exclude-newer",
+        "--reinstall-package",
+        "--upgrade-package",
+        "-P",
+        "--refresh-package",
+        "--config-file",
+        "--torch-backend",
+        "--python-platform",
+        "--overrides",
+        "--build-constraints",
+        "-b",
+        "--color",
+        "--directory",
+        "--project",
+        "--extra",
+        "--group",
+    ]
+)
+"""Installer options (pip's and uv's) that take a value as the next argument."""
+
+
+def split_args(args: list[str]) -> tuple[list[str], list[str]]:
+    """(options, requirements) of an installer's arguments: positionals and ``-r``/``-e`` values
+    are requirements."""
+    options: list[str] = []
+    reqs: list[str] = []
+    it = iter(args)
+    for a in it:
+        if a in ("-r", "--requirement", "-e", "--editable"):
+            reqs += [a, next(it, "")]
+        elif a.startswith(("--requirement=", "--editable=")) or (a[:2] in ("-r", "-e") and len(a) > 2 and a[1] != "-"):
+            reqs.append(a)
+        elif a in VALUE_OPTIONS:
+            options += [a, next(it, "")]
+        elif a.startswith("-"):
+            options.append(a)
+        else:
+            reqs.append(a)
+    return options, reqs
+
+
+def exact_install(plan: Plan, pins_file: Path) -> list[str]:
+    """The real install: exactly the resolved plan, nothing resolved again. Every distribution
+    pinned (``==version``, or the URL the dry run chose), ``--no-deps``, and, when pip gave a digest
+    for each, pip's hash-checking mode, so the installed archives are the ones that were checked.
+    The user's options (index, find-links, proxy ...) are kept; their requirements are replaced by
+    the pins."""
+    options, _reqs = split_args(plan.args)
+    hashed = plan.installer == "pip" and bool(plan.resolved) and all(
+        r.sha256 and not r.pin.startswith("-e ") for r in plan.resolved
+    )  # fmt: skip
+    lines = [r.pin + (f" --hash=sha256:{r.sha256}" if hashed else "") for r in plan.resolved]
+    pins_file.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return [*plan.base, *options, "--no-deps", "-r", str(pins_file)]
+
+
 def installer_command(target: Target, installer: str) -> list[str]:
     """The install command both the dry run and the real install use (same installer, same index
     configuration: uv does not read pip.conf, so the two installers may resolve differently)."""
@@ -98,6 +241,11 @@ class Resolved:
     from_source: bool = False
     replaces: str | None = None
     """The installed version it replaces, when the installer says (uv does)."""
+    pin: str = ""
+    """The requirement that installs exactly this: ``name==version``, ``name @ url`` for a direct
+    URL, ``-e url`` for an editable checkout."""
+    sha256: str | None = None
+    """The archive's digest, when the installer's report gives one (pip's ``archive_info``)."""
 
 
 def resolve(target: Target, args: list[str], installer: str = "pip") -> tuple[list[str], list[Resolved], list[str]]:
@@ -109,16 +257,17 @@ def resolve(target: Target, args: list[str], installer: str = "pip") -> tuple[li
         cmd = [*base, "--dry-run", "--quiet", "--output-format", "json", *args]
     else:
         cmd = [*base, "--dry-run", "--quiet", "--report", "-", *args]
-    from cudastack.install.run import die_with_parent
+    from cudastack.install.run import run_supervised
 
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800, preexec_fn=die_with_parent)
-    if proc.returncode != 0:
+    # a build backend the dry run starts dies with cudastack too
+    rc, stdout, stderr, interrupted = run_supervised(cmd, capture=True, timeout=1800)
+    if rc != 0 or interrupted:
         raise InstallerError(
-            f"the installer could not resolve {' '.join(args)}: {proc.stderr.strip()[-800:]}",
+            f"the installer could not resolve {' '.join(args)}: {stderr.strip()[-800:]}",
             hint="nothing was changed",
         )
     try:
-        report = json.loads(proc.stdout)
+        report = json.loads(stdout)
     except ValueError as exc:
         raise InstallerError(f"{installer}'s dry-run output is not JSON: {exc}") from None
     if installer == "uv":
@@ -131,9 +280,17 @@ def resolve(target: Target, args: list[str], installer: str = "pip") -> tuple[li
         meta = item.get("metadata") or {}
         info = item.get("download_info") or {}
         source = "dir_info" in info or ("archive_info" in info and not str(info.get("url", "")).endswith(".whl"))
-        out.append(
-            Resolved(str(meta.get("name", "?")), str(meta.get("version", "?")), bool(item.get("requested")), source)
-        )
+        name, version = str(meta.get("name", "?")), str(meta.get("version", "?"))
+        url = str(info.get("url", ""))
+        digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
+        if (info.get("dir_info") or {}).get("editable"):
+            pin = f"-e {url}"
+        elif item.get("is_direct"):
+            pin = f"{name} @ {url}"
+        else:
+            pin = f"{name}=={version}"
+        out.append(Resolved(name, version, bool(item.get("requested")), source, pin=pin,
+                            sha256=digest if isinstance(digest, str) else None))  # fmt: skip
     return cmd, out, []
 
 
@@ -154,7 +311,7 @@ def _from_uv(report: object) -> tuple[list[Resolved], list[str]]:
             new.append((c["name"], c["version"]))
         else:
             raise InstallerError(f"uv's dry-run JSON has an unknown action {c.get('action')!r}")
-    out = [Resolved(n, v, replaces=gone.pop(n, None)) for n, v in new]
+    out = [Resolved(n, v, replaces=gone.pop(n, None), pin=f"{n}=={v}") for n, v in new]
     return out, sorted(gone)
 
 
@@ -193,8 +350,9 @@ def plan_install(
     refused = [
         c for c in changes if canonicalize_name(c.name) in protected and canonicalize_name(c.name) not in allowed
     ]
-    plan = Plan(cmd, [*installer_command(target, installer), *args], changes, protected, refused,
-                builds_from_source=from_source)  # fmt: skip
+    base = installer_command(target, installer)
+    plan = Plan(cmd, [*base, *args], changes, protected, refused, builds_from_source=from_source,
+                resolved=items, installer=installer, args=list(args), base=base)  # fmt: skip
     if refused:
         plan.strategy = _strategy(target, inventory, plan, args, installer)
     return plan

@@ -2,23 +2,27 @@
 
 Before the installer runs, a transaction directory under the target's state directory keeps:
 
-- ``before.json``: the snapshot (a ``cudastack snapshot`` report: ``diff`` and ``rollback`` read it);
-- ``listing.json``: every file and directory under the environment's site directories and
-  scripts directory — what "new" means after an install killed before it wrote any RECORD;
-- ``files/<sha256>``: a byte copy of every file (RECORD lists them) of each distribution the plan
-  replaces or removes, content-addressed, with ``manifest.json`` mapping paths to digests. Copies,
-  never hardlinks: an installer that hardlinks from its cache (uv) must not be able to change a
-  backup; and every copy's digest is checked again before it is restored;
+- ``before.json``: the snapshot (a ``cudastack snapshot`` report: ``diff`` reads it);
+- ``manifest.json``: every path of the install scheme (:func:`roots_of`) with its type, mode,
+  size, mtime, inode or link target, and where its backup is;
+- ``files/``: the backup — a hard link to every regular file of the scheme (no byte is read or
+  written: pip and uv never write into an existing file, docs/validation.md), a copy where a link
+  cannot be made. When the state directory is on another filesystem than the environment, the
+  links go to ``.cudastack-backup/`` beside the environment's prefix instead (removed by a rollback
+  that succeeds);
+- ``after.json``: the same listing when the installer ended: a later rollback refuses when the
+  environment changed since, and ``--force`` undoes only what the install changed;
 - ``journal.json``: the state (``backing-up`` → ``ready`` → ``installing`` → ``installed`` →
   ``kept`` | ``rolling-back`` → ``rolled-back``).
 
-Rollback is a set of idempotent steps — delete what is new, put back every backed-up file whose
-bytes differ, drop new empty directories, then compare a fresh snapshot with ``before.json`` — so
-a rollback killed half-way is finished by running it again.
+Rollback is a set of idempotent steps — delete what is new, put back every path that differs
+(the same inode again for a hard-linked file), then prove it on the bytes — so a rollback killed
+half-way is finished by running it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -96,30 +100,95 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+SYSTEM_DATA = ("/", "/usr", "/usr/local")
+"""A data directory the OS owns as a whole: not backed up whole (pip's data files and headers
+there are reported, not restored)."""
+
+PYCACHE = "__pycache__"
+"""Bytecode that imports write: regenerated, never compared; a stale one is deleted."""
+
+
 def roots_of(target: Target) -> list[str]:
-    """Directories whose every entry is listed before an install: site directories and the
-    scripts directory (console scripts live there)."""
-    roots = [os.path.realpath(d) for d in target.site_dirs if os.path.isdir(d)]
-    scripts = os.path.join(target.prefix, "bin")
-    if os.path.isdir(scripts):
-        roots.append(os.path.realpath(scripts))
-    return sorted(set(roots))
+    """The install scheme's directories (sysconfig purelib, platlib, scripts, data, include of the
+    target interpreter), real paths, none inside another. ``data`` is the prefix itself (a venv,
+    a conda environment, a pyenv build): backed up whole. A system interpreter's ``data``
+    (``/usr/local``) and ``include`` are not: scripts and site directories are."""
+    interp = target.interpreter
+    scheme = dict(interp.install_scheme) if interp else {}
+    if not scheme:  # a bare site-packages target, or an old probe: site dirs and bin/
+        scheme = {f"site{i}": d for i, d in enumerate(target.site_dirs)}
+        scheme["scripts"] = os.path.join(target.prefix, "bin")
+    data = scheme.get("data")
+    if data is None or os.path.realpath(data) in SYSTEM_DATA:
+        scheme.pop("data", None)
+        scheme.pop("include", None)
+    elif interp is not None and not os.path.realpath(scheme.get("include", data)).startswith(
+        os.path.realpath(data).rstrip("/") + "/"
+    ):
+        scheme.pop("include", None)  # a venv's include is its base interpreter's: no installer writes there
+    roots = sorted({os.path.realpath(d) for d in scheme.values() if d})
+    return [r for r in roots if not any(r != o and r.startswith(o.rstrip("/") + "/") for o in roots)]
+
+
+def is_pycache(path: str) -> bool:
+    return f"/{PYCACHE}/" in path or path.endswith(f"/{PYCACHE}")
+
+
+def _entry(path: str, st: os.stat_result) -> dict[str, Any]:
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        return {"t": "l", "link": os.readlink(path)}
+    if stat.S_ISDIR(mode):
+        return {"t": "d", "mode": stat.S_IMODE(mode)}
+    if stat.S_ISREG(mode):
+        return {"t": "f", "mode": stat.S_IMODE(mode), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                "dev": st.st_dev, "ino": st.st_ino}  # fmt: skip
+    return {"t": "o", "mode": stat.S_IMODE(mode)}  # a FIFO, socket or device: kept, never backed up
+
+
+def walk(roots: list[str], exclude: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """Every path under ``roots`` with its type, mode, size, mtime and inode (symlinks not
+    followed). A root that does not exist is absent from the result."""
+    out: dict[str, dict[str, Any]] = {}
+    stack = [r for r in roots if os.path.lexists(r)]
+    while stack:
+        path = stack.pop()
+        if path in exclude:
+            continue
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        out[path] = _entry(path, st)
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                names = os.listdir(path)
+            except OSError:
+                continue
+            stack.extend(os.path.join(path, n) for n in names)
+    return out
 
 
 def list_tree(roots: list[str]) -> tuple[list[str], list[str]]:
     """Every non-directory entry and every directory under ``roots`` (symlinks not followed)."""
-    files: list[str] = []
-    dirs: list[str] = []
-    for root in roots:
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirs.append(dirpath)
-            for d in list(dirnames):
-                full = os.path.join(dirpath, d)
-                if os.path.islink(full):  # a symlink to a directory is an entry, not a tree to walk
-                    dirnames.remove(d)
-                    files.append(full)
-            files.extend(os.path.join(dirpath, f) for f in filenames)
-    return files, dirs
+    entries = walk(roots)
+    files = sorted(p for p, e in entries.items() if e["t"] != "d")
+    return files, sorted(p for p, e in entries.items() if e["t"] == "d")
+
+
+def same_state(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Whether two walk entries describe an unchanged path. A regular file is unchanged while it
+    is the same inode with the same size, mtime and mode: pip and uv never write into an existing
+    file, they unlink or rename over it (docs/validation.md, measured with strace)."""
+    if a is None or b is None:
+        return a is b
+    keys = ("t", "mode", "size", "mtime_ns", "dev", "ino", "link")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def _exclusions(txn_path: Path) -> tuple[str, ...]:
+    """cudastack's own state directory (``transactions/<txn>``'s grandparent), should it lie in a root."""
+    return (os.path.realpath(txn_path.parent.parent),)
 
 
 def _copy_hashed(src: str, dst_dir: Path) -> tuple[str, int]:
@@ -156,32 +225,78 @@ def _sha256(path: str) -> str | None:
 
 @dataclass(slots=True)
 class Backup:
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     bytes: int = 0
-    missing: list[str] = field(default_factory=list)
+    linked: int = 0
+    copied: int = 0
 
 
-def begin(target: Target, inventory: Inventory, touched: list[str], plan: dict[str, Any]) -> Transaction:
-    """Record the state before an install that may replace or remove the ``touched``
-    distributions (keys), and back up their files. Raises when one cannot be backed up."""
+def back_up(
+    roots: list[str], store: Path, exclude: tuple[str, ...] = (), *, copies: bool = False, beside: Path | None = None
+) -> Backup:
+    """A snapshot of every path under ``roots``: each regular file hard-linked into ``store`` (one
+    more name for the same inode: no byte is read), or copied where a link cannot be made (another
+    filesystem: EXDEV; ``protected_hardlinks``: EPERM) or ``copies`` is asked. A file is safe
+    behind a hard link only because no installer writes into an existing file (see
+    :func:`same_state`). ``__pycache__`` too: put back when it can be, else deleted (regenerated).
+    ``beside``: a directory on the environment's filesystem for the links when ``store`` is on
+    another one (made on first use)."""
+    backup = Backup()
+    backup.entries = walk(roots, exclude)
+    store_dev = os.stat(store).st_dev
+    beside_dev: int | None = None
+    n = 0
+    for path, e in backup.entries.items():
+        if e["t"] != "f":
+            continue
+        n += 1
+        blob = store / f"{n:x}"
+        how = "copy"
+        if not copies:
+            if beside is not None and e["dev"] != store_dev:
+                try:
+                    if beside_dev is None:
+                        beside.mkdir(parents=True, exist_ok=True)
+                        beside_dev = os.stat(beside).st_dev
+                    if e["dev"] == beside_dev:
+                        blob = beside / f"{n:x}"
+                except OSError:
+                    beside = None  # cannot be made: copies into the state directory
+            try:
+                os.link(path, blob, follow_symlinks=False)
+                how = "link"
+            except OSError:
+                blob = store / f"{n:x}"
+        if how == "copy":
+            try:
+                shutil.copy2(path, blob, follow_symlinks=False)
+            except OSError:
+                continue  # unreadable: no blob, so a rollback that must restore it says so
+            backup.copied += 1
+            backup.bytes += e["size"]
+        else:
+            backup.linked += 1
+        bst = os.lstat(blob)
+        e.update(blob=str(blob), how=how, bmtime_ns=bst.st_mtime_ns, bino=bst.st_ino)
+        step("install:backing-up")
+    return backup
+
+
+def begin(target: Target, inventory: Inventory, touched: list[str], plan: dict[str, Any],
+          *, copies: bool = False) -> Transaction:  # fmt: skip
+    """Record the state before an install and back up every path of the install scheme
+    (:func:`back_up`), whatever distribution owns it. ``touched``: the distributions the plan
+    replaces or removes (for the report)."""
     from cudastack.doctor import describe_target
     from cudastack.findings import Severity
     from cudastack.render.json import render_json
     from cudastack.report import Report
     from cudastack.snapshot import take_snapshot
 
-    no_record = [k for k in touched if k in inventory.dists and inventory.dists[k].record is None]
-    if no_record:
-        from cudastack.install.plan import InstallerError
-
-        raise InstallerError(  # exit 2: refused before anything changed
-            f"cannot back up {', '.join(no_record)}: no RECORD says which files are theirs, so the install could "
-            "not be undone",
-            hint="reinstall them with pip first (pip writes RECORD); nothing was changed",
-        )
     base = transactions_dir(target)
     txn = Transaction(base / (time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"))
     (txn.path / "files").mkdir(parents=True)
+    roots = roots_of(target)
     _write_json(
         txn.path / "journal.json",
         {
@@ -192,6 +307,7 @@ def begin(target: Target, inventory: Inventory, touched: list[str], plan: dict[s
             "prefix": target.prefix,
             "touched": touched,
             "plan": plan,
+            "roots": roots,
         },
     )
     snap = take_snapshot(target, inventory)
@@ -200,37 +316,25 @@ def begin(target: Target, inventory: Inventory, touched: list[str], plan: dict[s
         extra={"snapshot": snap},
     )  # fmt: skip
     (txn.path / "before.json").write_text(render_json(report))
-    roots = roots_of(target)
-    files, dirs = list_tree(roots)
-    _write_json(txn.path / "listing.json", {"roots": roots, "files": files, "dirs": dirs})
     step("install:listed")
-    backup = Backup()
-    store = txn.path / "files"
-    for key in touched:
-        dist = inventory.dists.get(key)
-        if dist is None:
-            continue
-        for e in dist.record or ():
-            path = dist.abspath(e.path)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                backup.missing.append(path)
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                backup.entries.append({"path": path, "link": os.readlink(path)})
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            digest, size = _copy_hashed(path, store)
-            backup.bytes += size
-            backup.entries.append(
-                {"path": path, "sha256": digest, "mode": stat.S_IMODE(st.st_mode), "mtime_ns": st.st_mtime_ns}
-            )
-            step("install:backing-up")
-    _write_json(txn.path / "manifest.json", {"entries": backup.entries, "missing": backup.missing})
-    txn.set_state("ready", backup_bytes=backup.bytes, backup_files=len(backup.entries))
+    beside = None
+    if target.interpreter is not None and target.interpreter.is_venv:
+        real = os.path.realpath(target.prefix)
+        beside = Path(os.path.dirname(real)) / ".cudastack-backup" / f"{os.path.basename(real)}-{txn.path.name}"
+    backup = back_up(roots, txn.path / "files", _exclusions(txn.path), copies=copies, beside=beside)
+    used = beside is not None and beside.exists()
+    _write_json(txn.path / "manifest.json", {"roots": roots, "entries": backup.entries,
+                                             "beside": str(beside) if used else None})  # fmt: skip
+    txn.set_state("ready", backup_bytes=backup.bytes, backup_files=backup.linked + backup.copied,
+                  backup_linked=backup.linked, backup_copied=backup.copied)  # fmt: skip
     return txn
+
+
+def end(target: Target, txn: Transaction) -> None:
+    """Record the state the install left (``after.json``): a later rollback refuses when the
+    environment has changed since, and ``--force`` undoes only what differs between before and this."""
+    roots = txn.journal.get("roots") or roots_of(target)
+    _write_json(txn.path / "after.json", {"roots": roots, "entries": walk(roots, _exclusions(txn.path))})
 
 
 def latest(target: Target) -> Transaction | None:
@@ -263,15 +367,24 @@ def find(target: Target, snapshot: str | None) -> Transaction:
     )
 
 
+class ChangedSinceError(CudastackError, RuntimeError):
+    """The environment changed after the transaction ended: a rollback would undo those changes too."""
+
+    exit_code = 4  # ExitCode.REFUSED: nothing was changed
+
+
 @dataclass(slots=True)
 class RollbackResult:
     deleted: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     dirs_removed: list[str] = field(default_factory=list)
     remaining: list[dict[str, Any]] = field(default_factory=list)
-    """``diff`` changes still between the environment and the snapshot (empty on success)."""
+    """What is still not as it was (empty on success): ``{"path", "kind", "detail"}`` per path, and
+    ``diff`` changes (``{"name", "kind", "before", "after"}``) between a fresh snapshot and the one before."""
     outside: list[str] = field(default_factory=list)
-    """Files of changed distributions outside the listed roots: left in place, reported."""
+    """Files of changed distributions outside the backed-up directories: left in place, reported."""
+    left: list[str] = field(default_factory=list)
+    """With ``--force``: paths that changed after the transaction, left as they are."""
     already: bool = False
     """The transaction had been rolled back before: nothing was done this time."""
 
@@ -282,15 +395,90 @@ class RollbackResult:
             "dirs_removed": len(self.dirs_removed),
             "remaining": self.remaining,
             "left_outside_roots": self.outside[:200],
+            "left_changed_since": self.left,
             "already_rolled_back": self.already,
             "restored_files": self.restored[:200],
             "deleted_files": self.deleted[:200],
         }
 
 
-def rollback(target: Target, txn: Transaction) -> RollbackResult:
-    """Restore the environment to ``txn``'s snapshot from its backup (no network, no installer)."""
-    from cudastack.env.inventory import read_inventory
+def changes_between(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> list[str]:
+    """Paths whose state differs between two walks, bytecode aside."""
+    return sorted(p for p in a.keys() | b.keys() if not is_pycache(p) and not same_state(a.get(p), b.get(p)))
+
+
+def _describe(path: str, was: dict[str, Any] | None, now: dict[str, Any] | None) -> dict[str, Any]:
+    kind = "added" if was is None else "removed" if now is None else "changed"
+    return {"path": path, "kind": kind, "detail": f"{kind} since the install ended"}
+
+
+def _blob_ok(store: Path, e: dict[str, Any]) -> bool:
+    """The backup still holds the bytes it was given: same inode, size and mtime as when made."""
+    if "blob" not in e:
+        return False
+    try:
+        st = os.lstat(store / e["blob"])  # ``blob`` is an absolute path: ``/`` keeps it
+    except OSError:
+        return False
+    return (
+        stat.S_ISREG(st.st_mode)
+        and st.st_size == e["size"]
+        and st.st_mtime_ns == e["bmtime_ns"]
+        and (st.st_ino == e["bino"])
+    )
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def _put(path: str, e: dict[str, Any], store: Path) -> None:
+    """Make ``path`` what ``e`` says it was: the same inode again for a hard-linked file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if e["t"] == "d":
+        if not os.path.isdir(path) or os.path.islink(path):
+            _remove(path)
+            os.mkdir(path)
+        os.chmod(path, e["mode"])
+        return
+    tmp = path + ".cudastack-restore"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    if e["t"] == "l":
+        os.symlink(e["link"], tmp)
+    elif e["how"] == "link":
+        os.link(store / e["blob"], tmp)
+    else:
+        shutil.copy2(store / e["blob"], tmp)
+    if e["t"] == "f":
+        os.chmod(tmp, e["mode"])
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    os.replace(tmp, path)
+
+
+def _same_bytes(path: str, e: dict[str, Any], store: Path) -> bool:
+    """``path`` has the bytes it had: the very inode it was, with its size and mtime, else
+    compared byte for byte with the backup."""
+    import filecmp
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (e["dev"], e["ino"], e["size"], e["mtime_ns"]):
+        return True  # the very inode it was, never written in place (docs/validation.md)
+    return "blob" in e and filecmp.cmp(path, store / e["blob"], shallow=False)
+
+
+def rollback(target: Target, txn: Transaction, *, force: bool = False) -> RollbackResult:
+    """Restore every path of the install scheme to what it was before ``txn`` from its backup (no
+    network, no installer). When the environment changed after the transaction ended, refuses
+    (:class:`ChangedSinceError`) unless ``force``: then only the paths the transaction changed
+    and nobody changed since are restored, and nothing it did not create is deleted."""
     from cudastack.snapshot import diff_snapshots, load_snapshot, take_snapshot
 
     journal = txn.journal
@@ -307,94 +495,128 @@ def rollback(target: Target, txn: Transaction) -> RollbackResult:
             hint=f"cudastack rollback --python {journal.get('python')}",
         )
     before = load_snapshot(str(txn.before))
-    listing = _read_json(txn.path / "listing.json")
     manifest = _read_json(txn.path / "manifest.json")
-    txn.set_state("rolling-back")
+    if "roots" not in manifest:
+        raise RollbackError(f"{txn.path} was made by an older cudastack (no whole-scheme backup); cannot restore it")
+    roots: list[str] = manifest["roots"]
+    was: dict[str, dict[str, Any]] = manifest["entries"]
+    exclude = _exclusions(txn.path)
+    now = walk(roots, exclude)
+    after_path = txn.path / "after.json"
+    scope: set[str] | None = None  # None: every path of the scheme
     result = RollbackResult()
-    had = set(listing["files"])
-    had_dirs = set(listing["dirs"])
-    # 1. what is new in the listed roots. Files a changed distribution's RECORD puts elsewhere
-    # (data files under share/) are reported, not deleted: nobody listed that directory before.
-    now_files, now_dirs = list_tree(listing["roots"])
-    backed = {e["path"] for e in manifest["entries"]}
-    for path in now_files:
-        if path in had or path in backed:
-            continue
-        try:
-            os.unlink(path)
-            result.deleted.append(path)
-        except FileNotFoundError:
-            pass
-        step("rollback:deleting")
-    roots = tuple(r.rstrip("/") + "/" for r in listing["roots"])
+    if after_path.exists() and journal.get("state") != "rolling-back":
+        after: dict[str, dict[str, Any]] = _read_json(after_path)["entries"]
+        since = changes_between(after, now)
+        if since and not force:
+            listed = "\n".join(f"  {d['kind']}: {d['path']}" for d in (_describe(p, after.get(p), now.get(p))
+                                                                        for p in since))  # fmt: skip
+            raise ChangedSinceError(
+                f"the environment changed after the install of {txn.path.name} ended ({len(since)} path(s)); "
+                f"a rollback would undo those changes too:\n{listed}",
+                hint="cudastack rollback --force undoes only what that install changed, and leaves these alone",
+            )
+        if force:
+            did = set(changes_between(was, after))
+            result.left = sorted(did & set(since))
+            scope = did - set(since)
+            # a directory the install made is removed only when empty (never what is in it since)
+    if journal.get("state") == "rolling-back" and journal.get("scope") is not None:
+        scope = set(journal["scope"])  # a forced rollback killed half-way: the same scope again
+        result.left = list(journal.get("left", []))
+    txn.set_state("rolling-back", scope=None if scope is None else sorted(scope), left=result.left)
+    store = txn.path / "files"
+    # files of the distributions the install changed that lie outside the backed-up roots (a system
+    # interpreter's data files): read from their RECORDs now, while those still say so
+    from cudastack.env.inventory import read_inventory
+
     old = {d["key"]: d["version"] for d in before["distributions"]}
+    prefixes = tuple(r.rstrip("/") + "/" for r in roots)
+    outside: set[str] = set()
     for key, dist in read_inventory(target).dists.items():
         if old.get(key) != dist.version:
-            result.outside.extend(
-                p for e in dist.record or () if not (p := dist.abspath(e.path)).startswith(roots) and os.path.exists(p)
-            )
-    # 2. every backed-up file whose bytes differ, from a verified copy
-    store = txn.path / "files"
-    for e in manifest["entries"]:
-        path = e["path"]
-        if "link" in e:
-            if not (os.path.islink(path) and os.readlink(path) == e["link"]):
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                tmp = path + ".cudastack-restore"
-                if os.path.lexists(tmp):
-                    os.unlink(tmp)
-                os.symlink(e["link"], tmp)
-                os.replace(tmp, path)
-                result.restored.append(path)
+            real = (os.path.realpath(dist.abspath(r.path)) for r in dist.record or ())
+            outside.update(p for p in real if not p.startswith(prefixes))
+    # 1. what was not there before: deleted, deepest first (a new directory after its contents)
+    for path in sorted((p for p in now if p not in was), key=len, reverse=True):
+        if scope is not None and path not in scope and not (is_pycache(path) and _source_in(path, scope)):
             continue
         try:
-            st = os.lstat(path)
-            same = (
-                stat.S_ISREG(st.st_mode)
-                and st.st_mtime_ns == e["mtime_ns"]
-                and stat.S_IMODE(st.st_mode) == e["mode"]
-                and _sha256(path) == e["sha256"]
-            )
-        except OSError:
-            same = False
-        if same:
+            if now[path]["t"] == "d":
+                os.rmdir(path)
+                result.dirs_removed.append(path)
+            else:
+                os.unlink(path)
+                result.deleted.append(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            result.remaining.append({"path": path, "kind": "not-deleted", "detail": exc.strerror or str(exc)})
+        step("rollback:deleting")
+    # 2. every path that was there, as it was: directories first (shallowest first)
+    for path in sorted(was, key=lambda p: (was[p]["t"] != "d", len(p))):
+        e = was[path]
+        if is_pycache(path):
+            if scope is not None and not _source_in(path, scope):
+                continue
+            if e["t"] == "f" and not same_state(e, now.get(path)):
+                try:
+                    _put(path, e, store) if _blob_ok(store, e) else _remove(path)
+                except OSError:
+                    pass  # bytecode is regenerated on the next import: never compared
             continue
-        blob = store / e["sha256"]
-        if _sha256(str(blob)) != e["sha256"]:
-            raise RollbackError(
-                f"the backup of {path} is damaged ({blob} no longer has the bytes that were saved); "
-                "nothing more was restored",
-                hint="reinstall that distribution from the index; the rest of the backup is intact",
-            )
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".cudastack-restore"
-        shutil.copyfile(blob, tmp)
-        os.chmod(tmp, e["mode"])
-        os.utime(tmp, ns=(e["mtime_ns"], e["mtime_ns"]))
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        if scope is not None and path not in scope:
+            continue
+        if e["t"] == "o" or same_state(e, now.get(path)):
+            continue  # untouched: the same inode, size, mtime and mode (or link target) as before
+        if scope is not None and now.get(path, {}).get("t") == "d" and e["t"] != "d":
+            under = [p for p in now if p.startswith(path + "/") and p not in scope]
+            if under:  # replacing this directory would delete what the install did not make
+                why = f"a directory now, holding {len(under)} path(s) the install did not make, e.g. {under[0]}"
+                result.remaining.append({"path": path, "kind": "not-restored", "detail": why})
+                continue
+        if e["t"] == "f" and not _blob_ok(store, e):
+            why = f"the backup of {path} is damaged or missing: cannot restore it"
+            result.remaining.append({"path": path, "kind": "damaged-backup", "detail": why})
+            continue
+        try:
+            _put(path, e, store)
+        except OSError as exc:
+            result.remaining.append({"path": path, "kind": "not-restored", "detail": exc.strerror or str(exc)})
+            continue
         result.restored.append(path)
         step("rollback:restoring")
-    # 3. directories the install created, deepest first, when empty
-    for d in sorted(set(now_dirs) - had_dirs, key=len, reverse=True):
-        try:
-            os.rmdir(d)
-            result.dirs_removed.append(d)
-        except OSError:
-            pass
-    # 4. the proof: a fresh snapshot equal to the one before
-    after = take_snapshot(target)
-    result.remaining = [c.as_dict() for c in diff_snapshots(before, after)]
-    records = {d["key"]: d.get("record") for d in after["distributions"]}
-    result.remaining += [
-        {"name": d["name"], "kind": "record", "before": d["version"], "after": d["version"],
-         "detail": "RECORD differs from the snapshot's"}
-        for d in before["distributions"]
-        if d["key"] in records and records[d["key"]] != d.get("record")
-    ]  # fmt: skip
+    # 3. the proof: every path as it was, bytes compared (bytecode aside)
+    final = walk(roots, exclude)
+    done = {r["path"] for r in result.remaining}
+    for path in sorted(was.keys() | final.keys()):
+        if is_pycache(path) or path in done or (scope is not None and path not in scope):
+            continue
+        e0, f = was.get(path), final.get(path)
+        if e0 is None or f is None or any(e0.get(k) != f.get(k) for k in ("t", "mode", "link")):
+            kind = "still-there" if e0 is None else "missing" if f is None else "differs"
+            result.remaining.append({"path": path, "kind": kind, "detail": "not as it was before the install"})
+        elif e0["t"] == "f" and not _same_bytes(path, e0, store):
+            result.remaining.append({"path": path, "kind": "differs", "detail": "bytes differ from the backup"})
+    if scope is None:
+        after_snap = take_snapshot(target)
+        result.remaining += [c.as_dict() for c in diff_snapshots(before, after_snap)]
+    result.outside = sorted(p for p in outside if os.path.lexists(p))
+    result.remaining += [{"path": p, "kind": "outside", "detail": "written outside the backed-up directories"}
+                         for p in result.outside]  # fmt: skip
     txn.set_state(
         "rolled-back" if not result.remaining else "rolling-back",
         rollback={k: v for k, v in result.as_dict().items() if not k.endswith("_files")},
     )
+    if not result.remaining and manifest.get("beside"):
+        beside = Path(manifest["beside"])  # links beside the environment: not left there once done
+        shutil.rmtree(beside, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            beside.parent.rmdir()
     return result
+
+
+def _source_in(pyc: str, scope: set[str]) -> bool:
+    """A ``__pycache__`` entry whose directory's sources the transaction touched."""
+    head = pyc.split(f"/{PYCACHE}", 1)[0]
+    return any(os.path.dirname(p) == head for p in scope)
