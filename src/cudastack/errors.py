@@ -9,8 +9,10 @@ expect, so ``except ValueError`` keeps working::
     ├── ReportError (ValueError)           a saved report/baseline cannot be read
     ├── PatchError (RuntimeError)          a checkout cudastack refuses to change (patches/git.py)
     ├── InstallerError (RuntimeError)      the installer could not plan the install (install/plan.py)
+    ├── UnmodelledOptionError (ValueError) an installer option cudastack does not model (install/plan.py): exit 4
     ├── LockedError (RuntimeError)         another install/rollback holds the environment (install/run.py)
-    └── RollbackError (RuntimeError)       a rollback that cannot be done or finished (install/txn.py)
+    ├── RollbackError (RuntimeError)       a rollback that cannot be done or finished (install/txn.py)
+    └── ChangedSinceError (RuntimeError)   the environment changed since the transaction: exit 4 (install/txn.py)
 
 Each class names its exit code (``exit_code``, one of ``findings.ExitCode``).
 
