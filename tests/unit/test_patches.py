@@ -442,3 +442,15 @@ def test_restore_keeps_commits_made_on_the_saved_branch_from_elsewhere(
     assert rc == 0 and snapshot(checkout) == saved
     assert data["moved_branch"] == {"branch": "local", "from": newer}
     git(checkout, "merge-base", "--is-ancestor", newer, data["before"]["ref"])
+
+
+def test_the_lock_hint_is_a_shell_safe_command(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A lock file whose name holds `$()` (a ref name may): the printed `rm` removes it and runs nothing else."""
+    lock = checkout / ".git" / "refs" / "heads" / "x$(touch INJ)`touch INJ2`.lock"
+    lock.write_text("")
+    assert main(["patches", "save", str(checkout)]) == 4
+    err = capsys.readouterr().err
+    line = err[err.index("rm -- ") :].splitlines()[0]
+    subprocess.run(["bash", "-c", line], cwd=checkout, check=True)
+    assert not lock.exists()
+    assert not (checkout / "INJ").exists() and not (checkout / "INJ2").exists()

@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import stat
 import time
@@ -492,7 +493,7 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
     if os.path.realpath(str(journal.get("prefix"))) != os.path.realpath(target.prefix):
         raise UsageError(
             f"that transaction is for the environment at {journal.get('prefix')}, not {target.prefix}",
-            hint=f"cudastack rollback --python {journal.get('python')}",
+            hint=f"cudastack rollback --python {shlex.quote(str(journal.get('python')))}",
         )
     before = load_snapshot(str(txn.before))
     manifest = _read_json(txn.path / "manifest.json")

@@ -4,6 +4,7 @@ reason). git itself runs through :class:`cudastack.git.Git`, with its overrides.
 from __future__ import annotations
 
 import os
+import shlex
 
 from cudastack.errors import CudastackError
 from cudastack.faults import KILL_ENV, step
@@ -77,7 +78,8 @@ def preflight(
         raise PatchError(
             f"{shown} exist{'s' if len(locks) == 1 else ''}: a git process is running, or one was killed and "
             "left it behind",
-            hint=f"if no git is running on this checkout, remove {'it' if len(locks) == 1 else 'them'}: rm {shown}",
+            hint=f"if no git is running on this checkout, remove {'it' if len(locks) == 1 else 'them'}: "
+            f"rm -- {shlex.join(locks[:8])}",
         )
     problems: list[str] = []
     autocrlf = git.out("config", "--get", "core.autocrlf", check=False).lower()

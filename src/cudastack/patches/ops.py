@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -367,7 +368,8 @@ def _refuse_fetch_commands(git: Git, remote: str, to: str) -> None:
         raise PatchError(
             f"{to} is not in {git.repo}, and fetching it from {remote} would run what its config names: "
             + "; ".join(refused),
-            hint=f"fetch the tag yourself once you trust that config (git fetch --tags {remote}), then run again",
+            hint="fetch the tag yourself once you trust that config "
+            f"(git fetch --tags {shlex.quote(remote)}), then run again",
         )
 
 
