@@ -22,11 +22,12 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from tests import corpus
-from tests.venvs import site_of
+from tests.venvs import make_venv, site_of
 
 pytestmark = pytest.mark.realwheels
 
@@ -161,3 +162,38 @@ if __name__ == "__main__":
     for name in STACK_NAMES:
         for code, dist, msg in judged(name).errors:
             sys.stdout.write(f"{name}\t{code}\t{dist}\t{msg[:200]}\n")
+
+
+def test_cudnn_frontend_imports_without_libcudnn_and_the_doctor_agrees(tmp_path: Path) -> None:
+    """nvidia-cudnn-frontend's ``__init__`` opens libcudnn by path when it finds one and falls back
+    to ``ctypes.CDLL("libcudnn.so.9")`` / ``("libcudnn.so")`` inside ``try/except Exception`` in an
+    ``else:`` branch: on a host without cuDNN ``import cudnn`` still works (was two LDD001)."""
+    python = make_venv(tmp_path / "env")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-compile"]
+        + ["nvidia-cudnn-frontend"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot install nvidia-cudnn-frontend here: {proc.stderr.strip()[-300:]}")
+    real = subprocess.run(
+        ["env", "-i", f"PATH={os.environ.get('PATH', '')}", str(python), "-c", "import cudnn"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert real.returncode == 0, real.stderr[-600:]
+    out = subprocess.run(
+        [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json", "--select", "LDD"]
+        + ["-e", "LD_LIBRARY_PATH="],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    errors = [(f["code"], f["subject"]) for f in json.loads(out.stdout)["findings"] if f["severity"] == "error"]
+    assert errors == []

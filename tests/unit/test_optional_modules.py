@@ -486,11 +486,45 @@ BY_SONAME_GUARDED = (
     "import ctypes\n\ntry:\n    _enc = ctypes.CDLL('libnvidia-encode.so.1')\nexcept OSError:\n    _enc = None\n"
 )
 
+# nvidia-cudnn-frontend 1.32's __init__: a function called in an else branch tries the directories
+# of LD_LIBRARY_PATH, then a glob of site-packages, then falls back to sonames inside try/except
+BY_SONAME_GUARDED_IN_A_BRANCH = (
+    "import ctypes, glob, os\n\n\n"
+    "def _dlopen():\n"
+    "    for d in os.environ.get('LD_LIBRARY_PATH', '').split(os.pathsep):\n"
+    "        path = os.path.join(d, 'libnvidia-encode.so.1')\n"
+    "        if os.path.exists(path):\n"
+    "            return ctypes.CDLL(path)\n"
+    "    found = glob.glob(os.path.join(os.path.dirname(__file__), 'lib', 'libnvidia-encode.so.*[0-9]'))\n"
+    "    if found:\n"
+    "        lib = ctypes.CDLL(found[0])\n"
+    "    else:\n"
+    "        try:\n"
+    "            lib = ctypes.CDLL('libnvidia-encode.so.1')\n"
+    "        except Exception:\n"
+    "            lib = None\n"
+    "    return lib\n\n\n"
+    "if os.name == 'nt':\n    _lib = None\nelse:\n    _lib = _dlopen()\n"
+)
+BY_SONAME_IN_A_BRANCH = "import ctypes, os\n\nif os.name == 'posix':\n    _enc = ctypes.CDLL('libnvidia-encode.so.1')\n"
+
 
 @pytest.mark.parametrize(
     ("init", "subject"),
-    [(BY_PATH, "libmissing.so"), (BY_SONAME, "libnvidia-encode.so.1"), (BY_SONAME_GUARDED, None)],
-    ids=["glob-path-of-a-package-file", "driver-soname", "driver-soname-guarded"],
+    [
+        (BY_PATH, "libmissing.so"),
+        (BY_SONAME, "libnvidia-encode.so.1"),
+        (BY_SONAME_GUARDED, None),
+        (BY_SONAME_GUARDED_IN_A_BRANCH, None),
+        (BY_SONAME_IN_A_BRANCH, "libnvidia-encode.so.1"),
+    ],
+    ids=[
+        "glob-path-of-a-package-file",
+        "driver-soname",
+        "driver-soname-guarded",
+        "driver-soname-guarded-in-a-branch",
+        "driver-soname-in-a-branch",
+    ],
 )
 def test_native_code_loaded_at_import_without_an_import_statement(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], init: str, subject: str | None

@@ -139,7 +139,9 @@ def _loads_in(tree: ast.Module, path: str, record: list[str], called: set[str]) 
 
 def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt, str | None]]:
     """Each simple statement with the innermost ``try`` whose handler catches OSError (or
-    broader) and does not re-raise."""
+    broader) and does not re-raise. Branches and loops are entered (a ``try`` inside an ``else:``
+    guards its calls: nvidia-cudnn-frontend's soname fallbacks); their headers count as
+    statements of the enclosing guard."""
     out: list[tuple[ast.stmt, str | None]] = []
     for node in body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -150,8 +152,19 @@ def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt,
             for h in node.handlers:
                 out.extend(_statements(h.body, guard))
             out.extend(_statements(node.orelse + node.finalbody, guard))
+        elif isinstance(node, ast.If | ast.While | ast.For | ast.AsyncFor | ast.With | ast.AsyncWith):
+            if isinstance(node, ast.If | ast.While):
+                heads = [node.test]
+            elif isinstance(node, ast.For | ast.AsyncFor):
+                heads = [node.iter]
+            else:
+                heads = [item.context_expr for item in node.items]
+            out.extend((ast.copy_location(ast.Expr(value=h), node), guard) for h in heads)
+            out.extend(_statements(node.body, guard))
+            if isinstance(node, ast.If | ast.While | ast.For | ast.AsyncFor):
+                out.extend(_statements(node.orelse, guard))
         else:
-            out.append((node, guard))  # a compound statement counts whole: its calls may run
+            out.append((node, guard))  # any other compound statement counts whole: its calls may run
     return out
 
 
@@ -184,8 +197,8 @@ def _load(
     else:
         return None
     pattern = _evaluate(arg, path, names, 0)
-    if pattern is None or pattern.strip("*") == "":
-        return None
+    if pattern is None or not pattern.replace("*", "").replace("/", ""):
+        return None  # nothing known of the name (a loop over LD_LIBRARY_PATH's directories)
     where = f"{path}:{call.lineno}"
     g = f"{path}:{guard}" if guard else None
     if "/" not in pattern:
