@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -80,6 +81,7 @@ STACKS: tuple[Stack, ...] = (
 BY_NAME = {s.name: s for s in STACKS}
 
 
+@functools.cache
 def _pip_config() -> str:
     """What of pip's configuration decides a resolution (indexes, caps)."""
     proc = subprocess.run(
@@ -173,10 +175,20 @@ def _is_extension(name: str) -> bool:
     return (name.endswith(".so") and ".cpython-" in name) or name.endswith(".abi3.so")
 
 
+def _exports_pyinit(path: Path, name: str) -> bool:
+    """Whether a top-level ``.so`` is a Python module at all: its dynamic string table names
+    ``PyInit_<name>`` (torch-memory-saver's ``…_hook_mode_preload.cpython-311-….so`` are
+    LD_PRELOAD libraries with a module's suffix, which no interpreter could import)."""
+    try:
+        return f"PyInit_{name}".encode() in path.read_bytes()
+    except OSError:
+        return True
+
+
 def top_level_names(dist_info: Path) -> tuple[str, ...]:
     """The importable top-level names a distribution installs, from its RECORD: each first path
-    component that is a module (``x.py``, ``x.cpython-311-….so``) or a directory holding Python
-    code; dist-info, data, scripts and ``__pycache__`` aside."""
+    component that is a module (``x.py``, ``x.cpython-311-….so`` that defines ``PyInit_x``) or a
+    directory holding Python code; dist-info, data, scripts and ``__pycache__`` aside."""
     record = dist_info / "RECORD"
     if not record.is_file():
         return ()
@@ -191,7 +203,7 @@ def top_level_names(dist_info: Path) -> tuple[str, ...]:
         if len(parts) == 1:
             if first.endswith(".py"):
                 names.add(first[:-3])
-            elif _is_extension(first):
+            elif _is_extension(first) and _exports_pyinit(dist_info.parent / first, first.split(".")[0]):
                 names.add(first.split(".")[0])
         elif parts[-1].endswith(".py") or _is_extension(parts[-1]):
             names.add(first)
@@ -243,8 +255,9 @@ def _import_dist(python: Path, dist: str, names: tuple[str, ...]) -> DistImports
 
 
 def _host() -> str:
+    """The host and the oracle itself: its answer is kept while neither changes."""
     ld = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False).stdout
-    return hashlib.sha256((ld + platform.release()).encode()).hexdigest()[:12]
+    return hashlib.sha256((ld + platform.release() + Path(__file__).read_text()).encode()).hexdigest()[:12]
 
 
 def oracle(python: Path) -> dict[str, DistImports]:
