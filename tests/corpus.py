@@ -24,6 +24,7 @@ import csv
 import fcntl
 import functools
 import hashlib
+import inspect
 import io
 import json
 import os
@@ -257,7 +258,8 @@ def _import_dist(python: Path, dist: str, names: tuple[str, ...]) -> DistImports
 def _host() -> str:
     """The host and the oracle itself: its answer is kept while neither changes."""
     ld = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False).stdout
-    return hashlib.sha256((ld + platform.release() + Path(__file__).read_text()).encode()).hexdigest()[:12]
+    oracle = [inspect.getsource(f) for f in (_is_extension, _exports_pyinit, top_level_names, _import_dist)]
+    return hashlib.sha256("".join([ld, platform.release(), _IMPORT_EACH, *oracle]).encode()).hexdigest()[:12]
 
 
 def oracle(python: Path) -> dict[str, DistImports]:
