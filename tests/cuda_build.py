@@ -10,7 +10,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-import pytest
+from tests import oracles
 
 NVCC = shutil.which("nvcc")
 KERNEL = 'extern "C" __global__ void add(float *a, float b) { a[threadIdx.x] += b; }\n'
@@ -18,7 +18,7 @@ KERNEL = 'extern "C" __global__ void add(float *a, float b) { a[threadIdx.x] += 
 
 def need_nvcc() -> str:
     if NVCC is None:
-        pytest.skip("nvcc is not installed: fatbins are compiled at test time")
+        oracles.missing("nvcc is not installed: fatbins are compiled at test time")
     return NVCC
 
 
@@ -64,7 +64,7 @@ def cuobjdump_list(path: Path) -> list[str]:
     """``cuobjdump --list-elf --list-ptx`` as ``sm_90a`` / ``compute_80`` names, in its order."""
     exe = cuobjdump()
     if exe is None:
-        pytest.skip("cuobjdump is not available (pip install nvidia-cuda-cuobjdump)")
+        oracles.missing("cuobjdump is not available (pip install nvidia-cuda-cuobjdump)")
     proc = subprocess.run([exe, "--list-elf", "--list-ptx", str(path)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     out = []

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests import oracles
 
 CC = shutil.which("gcc") or shutil.which("cc")
 CXX = shutil.which("g++")
@@ -18,7 +18,7 @@ CXX = shutil.which("g++")
 
 def need_compilers() -> None:
     if CC is None or CXX is None:
-        pytest.skip("gcc/g++ are not installed: the ELF fixtures are compiled at test time")
+        oracles.missing("gcc/g++ are not installed: the ELF fixtures are compiled at test time")
 
 
 def build(out: Path, source: str, *, lang: str = "c", libs: tuple[str, ...] = (), flags: tuple[str, ...] = ()) -> Path:

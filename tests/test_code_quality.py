@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests import oracles
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _tool(name: str) -> list[str]:
     exe = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
     if exe is None:
-        pytest.skip(f"{name} is not installed (it is in the [test] extra)")
+        oracles.missing(f"{name} is not installed (it is in the [test] extra)")
     return [exe]
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from cudastack.errors import CudastackError
 from cudastack.faults import KILL_ENV
+from cudastack.files import open_file
 
 __all__ = [
     "DIFF_COMMANDS",
@@ -329,7 +330,7 @@ def attribute_texts(git: Git, revs: tuple[str, ...] = ()) -> list[tuple[str, str
         paths.append(os.path.join(git.repo, rel))
     for p in dict.fromkeys(paths):
         try:
-            with open(p, "rb") as fh:
+            with open_file(p) as fh:  # the checkout's to choose: a FIFO there must not block
                 out.append((p, fh.read(1 << 20).decode(errors="replace")))
         except OSError:
             continue

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from cudastack.findings import CheckResult, ExitCode, Finding, Outcome, Severity
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 """``MAJOR.MINOR``. MINOR grows when fields or values are *added* (readers must ignore unknown
 keys); MAJOR grows when a field is removed, renamed, or changes type or meaning."""
 
@@ -65,3 +65,5 @@ def read_json_report(path: str, what: str) -> object:
         raise ReportError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ReportError(f"{what} {path} is not JSON (truncated?): {exc}") from None
+    except RecursionError:
+        raise ReportError(f"{what} {path} is nested too deeply to be a cudastack report") from None

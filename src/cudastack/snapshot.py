@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cudastack.errors import ReportError
+from cudastack.files import open_file
 
 if TYPE_CHECKING:  # imported where used: `diff` of two files needs none of them
     from cudastack.env.dists import Distribution
@@ -99,7 +100,7 @@ def _is_native(rel: str) -> bool:
 def _hash_file(path: str) -> str:
     h = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             while chunk := fh.read(1 << 20):
                 h.update(chunk)
     except OSError as exc:
@@ -146,7 +147,7 @@ def take_snapshot(target: Target, inventory: Inventory | None = None) -> dict[st
 
 def _hash_record(d: Distribution) -> str | None:
     try:
-        with open(os.path.join(d.meta_dir, "RECORD"), "rb") as fh:
+        with open_file(os.path.join(d.meta_dir, "RECORD")) as fh:
             return "sha256=" + hashlib.sha256(fh.read()).hexdigest()
     except OSError:
         return None
@@ -185,6 +186,13 @@ def load_snapshot(path: str) -> dict[str, Any]:
         raise ReportError(f"{path} is not a cudastack snapshot (no snapshot.distributions)")
     if snap.get("format") != SNAPSHOT_FORMAT:
         raise ReportError(f"{path} has snapshot format {snap.get('format')}, this cudastack reads {SNAPSHOT_FORMAT}")
+    for i, d in enumerate(snap["distributions"]):  # what diff reads: checked here, never a KeyError there
+        ok = isinstance(d, dict) and all(isinstance(d.get(k), str) for k in ("key", "name", "version"))
+        if not ok or not all(isinstance(d.get(k), dict) for k in ("native", "source")):
+            raise ReportError(
+                f"{path}: snapshot.distributions[{i}] is not a distribution "
+                "(needs string key, name, version and objects native, source)"
+            )
     return snap
 
 

@@ -21,6 +21,7 @@ from cudastack.env.interpreter import (
 )
 from cudastack.env.pth import PthResult, read_pth_files
 from cudastack.errors import TargetError, UsageError
+from cudastack.files import read_bytes
 
 _PY_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 
@@ -116,7 +117,7 @@ def _version_from_site_dir(site_dir: Path) -> tuple[str | None, str]:
         cfg = parent / "pyvenv.cfg"
         if cfg.is_file():
             try:
-                text = cfg.read_text(errors="replace")
+                text = read_bytes(str(cfg), 1 << 20).data.decode("utf-8", "replace")
             except OSError:
                 break
             m = re.search(r"^\s*version(?:_info)?\s*=\s*(\d+\.\d+(?:\.\d+)?)", text, re.M)
@@ -132,7 +133,7 @@ def _read_pyvenv_cfg(prefix: str) -> dict[str, str]:
     cfg = Path(prefix) / "pyvenv.cfg"
     out: dict[str, str] = {}
     try:
-        for line in cfg.read_text(errors="replace").splitlines():
+        for line in read_bytes(str(cfg), 1 << 20).data.decode("utf-8", "replace").splitlines():
             key, sep, value = line.partition("=")
             if sep:
                 out[key.strip().lower()] = value.strip()

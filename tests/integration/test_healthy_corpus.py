@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import corpus
+from tests import corpus, oracles
 from tests.venvs import make_venv, site_of
 
 pytestmark = pytest.mark.realwheels
@@ -111,7 +111,7 @@ def judged(name: str) -> Judged:
     try:
         python = corpus.build(corpus.BY_NAME[name])
     except corpus.UnavailableError as e:
-        pytest.skip(str(e))
+        oracles.missing(str(e))
     imports = corpus.oracle(python)
     env_file = python.parent.parent / "process.env"
     env_file.write_text(f"PATH={os.environ.get('PATH', '/usr/bin:/bin')}\n")
@@ -219,7 +219,7 @@ def test_cudnn_frontend_imports_without_libcudnn_and_the_doctor_agrees(tmp_path:
         check=False,
     )
     if proc.returncode != 0:
-        pytest.skip(f"cannot install nvidia-cudnn-frontend here: {proc.stderr.strip()[-300:]}")
+        oracles.missing(f"cannot install nvidia-cudnn-frontend here: {proc.stderr.strip()[-300:]}")
     real = subprocess.run(
         ["env", "-i", f"PATH={os.environ.get('PATH', '')}", str(python), "-c", "import cudnn"],
         capture_output=True,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cudastack.cli import main
-from tests import realwheels, scenario
+from tests import oracles, realwheels, scenario
 
 pytestmark = pytest.mark.realwheels
 
@@ -24,7 +24,7 @@ def torch_cu130_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         realwheels.build_env(["torch==2.14.1", "torchvision==0.29.1"], site)
     except realwheels.UnavailableError as exc:
-        pytest.skip(str(exc))
+        oracles.missing(str(exc))
     return site
 
 
@@ -135,7 +135,7 @@ def pip_target_mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
             check=False,
         )
         if proc.returncode != 0:
-            pytest.skip(f"cannot install {req}: {proc.stderr.strip()[-300:]}")
+            oracles.missing(f"cannot install {req}: {proc.stderr.strip()[-300:]}")
     (target / "pip-stderr.txt").write_text(proc.stderr)
     return target
 

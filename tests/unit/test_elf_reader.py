@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cudastack.elf import ElfParseError, read_elf
+from tests import oracles
 from tests.native import build
 
 READELF = shutil.which("readelf")
@@ -100,7 +101,7 @@ def _normalize_base_versions(view: dict[str, object], path: str) -> dict[str, ob
     return view
 
 
-@pytest.mark.skipif(READELF is None, reason="readelf (binutils) is not installed")
+@pytest.mark.oracle("readelf")
 @pytest.mark.parametrize("path", real_objects())
 def test_reader_agrees_with_readelf(path: str) -> None:
     want = _normalize_base_versions(readelf_view(path), path)
@@ -110,7 +111,7 @@ def test_reader_agrees_with_readelf(path: str) -> None:
     assert got["exports"] == want["exports"]
 
 
-@pytest.mark.skipif(READELF is None, reason="readelf (binutils) is not installed")
+@pytest.mark.oracle("readelf")
 def test_reader_agrees_with_readelf_on_versioned_fixture(tmp_path: Path) -> None:
     (tmp_path / "v.map").write_text("V_0 { };\nV_1 { global: a; local: *; } V_0;\nV_2 { global: b; } V_1;\n")
     lib = build(
@@ -175,7 +176,7 @@ def test_absurd_counts_do_not_allocate(tmp_path: Path) -> None:
         read_elf(str(p))
 
 
-@pytest.mark.skipif(READELF is None, reason="readelf (binutils) is not installed")
+@pytest.mark.oracle("readelf")
 def test_reader_agrees_with_readelf_on_a_32_bit_object(tmp_path: Path) -> None:
     """Elf32_Sym lays its fields out differently (value and size before info): the column reader
     slices each layout on its own."""
@@ -187,7 +188,7 @@ def test_reader_agrees_with_readelf_on_a_32_bit_object(tmp_path: Path) -> None:
     obj, lib = tmp_path / "m32.o", tmp_path / "libm32.so"
     made = subprocess.run(["gcc", "-m32", "-fPIC", "-c", str(src), "-o", str(obj)], capture_output=True)
     if made.returncode != 0 or subprocess.run(["ld", "-m", "elf_i386", "-shared", "-o", str(lib), str(obj)]).returncode:
-        pytest.skip("this gcc/ld cannot make a 32-bit x86 object")
+        oracles.missing("this gcc/ld cannot make a 32-bit x86 object (gcc-multilib)")
     assert read_elf(str(lib)).elf_class == 32
     assert ours(str(lib)) == readelf_view(str(lib))
     assert ours(str(lib))["exports"] == {("f", None), ("h", None)}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from cudastack.cli import main
 from tests.unit.test_patches import ENV, commit, edit, git, lines, snapshot
 from tests.venvs import make_venv, site_of
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+pytestmark = pytest.mark.oracle("git")
 
 HOOKS = (
     "pre-commit",

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from tests import oracles
 from tests.native import build
 from tests.venvs import make_venv, site_of
 from tests.wheels import make_wheel, pip_install
@@ -193,7 +194,7 @@ def test_installer_killed_mid_way_is_rolled_back(
 ) -> None:
     reason = _strace_works()
     if reason:
-        pytest.skip(reason)
+        oracles.missing(reason)
     before_snap, before_tree = snapshot(env), tree(env)
     wrap = f"{STRACE} -f -qq -o /dev/null -e {inject}"
     r = install(env, tmp_path / "state", links, "tool==2.0", opts=("--no-rollback",),
@@ -333,7 +334,7 @@ def test_uv_installs_and_rolls_back_with_hardlinked_cache(env: Path, links: Path
 
         uv = uv_binary()
     except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"uv not available: {exc}")
+        oracles.missing(f"uv not available: {exc}")
     cache = tmp_path / "uvcache"
     uv_env = {"UV_CACHE_DIR": str(cache), "UV_LINK_MODE": "hardlink", "UV_NO_CONFIG": "1"}
     cmd = [uv, "pip", "install", "--python", str(env), "--no-index", "--find-links", str(links), "--reinstall"]

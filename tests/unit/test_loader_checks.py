@@ -11,7 +11,7 @@ import pytest
 
 from cudastack.cli import main
 from cudastack.loader.ldcache import NEW_MAGIC, parse_ld_cache, read_ld_cache
-from tests import scenario
+from tests import oracles, scenario
 from tests.native import build, real_dlopen
 from tests.venvs import make_venv, site_of
 
@@ -49,10 +49,10 @@ def test_host_ld_cache_agrees_with_ldconfig() -> None:
     try:
         out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
-        pytest.skip("ldconfig -p is not available")
+        oracles.missing("ldconfig -p is not available")
     ours = read_ld_cache()
     if ours.problem:
-        pytest.skip(f"no usable /etc/ld.so.cache: {ours.problem}")
+        oracles.missing(f"no usable /etc/ld.so.cache: {ours.problem}")
     for line in out.splitlines()[1:]:
         if "x86-64" not in line or "=>" not in line or "hwcap" in line:
             continue

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -22,7 +21,7 @@ from hypothesis import strategies as st
 from cudastack.cli import main
 from tests.unit.test_patches import ENV, commit, git, snapshot
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+pytestmark = pytest.mark.oracle("git")
 
 TRACKED = ("a.txt", "d/b.txt")
 POOL = (*TRACKED, "u1.txt", "d/u2.txt", "e/u3.bin")

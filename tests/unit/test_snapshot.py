@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cudastack.cli import main
+from tests import oracles
 from tests.native import build
 from tests.venvs import make_venv
 from tests.wheels import make_wheel, pip_install
@@ -89,8 +90,7 @@ def test_same_version_other_native_files_is_a_variant(
 
 
 def test_editable_checkout_moving_to_another_commit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+    oracles.need_tool("git")
     repo = tmp_path / "src"
     (repo / "edpkg").mkdir(parents=True)
     (repo / "edpkg" / "__init__.py").write_text("")
@@ -113,7 +113,7 @@ def test_editable_checkout_moving_to_another_commit(tmp_path: Path, capsys: pyte
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if proc.returncode != 0:
-        pytest.skip(f"editable install needs pip and setuptools in the venv: {proc.stderr[-200:]}")
+        oracles.missing(f"editable install needs pip and setuptools in the venv: {proc.stderr[-200:]}")
     a = _snap(capsys, python, tmp_path / "a.json")["snapshot"]
     src = next(d for d in a["distributions"] if d["key"] == "edpkg")["source"]
     assert src["kind"] == "editable" and src["editable_path"] == str(repo) and src["git_dirty"] is False

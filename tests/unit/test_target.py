@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from cudastack.cli import main
 from cudastack.doctor import run_doctor
 from cudastack.target import build_target, state_dir
-from tests import scenario
+from tests import scenario, users
 from tests.venvs import make_venv, site_of
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -126,11 +127,16 @@ def test_state_lives_outside_the_target_and_checkout(tmp_path: Path) -> None:
     assert not d.exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode; unreadable files cannot be made")
-def test_unreadable_metadata_is_a_finding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    site = tmp_path / "lib" / "python3.11" / "site-packages"
+def test_unreadable_metadata_is_a_finding(unprivileged_user: users.User) -> None:
+    """Root reads files whatever their mode: the doctor runs as an unprivileged user."""
+    root = unprivileged_user.mkdtemp()
+    site = root / "lib" / "python3.11" / "site-packages"
     meta = scenario.write_dist(site, {"name": "a", "version": "1"})
     (meta / "METADATA").chmod(0)
-    main(["doctor", "--site-packages", str(site), "--format", "json"])
-    data = json.loads(capsys.readouterr().out)
-    assert [f["code"] for f in data["findings"]] == ["ENV002"]
+    proc = unprivileged_user.run(
+        [sys.executable, "-m", "cudastack", "doctor", "--site-packages", str(site), "--format", "json"], cwd=root
+    )
+    data = json.loads(proc.stdout)
+    assert [f["code"] for f in data["findings"]] == ["ENV002"], proc.stderr
+    assert "Permission denied" in data["findings"][0]["evidence"][0]
+    shutil.rmtree(root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -21,6 +22,7 @@ from cudastack.cuda.archs import (
 from cudastack.cuda.coverage import Coverage, DeviceFile, judge
 from cudastack.cuda.fatbin import scan_elf_sections
 from cudastack.cuda.host import Gpu
+from cudastack.files import open_file
 from cudastack.findings import Finding, Fix, Severity
 
 _RULES_TEXT = (
@@ -600,7 +602,7 @@ _PTXAS_RELEASE = re.compile(rb"Cuda compilation tools, release (\d+)\.(\d+)")
 def ptxas_release(path: str) -> tuple[int, int] | None:
     """The CUDA release a ptxas binary reports, read from its bytes (never run)."""
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             tail = b""
             while chunk := fh.read(4 << 20):
                 m = _PTXAS_RELEASE.search(tail + chunk)
@@ -718,7 +720,7 @@ def find_cuda_home(environ: dict[str, str]) -> tuple[str | None, str]:
 def toolkit_version(home: str) -> tuple[int, int] | None:
     """``CUDART_VERSION`` of the toolkit's headers (13000 → 13.0)."""
     try:
-        with open(os.path.join(home, "include", "cuda_runtime_api.h"), "rb") as fh:
+        with open_file(os.path.join(home, "include", "cuda_runtime_api.h")) as fh:
             m = _CUDART_VERSION.search(fh.read(1 << 20))
     except OSError:
         return None
@@ -804,7 +806,7 @@ def jit_toolkit(ctx: Context) -> Iterator[Finding]:
             ),
             fix=Fix(
                 summary=f"Point CUDA_HOME at a CUDA {want} toolkit",
-                commands=(f"export CUDA_HOME=/usr/local/cuda-{want}.0",),
+                commands=("export CUDA_HOME=" + shlex.quote(f"/usr/local/cuda-{want}.0"),),
             ),
         )
 
@@ -930,7 +932,11 @@ def cccl_header_layout(ctx: Context) -> Iterator[Finding]:
             ),
             fix=Fix(
                 summary="Put the CCCL headers on the include path before rebuilding",
-                commands=(f"export CPLUS_INCLUDE_PATH={os.path.join(home, 'include', 'cccl')}:$CPLUS_INCLUDE_PATH",),
+                commands=(
+                    "export CPLUS_INCLUDE_PATH="
+                    + shlex.quote(os.path.join(home, "include", "cccl"))
+                    + ':"$CPLUS_INCLUDE_PATH"',
+                ),
             ),
         )
 

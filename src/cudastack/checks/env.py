@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import Iterator
 
@@ -11,6 +10,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from cudastack.checks.pkg import parse_requirement
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data.families import KNOWN_PTH
+from cudastack.files import check_regular
 from cudastack.findings import Finding, Fix, Severity
 
 
@@ -150,7 +150,8 @@ def record_missing(ctx: Context) -> Iterator[Finding]:
 def native_file_missing(ctx: Context) -> Iterator[Finding]:
     """## What it checks
     Every shared object, cubin and fatbin a distribution's RECORD lists: it exists, is not a
-    dangling symlink or a symlink loop, and can be read.
+    dangling symlink or a symlink loop, is a regular file (not a FIFO, socket or device, which
+    cudastack never reads from) and can be read.
 
     ## Why is this bad?
     The import of the module that needs it fails (`cannot open shared object file`), or the
@@ -187,17 +188,8 @@ def native_file_missing(ctx: Context) -> Iterator[Finding]:
 
 
 def _file_problem(path: str) -> str | None:
-    try:
-        os.stat(path)
-    except FileNotFoundError:
-        return "is a symlink to a missing file" if os.path.islink(path) else "is missing"
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "is a symlink loop"
-        return exc.strerror or str(exc)
-    if not os.access(path, os.R_OK):
-        return "is not readable"
-    return None
+    # opened as the readers open it: a FIFO, socket or device where a library belongs is a finding
+    return check_regular(path)
 
 
 @rule(

@@ -6,6 +6,7 @@ import base64
 import functools
 import os
 import re
+import shlex
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
@@ -17,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data import families as fam
 from cudastack.env.dists import Distribution
+from cudastack.files import open_file
 from cudastack.findings import Cause, Finding, Fix, Severity
 
 
@@ -850,7 +852,7 @@ def _file_hash(path: str, algo: str) -> str | None:
         import hashlib
 
         h = hashlib.new(algo)
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     except (OSError, ValueError):
@@ -1030,7 +1032,7 @@ def duplicate_distribution(ctx: Context) -> Iterator[Finding]:
             distribution=dup.key,
             path=dup.meta_dir,
             evidence=(f"first on sys.path: {win.meta_dir}", f"shadowed: {dup.meta_dir}"),
-            fix=Fix(summary="Remove the stale metadata directory", commands=(f"rm -r {dup.meta_dir!r}",))
+            fix=Fix(summary="Remove the stale metadata directory", commands=(shlex.join(["rm", "-r", dup.meta_dir]),))
             if dup.site_dir == win.site_dir
             else None,
         )
@@ -1079,6 +1081,8 @@ def pip_over_conda(ctx: Context) -> Iterator[Finding]:
             evidence=(f"{pkg.path}", f"{dist.meta_dir}/INSTALLER: {dist.installer}"),
             fix=Fix(
                 summary="Reinstall it through conda so conda's records match the files",
-                commands=(f"conda install -p {ctx.target.prefix} {pkg.name}={dist.public_version}",),
+                commands=(
+                    shlex.join(["conda", "install", "-p", ctx.target.prefix, f"{pkg.name}={dist.public_version}"]),
+                ),
             ),
         )

@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from cudastack.files import open_file
+
 MAGIC = 0xBA55ED50
 _MAGIC_BYTES = struct.pack("<I", MAGIC)
 _HEADER = struct.Struct("<IHHQ")
@@ -160,7 +162,7 @@ def scan_elf_sections(path: str, sections: dict[str, tuple[int, int]], *, deep: 
     scan = DeviceCodeScan(path, sections=names)
     if not names:
         return scan
-    with open(path, "rb") as fh:
+    with open_file(path) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
             return scan
@@ -179,7 +181,7 @@ def scan_elf_sections(path: str, sections: dict[str, tuple[int, int]], *, deep: 
 def scan_file(path: str) -> DeviceCodeScan:
     """A standalone ``.fatbin`` (containers from offset 0) or ``.cubin`` (a CUDA ELF: one SASS
     entry, its arch from ``e_flags`` and its variant from ``.nv.compat`` / the toolkit note)."""
-    with open(path, "rb") as fh:
+    with open_file(path) as fh:
         head = fh.read(64)
         if head[:4] == b"\x7fELF":
             return _scan_cubin(path, fh.fileno())
@@ -250,7 +252,7 @@ def kernel_count(path: str, code: DeviceCode) -> int | None:
     if code.kind != "sass" or code.compressed or code.payload < 0:
         return None
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             fd = fh.fileno()
             hdr = os.pread(fd, 64, code.payload)
             if len(hdr) < 64 or hdr[:4] != b"\x7fELF" or hdr[4] != 2:

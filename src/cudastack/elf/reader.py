@@ -23,6 +23,7 @@ from itertools import compress
 from typing import Any
 
 from cudastack.errors import CudastackError
+from cudastack.files import open_regular
 
 ELF_MAGIC = b"\x7fELF"
 ELFCLASS32, ELFCLASS64 = 1, 2
@@ -151,9 +152,9 @@ def _cstr(table: bytes, off: int, what: str) -> str:
 
 def read_elf(path: str, *, symbols: bool = True) -> ElfFile:
     """Read the dynamic-linking view of ``path``. Raises :class:`ElfParseError` or ``OSError``."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd, st = open_regular(path)  # a FIFO, device or socket raises; symlinks resolved deliberately
     try:
-        size = os.fstat(fd).st_size
+        size = st.st_size
         return _parse(_Reader(fd, path, size), symbols)
     finally:
         os.close(fd)

@@ -7,6 +7,8 @@ import json
 import os
 from dataclasses import dataclass
 
+from cudastack.files import open_file
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CondaPackage:
@@ -29,9 +31,9 @@ def read_conda_meta(prefix: str) -> tuple[list[CondaPackage], list[tuple[str, st
     for name in names:
         path = os.path.join(meta, name)
         try:
-            with open(path, "rb") as fh:
+            with open_file(path) as fh:
                 data = json.loads(fh.read(64 << 20))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             problems.append((path, str(exc)))
             continue
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):

@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from cudastack.files import read_bytes
+
 # Header fields that may repeat (core metadata spec); others keep their last value.
 _MULTI = frozenset({"requires-dist", "provides-extra", "classifier", "project-url", "dynamic", "license-file"})
 _NATIVE = re.compile(r"\.so(\.[0-9][0-9.]*)?$|\.cubin$|\.fatbin$")
@@ -31,8 +33,9 @@ class Problem:
     """Something wrong with a distribution's own files (turned into an ENV finding)."""
 
     kind: str
-    """``metadata-encoding``, ``metadata-malformed``, ``metadata-missing``, ``record-missing``,
-    ``record-malformed``, ``unreadable``, ``version-invalid``, ``direct-url-malformed``."""
+    """``metadata-encoding``, ``metadata-malformed``, ``metadata-missing``, ``metadata-truncated``,
+    ``record-missing``, ``record-malformed``, ``record-truncated``, ``unreadable``,
+    ``version-invalid``, ``direct-url-malformed``."""
     path: str
     detail: str
 
@@ -226,8 +229,7 @@ def parse_requires_txt(text: str) -> list[str]:
 
 
 def _read(path: str, limit: int) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(limit)
+    return read_bytes(path, limit).data
 
 
 def _name_version_from_dirname(dirname: str) -> tuple[str, str]:
@@ -249,7 +251,16 @@ def read_distribution(site_dir: str, dirname: str) -> Distribution:
         meta_file = os.path.join(meta_dir, "PKG-INFO" if is_egg else "METADATA")
     fields: dict[str, list[str]] = {}
     try:
-        raw = _read(meta_file, _MAX_METADATA_BYTES)
+        got = read_bytes(meta_file, _MAX_METADATA_BYTES)
+        raw = got.data
+        if got.truncated:  # never a silent cut
+            problems.append(
+                Problem(
+                    "metadata-truncated",
+                    meta_file,
+                    f"cut off at byte {len(raw)} of {got.size} (read at most {_MAX_METADATA_BYTES} bytes)",
+                )
+            )
     except FileNotFoundError:
         problems.append(Problem("metadata-missing", meta_file, "file is missing"))
     except OSError as exc:
@@ -303,7 +314,19 @@ def read_distribution(site_dir: str, dirname: str) -> Distribution:
     else:
         record_path = os.path.join(meta_dir, "RECORD")
         try:
-            text = _read(record_path, _MAX_RECORD_BYTES).decode("utf-8", errors="replace")
+            got = read_bytes(record_path, _MAX_RECORD_BYTES)
+            raw = got.data
+            if got.truncated:  # never a silent cut: keep whole lines and say where it stopped
+                raw = raw[: raw.rfind(b"\n") + 1]
+                problems.append(
+                    Problem(
+                        "record-truncated",
+                        record_path,
+                        f"cut off at byte {len(raw)} of {got.size} (read at most {_MAX_RECORD_BYTES} bytes): "
+                        "files listed after it are not checked",
+                    )
+                )
+            text = raw.decode("utf-8", errors="replace")
         except FileNotFoundError:
             problems.append(Problem("record-missing", record_path, "file is missing"))
         except OSError as exc:
@@ -328,6 +351,8 @@ def read_distribution(site_dir: str, dirname: str) -> Distribution:
             pass
         except (OSError, ValueError) as exc:
             problems.append(Problem("direct-url-malformed", du_path, str(exc)))
+        except RecursionError:
+            problems.append(Problem("direct-url-malformed", du_path, "nested too deeply to read"))
         else:
             if isinstance(du, dict):
                 direct_url = du

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cudastack.env.dists import Distribution
+from cudastack.files import open_file
 from cudastack.parallel import Forked, spare_cpus
 
 _CATCHING = {"ImportError", "ModuleNotFoundError", "OSError", "Exception", "BaseException"}
@@ -359,7 +360,7 @@ class ImportTime:
         raw = self._raw.get(path)
         if raw is None:
             try:
-                with open(path, "rb") as fh:
+                with open_file(path) as fh:
                     raw = self._raw[path] = fh.read(_MAX_PY_BYTES)
             except OSError:
                 raw = self._raw[path] = b""
@@ -519,7 +520,7 @@ def _compiled_refs(
     for a distribution with a module that fails to load."""
     refs: set[str] = set()
     try:
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        with open_file(path) as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
             for top in tops:
                 t = top.encode()
                 i = data.find(t)
@@ -629,7 +630,7 @@ def lazy_attribute(dist: Distribution, module_path: str) -> LazyAttribute | None
     parent, _, base = name.rpartition(".")
     init = os.path.join(dist.site_dir, *parent.split("."), "__init__.py")
     try:
-        with open(init, "rb") as fh:
+        with open_file(init) as fh:
             raw = fh.read(_MAX_PY_BYTES)
     except OSError:
         return None
@@ -726,18 +727,21 @@ _loaded: dict[str, dict[str, Any]] = {}
 
 def _cache_file(dist: Distribution) -> str | None:
     """Where the verdicts for this exact installation of ``dist`` are kept: named by a digest of
-    its location, version, RECORD and the size and mtime of each Python file and extension module
-    it lists (so an edited file, a reinstall or a moved environment start afresh); None for an
+    cudastack's own source (:func:`cudastack.cache.source_digest`), its location, version,
+    RECORD and the size and mtime of each Python file and extension module it lists (so a new
+    cudastack, an edited file, a reinstall or a moved environment start afresh); None for an
     editable install (its files are not in RECORD) or when caching is off."""
     if os.environ.get(CACHE_ENV) == "1" or dist.record is None or dist.editable_path:
         return None
     import hashlib  # here: only a failing module's package pays for it
 
+    from cudastack.cache import source_digest
     from cudastack.target import state_root
 
-    h = hashlib.sha256(f"{_CACHE_VERSION}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode())
+    # keyed on cudastack's own source too: a changed verdict logic never reads an older answer
+    h = hashlib.sha256(f"{_CACHE_VERSION}\0{source_digest()}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode())
     try:
-        with open(os.path.join(dist.meta_dir, "RECORD"), "rb") as fh:
+        with open_file(os.path.join(dist.meta_dir, "RECORD")) as fh:
             h.update(fh.read())
     except OSError:
         return None

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from cudastack.env.dists import Distribution
+from cudastack.files import open_file
 
 _LOADERS = {"CDLL": "ctypes", "PyDLL": "ctypes", "LoadLibrary": "ctypes", "load_library": "torch.ops"}
 _CALL = re.compile(rb"\b(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location)\s*\(")
@@ -95,7 +96,7 @@ def _resolve(mod: str, package: str) -> str:
 
 def _read(path: str) -> bytes:
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             return fh.read(_MAX_BYTES)
     except OSError:
         return b""

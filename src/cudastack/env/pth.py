@@ -10,6 +10,8 @@ import ast
 import os
 from dataclasses import dataclass
 
+from cudastack.files import open_file
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PthResult:
@@ -51,13 +53,17 @@ def read_pth_files(site_dir: str) -> PthResult:
     mappings: list[tuple[str, str]] = []
     unreadable: list[tuple[str, str]] = []
     try:
-        names = sorted(n for n in os.listdir(site_dir) if n.endswith(".pth"))
-    except OSError:
-        names = []
+        listing = os.listdir(site_dir)
+    except FileNotFoundError:
+        listing = []
+    except OSError as exc:  # an unreadable site directory: say so, never a traceback
+        listing = []
+        unreadable.append((site_dir, exc.strerror or str(exc)))
+    names = sorted(n for n in listing if n.endswith(".pth"))
     for name in names:
         full = os.path.join(site_dir, name)
         try:
-            with open(full, "rb") as fh:
+            with open_file(full) as fh:
                 raw = fh.read(1 << 20)
         except OSError as exc:
             unreadable.append((full, exc.strerror or str(exc)))
@@ -72,12 +78,13 @@ def read_pth_files(site_dir: str) -> PthResult:
             entry = os.path.normpath(os.path.join(site_dir, line.rstrip()))
             if os.path.isdir(entry) and entry not in paths:
                 paths.append(entry)
-    for name in os.listdir(site_dir) if os.path.isdir(site_dir) else ():
+    for name in listing:
         if name.startswith("__editable___") and name.endswith("_finder.py"):
             full = os.path.join(site_dir, name)
             try:
-                with open(full, encoding="utf-8", errors="replace") as fh:
-                    mappings.extend(sorted(parse_editable_finder(fh.read()).items()))
+                with open_file(full) as fh:
+                    text = fh.read(8 << 20).decode("utf-8", errors="replace")
+                mappings.extend(sorted(parse_editable_finder(text).items()))
             except OSError as exc:
                 unreadable.append((full, exc.strerror or str(exc)))
     return PthResult(

@@ -30,6 +30,7 @@ from cudastack.env.dists import Distribution
 from cudastack.env.imports import import_verdicts, imported_plainly, lazy_attribute, module_name, package_imports
 from cudastack.env.inventory import Inventory
 from cudastack.env.native_loads import find_native_loads
+from cudastack.files import read_bytes
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import ElfCache, Resolution
 from cudastack.loader.system import LoaderConfig, detect_loader
@@ -106,8 +107,8 @@ def _walk_top_level(dist: Distribution) -> Iterator[str]:
     own name) are walked for shared objects instead."""
     names: list[str] = []
     try:
-        with open(os.path.join(dist.meta_dir, "top_level.txt"), encoding="utf-8", errors="replace") as fh:
-            names = [n.strip() for n in fh if n.strip()]
+        raw = read_bytes(os.path.join(dist.meta_dir, "top_level.txt"), 1 << 20).data
+        names = [n.strip() for n in raw.decode("utf-8", errors="replace").splitlines() if n.strip()]
     except OSError:
         names = [dist.key.replace("-", "_")]
     for n in names:

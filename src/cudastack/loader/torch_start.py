@@ -20,6 +20,8 @@ import ast
 import os
 from dataclasses import dataclass, field
 
+from cudastack.files import open_file
+
 # torch 2.5-2.13's list, for a torch/__init__.py that cannot be read (never guessed silently:
 # TorchStart.source says so)
 _DEFAULT_LIBS = (
@@ -78,7 +80,7 @@ def read_torch_start(torch_dir: str) -> TorchStart:
     """Read ``torch_dir/__init__.py`` (bounded, never executed)."""
     path = os.path.join(torch_dir, "__init__.py")
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             tree = ast.parse(fh.read(8 << 20))
     except (OSError, SyntaxError, ValueError) as e:
         return TorchStart(source=f"defaults: {path} could not be read ({e.__class__.__name__})")

@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import IO
+from typing import IO, Any
 
 from cudastack.findings import Finding, Outcome, Severity
 from cudastack.report import Report
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+# Names and paths come from the inspected environment: a dist-info named with an escape sequence
+# (OSC 52 writes the clipboard, others move the cursor over a fix line) must reach the terminal as
+# something visible. Each control character becomes its Unicode control picture (ESC -> U+241B),
+# one character for one, so rich's style spans stay where they were; newline and tab are kept.
+_VISIBLE = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)} | {0x7F: 0x2421}
+_VISIBLE |= {c: 0xFFFD for c in range(0x80, 0xA0)}
+
+
+def _visible(obj: object) -> object:
+    from rich.text import Text
+
+    if isinstance(obj, str):
+        return obj.translate(_VISIBLE)
+    if isinstance(obj, Text):
+        text = obj.copy()
+        text.plain = text.plain.translate(_VISIBLE)
+        return text
+    return obj
 
 
 def render_human(
@@ -19,7 +37,11 @@ def render_human(
     from rich.markup import escape
     from rich.text import Text
 
-    console = Console(
+    class _Console(Console):
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            super().print(*(_visible(o) for o in objects), **kwargs)
+
+    console = _Console(
         file=out,
         force_terminal=color,
         no_color=not color,
@@ -158,8 +180,10 @@ def render_human(
     baselined = sum(1 for f in report.findings if report.is_baselined(f))
     if baselined:
         summary += f"; {baselined} in baseline"
-    style = "bold red" if report.gating else "bold green"
-    verdict = "FAIL" if report.gating else "OK"
+    if errored:  # a crashed check judged nothing: never "OK" over it
+        summary = f"{len(errored)} check(s) crashed ({', '.join(c.code for c in errored)}); " + summary
+    style = "bold red" if report.gating or errored else "bold green"
+    verdict = "CRASHED" if errored else "FAIL" if report.gating else "OK"
     console.print(
         Text.assemble(
             (verdict + " ", style), summary, (f"  (exit {int(report.exit_code)}, fail-on {report.fail_on})", "dim")

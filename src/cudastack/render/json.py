@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from cudastack import __version__
-from cudastack.findings import CheckResult, Finding
+from cudastack.findings import CheckResult, Finding, Outcome
 from cudastack.report import SCHEMA_VERSION, Report
 
 
@@ -41,6 +41,7 @@ def report_to_dict(report: Report) -> dict[str, object]:
             "fail_on": str(report.fail_on),
             "gating": len(report.gating),
             "exit_code": int(report.exit_code),
+            "crashed": [c.code for c in report.checks if c.outcome is Outcome.ERROR],
         },
         "findings": [finding_to_dict(f, baselined=report.is_baselined(f)) for f in report.findings],
         "checks": [check_to_dict(c) for c in report.checks],

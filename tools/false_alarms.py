@@ -1,0 +1,116 @@
+"""Does the doctor cry wolf, or miss? Its findings against real imports of every top-level package.
+
+    PYTHONPATH=src python3 tools/false_alarms.py OUTDIR [--python PY]
+
+1. `cudastack doctor --python PY --format json` (cache off), timed.
+2. Reality: every import root of every distribution (`ImportTime(dist).roots`, as the doctor
+   takes them) is imported in a fresh interpreter (`-I`, one process per root, in parallel).
+3. Per distribution: a *false alarm* is an `error` finding on a distribution all of whose roots
+   import; a *miss* is a root that fails to import for a native reason (the loader's or ctypes'
+   words: a shared object, a symbol, an ELF class) while the doctor has no `error` on that
+   distribution. Roots that fail for pure-Python reasons (an optional dependency such as `atheris`
+   not installed, an example script) are listed apart: the doctor does not judge them.
+   Warnings on distributions that import are counted, not judged.
+Writes OUTDIR/false_alarms.json and prints a summary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+PROBE = r"""
+import importlib, sys
+try:
+    importlib.import_module(sys.argv[1])
+except BaseException as exc:
+    print(f"{type(exc).__name__}: {exc}"[:400])
+    raise SystemExit(1)
+"""
+
+
+NATIVE_WORDS = ("shared object", "undefined symbol", "ELF", "version `", ".so", "no kernel image", "libcuda")
+
+
+def probe(python: str, root: str) -> str | None:
+    """None when `import root` succeeds in a fresh interpreter, else the error line."""
+    try:
+        proc = subprocess.run([python, "-I", "-c", PROBE, root], capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        return "timeout after 180 s"
+    if proc.returncode == 0:
+        return None
+    return (proc.stdout.strip() or proc.stderr.strip()[-400:] or f"exit {proc.returncode}").splitlines()[-1]
+
+
+def main() -> None:
+    from cudastack.env.imports import ImportTime
+    from cudastack.env.inventory import read_inventory
+    from cudastack.target import build_target
+
+    outdir = Path(sys.argv[1])
+    python = sys.argv[sys.argv.index("--python") + 1] if "--python" in sys.argv else sys.executable
+    outdir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "CUDASTACK_NO_CACHE": "1"}
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudastack", "doctor", "--python", python, "--format", "json"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    doctor_s = time.perf_counter() - t0
+    report = json.loads(proc.stdout)
+    inventory = read_inventory(build_target(python=python))
+    jobs = []
+    for dist in inventory.dists.values():
+        roots = [r for r in ImportTime(dist).roots
+                 if all(p.isidentifier() for p in r.split(".")) and not r.endswith("__main__")]  # fmt: skip
+        jobs += [(dist.key, r) for r in roots]
+    with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2) - 1)) as pool:
+        real = dict(zip(jobs, pool.map(lambda j: probe(python, j[1]), jobs), strict=True))
+    failing: dict[str, dict[str, str]] = {}
+    python_only: dict[str, dict[str, str]] = {}
+    for (key, root), err in real.items():
+        if err is not None:
+            native = any(w in err for w in NATIVE_WORDS)
+            (failing if native else python_only).setdefault(key, {})[root] = err
+    imported = {key for key, _r in jobs}
+    errors: dict[str, list[dict]] = {}
+    warnings: dict[str, int] = {}
+    for f in report["findings"]:
+        key = f.get("distribution") or f.get("subject")
+        if f["severity"] == "error":
+            errors.setdefault(key, []).append({"code": f["code"], "subject": f["subject"], "message": f["message"]})
+        elif f["severity"] == "warning":
+            warnings[key] = warnings.get(key, 0) + 1
+    false_alarms = {k: v for k, v in errors.items() if k in imported and k not in failing and k not in python_only}
+    misses = {k: v for k, v in failing.items() if k not in errors}
+    result = {
+        "python": python, "doctor_s": round(doctor_s, 2), "doctor_exit": proc.returncode,
+        "summary": report["summary"], "distributions": len(inventory.dists), "roots": len(jobs),
+        "roots_failing": sum(len(v) for v in failing.values()), "failing": failing,
+        "roots_failing_python_only": sum(len(v) for v in python_only.values()), "python_only": python_only,
+        "false_alarms": false_alarms, "misses": misses, "errors_elsewhere":
+        {k: v for k, v in errors.items() if k not in imported}, "warnings_on_importing":
+        {k: n for k, n in warnings.items() if k in imported and k not in failing},
+    }  # fmt: skip
+    (outdir / "false_alarms.json").write_text(json.dumps(result, indent=1))
+    print(f"doctor {doctor_s:.2f} s, exit {proc.returncode}; {len(inventory.dists)} distributions, "
+          f"{len(jobs)} roots imported, {result['roots_failing']} fail for a native reason, "
+          f"{result['roots_failing_python_only']} for a pure-Python one (not judged)")  # fmt: skip
+    print(f"false alarms (error, every root imports): {len(false_alarms)}")
+    for k, v in false_alarms.items():
+        print(f"  {k}: " + "; ".join(f"{e['code']} {e['subject']}" for e in v))
+    print(f"misses (a root fails, no error on its distribution): {len(misses)}")
+    for k, v in misses.items():
+        print(f"  {k}: " + "; ".join(f"{r}: {e}" for r, e in v.items()))
+    print(f"errors on distributions without import roots: {len(result['errors_elsewhere'])}")
+    print(f"warnings on distributions that import: {sum(result['warnings_on_importing'].values())}")
+
+
+if __name__ == "__main__":
+    main()
