@@ -238,3 +238,33 @@ def test_cudnn_frontend_imports_without_libcudnn_and_the_doctor_agrees(tmp_path:
     )
     errors = [(f["code"], f["subject"]) for f in json.loads(out.stdout)["findings"] if f["severity"] == "error"]
     assert errors == []
+
+
+def test_the_shared_torch_base_is_intact() -> None:
+    """The stacks on CUDA torch share its files by hard links; pip unlinks a file before it writes
+    one, so however they changed their own copies (jax's resolution moves nvidia-nvjitlink to
+    13.5), every file the base's RECORDs hash still has those bytes."""
+    import base64
+    import csv
+    import hashlib
+
+    for stack in corpus.STACKS:
+        if stack.base:
+            try:
+                corpus.build(stack)
+            except corpus.UnavailableError as e:
+                oracles.missing(str(e))
+    site = site_of(corpus.env_dir(corpus.BY_NAME["torch-cu130"]) / "bin" / "python")
+    changed, checked = [], 0
+    for record in sorted(site.glob("*.dist-info/RECORD")):
+        for row in csv.reader(record.read_text().splitlines()):
+            if len(row) < 2 or not row[1].startswith("sha256="):
+                continue
+            digest = hashlib.sha256()
+            with open(site / row[0], "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+            checked += 1
+            if base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode() != row[1][len("sha256=") :]:
+                changed.append(row[0])
+    assert checked > 1000 and changed == []
