@@ -66,6 +66,7 @@ CUDA_TORCH = "torch==2.14.1"
 STACKS: tuple[Stack, ...] = (
     Stack(name="torch-cpu", requirements=(CPU_TORCH,)),
     Stack(name="torch-cu130", requirements=(CUDA_TORCH,)),
+    Stack(name="torch-cpu-companions", requirements=(CPU_TORCH, "torchvision", "torchaudio"), base="torch-cpu"),
     Stack(name="scipy-stack", requirements=("numpy", "scipy", "matplotlib", "pandas", "scikit-learn")),
     Stack(name="numba", requirements=("numba",)),
     Stack(name="cupy-on-torch", requirements=(CUDA_TORCH, "cupy-cuda13x"), base="torch-cu130"),
