@@ -548,3 +548,37 @@ def test_native_code_loaded_at_import_without_an_import_statement(
     errors = [(f["code"], f["subject"]) for f in data["findings"] if f["severity"] == "error"]
     assert errors == ([("LDD001", subject)] if subject else [])
     assert rc == (1 if subject else 0)
+
+
+# torchaudio 2.11's chain: __init__ does `from . import _extension`, whose __init__ calls
+# utils._load_lib("_torchaudio") at import, which loads lib/_torchaudio*.so by torch.ops.load_library
+TWO_HOPS = {
+    "apkg/__init__.py": "from . import _extension  # noqa\nfrom . import other\n",
+    "apkg/other.py": "X = 1\n",
+    "apkg/_extension/__init__.py": "from .utils import _load_lib\n\n_AVAILABLE = _load_lib('_fast')\n",
+    "apkg/_extension/utils.py": (
+        "import ctypes\nfrom pathlib import Path\n\n_LIB_DIR = Path(__file__).parent.parent / 'lib'\n\n\n"
+        "def _load_lib(lib):\n    paths = list(_LIB_DIR.glob(f'{lib}*.so'))\n    if not paths:\n        return False\n"
+        "    ctypes.CDLL(str(paths[0]))\n    return True\n\n\n"
+        "if __name__ == '__main__':\n    ctypes.CDLL('libnvidia-encode.so.1')\n"
+    ),
+}
+
+
+def test_a_library_loaded_two_imports_below_the_package(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`import apkg` fails as `import torchaudio` does when lib/_torchaudio.so cannot load: the load
+    is two imports below __init__ (`from . import _extension`, then `from .utils import _load_lib`)
+    and runs in a function the subpackage calls at import. Code under `if __name__ == '__main__'`
+    does not run at import."""
+    python = _installed(tmp_path, "apkg", "apkg/lib/_fast", TWO_HOPS)
+    site = site_of(python)
+    ext = next((site / "apkg" / "lib").glob("_fast*.so"))
+    ext.rename(site / "apkg" / "lib" / "_fast.so")
+    record = next(site.glob("apkg-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text().replace(f"apkg/lib/{ext.name}", "apkg/lib/_fast.so"))
+    real = subprocess.run(["env", "-i", str(python), "-c", "import apkg"], capture_output=True, text=True)
+    assert real.returncode != 0 and "libmissing.so" in real.stderr, real.stderr
+    rc, data = _doctor(python, capsys)
+    errors = [(f["code"], f["subject"], f["distribution"]) for f in data["findings"] if f["severity"] == "error"]
+    assert errors == [("LDD001", "libmissing.so", "apkg")]
+    assert rc == 1

@@ -7,9 +7,11 @@
   (PyNvVideoCodec's ``__init__``): on a host without it, ``import`` fails.
 
 Where: the top-level ``__init__.py`` of each of the distribution's packages and the modules of the
-same package it imports at module level (one hop) — where such loaders sit in the packages seen
-so far; a deeper one is not found (said in the docs). Each file is parsed only if its bytes hold one
-of the loading calls. The path argument is evaluated statically: string constants, ``__file__``,
+same package it imports (``from .x import``, ``from . import x``), and the modules those import:
+two hops, where such loaders sit in the packages seen so far (torchaudio: ``__init__`` →
+``_extension`` → ``_extension/utils.py``); a deeper one is not found (said in the docs). A file is
+parsed only if its bytes hold one of the loading calls, or the name of a function of such a file.
+The path argument is evaluated statically: string constants, ``__file__``,
 ``os.path.dirname/join/abspath``, ``pathlib.Path(...)`` / ``.parent`` / ``/``, ``glob.glob(...)[0]``,
 f-strings and names assigned once in the file; what cannot be known becomes a ``*`` wildcard.
 """
@@ -53,24 +55,33 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     roots = sorted(n for n, p in parts.items() if not any(".".join(p[:k]) in files for k in range(1, len(p))))
     if not roots:
         return []
-    raws: dict[str, bytes] = {}
-    for name in roots:
-        raws[name] = _read(files[name])
-        package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
-        for mod in _RELATIVE.findall(raws[name]):  # the package's modules its __init__ names
-            full = _resolve(mod.decode(), package)
-            if full in files and full not in raws:
-                raws[full] = _read(files[full])
+    raws: dict[str, bytes] = {name: _read(files[name]) for name in roots}
+    frontier = list(roots)
+    for _hop in range(_HOPS):  # the package's modules its __init__ imports, and theirs
+        reached = []
+        for name in frontier:
+            package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
+            for full in _imported(raws[name], package):
+                if full in files and full not in raws:
+                    raws[full] = _read(files[full])
+                    reached.append(full)
+        frontier = reached
     hits = {n: r for n, r in raws.items() if _CALL.search(r)}
     if not hits:
         return []
     record = [dist.abspath(e.path) for e in dist.record or () if not e.path.startswith("..")]
     trees = {n: t for n, r in raws.items() if (n in hits or n in roots) and (t := _parse(r)) is not None}
+    # a module that calls a function of a hit file at import (torchaudio's _extension/__init__.py
+    # calls utils._load_lib, whose body loads the library) is parsed too
+    funcs = {f.name.encode() for n in hits if n in trees for f in trees[n].body if isinstance(f, ast.FunctionDef)}
+    for n, r in raws.items():
+        if n not in trees and any(f in r for f in funcs) and (t := _parse(r)) is not None:
+            trees[n] = t
     called = {
         c.func.id
         for t in trees.values()
         for n in t.body
-        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and not _is_main_guard(n)
         for c in ast.walk(n)
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
     }
@@ -82,6 +93,29 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
 
 
 _RELATIVE = re.compile(rb"^\s*from\s+(\.+\w*|\w+(?:\.\w+)+)\s+import\s", re.MULTILINE)
+_FROM_PACKAGE = re.compile(rb"^\s*from\s+(\.+\w*(?:\.\w+)*)\s+import\s+\(?\s*(\w+(?:\s*,\s*\w+)*)", re.MULTILINE)
+_HOPS = 2
+
+
+def _imported(raw: bytes, package: str) -> list[str]:
+    """Modules a file names in ``from X import`` (X itself) and ``from . import a, b`` (the
+    submodules ``a`` and ``b``): torchaudio's ``__init__`` does ``from . import _extension``."""
+    out = [_resolve(mod.decode(), package) for mod in _RELATIVE.findall(raw)]
+    for mod, names in _FROM_PACKAGE.findall(raw):
+        base = _resolve(mod.decode(), package)
+        out.extend(f"{base}.{n.strip()}" for n in names.decode().split(","))
+    return out
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` — code that runs as a script, not at import."""
+    test = node.test if isinstance(node, ast.If) else None
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
 
 
 def _resolve(mod: str, package: str) -> str:
@@ -145,7 +179,7 @@ def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt,
     statements of the enclosing guard."""
     out: list[tuple[ast.stmt, str | None]] = []
     for node in body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or _is_main_guard(node):
             continue
         if isinstance(node, ast.Try | ast.TryStar):
             catches = any(_catches(h) and not any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers)
