@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -582,3 +583,31 @@ def test_a_library_loaded_two_imports_below_the_package(tmp_path: Path, capsys: 
     errors = [(f["code"], f["subject"], f["distribution"]) for f in data["findings"] if f["severity"] == "error"]
     assert errors == [("LDD001", "libmissing.so", "apkg")]
     assert rc == 1
+
+
+# torch-c-dlpack-ext's core.py: one addon per torch version, the name computed at run time
+ONE_OF_SEVERAL = (
+    "import ctypes, sys\nfrom pathlib import Path\n\n"
+    "_lib = ctypes.CDLL(str(Path(__file__).parent / f'addon_{sys.version_info.minor}.so'))\n"
+)
+
+
+def test_a_load_by_a_computed_name_fails_import_only_if_every_candidate_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The name's wildcard matches two files: the one for this interpreter loads, the other needs
+    a library that is gone. `import dpkg` works, and the doctor says no error (the broken one is a
+    file the package never picks here)."""
+    python = _installed(tmp_path, "dpkg", "dpkg/addon", {"dpkg/__init__.py": ONE_OF_SEVERAL})
+    site = site_of(python)
+    broken = next((site / "dpkg").glob("addon*.so"))
+    broken.rename(site / "dpkg" / "addon_99.so")
+    build(site / "dpkg" / f"addon_{sys.version_info.minor}.so", "int ok(void){return 1;}\n")
+    record = next(site.glob("dpkg-1.0.dist-info")) / "RECORD"
+    fixed = record.read_text().replace(f"dpkg/{broken.name}", "dpkg/addon_99.so")
+    record.write_text(fixed + f"dpkg/addon_{sys.version_info.minor}.so,,\n")
+    real = subprocess.run(["env", "-i", str(python), "-c", "import dpkg"], capture_output=True, text=True)
+    assert real.returncode == 0, real.stderr
+    rc, data = _doctor(python, capsys)
+    assert [(f["code"], f["subject"]) for f in data["findings"] if f["severity"] == "error"] == []
+    assert rc == 0

@@ -71,11 +71,16 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
         return []
     record = [dist.abspath(e.path) for e in dist.record or () if not e.path.startswith("..")]
     trees = {n: t for n, r in raws.items() if (n in hits or n in roots) and (t := _parse(r)) is not None}
-    # a module that calls a function of a hit file at import (torchaudio's _extension/__init__.py
-    # calls utils._load_lib, whose body loads the library) is parsed too
-    funcs = {f.name.encode() for n in hits if n in trees for f in trees[n].body if isinstance(f, ast.FunctionDef)}
+    # a module that imports a hit file and calls one of its functions at import (torchaudio's
+    # _extension/__init__.py: `from .utils import _load_lib`, then `_load_lib("_torchaudio")`) is
+    # parsed too
     for n, r in raws.items():
-        if n not in trees and any(f in r for f in funcs) and (t := _parse(r)) is not None:
+        if n in trees:
+            continue
+        package = n if files[n].endswith("__init__.py") else n.rpartition(".")[0]
+        imported = [h for h in _imported(r, package) if h in hits and h in trees]
+        funcs = {f.name.encode() for h in imported for f in trees[h].body if isinstance(f, ast.FunctionDef)}
+        if any(f in r for f in funcs) and (t := _parse(r)) is not None:
             trees[n] = t
     called = {
         c.func.id
