@@ -575,8 +575,10 @@ def test_a_library_loaded_two_imports_below_the_package(tmp_path: Path, capsys: 
     site = site_of(python)
     ext = next((site / "apkg" / "lib").glob("_fast*.so"))
     ext.rename(site / "apkg" / "lib" / "_fast.so")
+    build(site / "apkg" / "lib" / "libapkg_extra.so", "int extra(void){return 1;}\n")  # a library beside it
     record = next(site.glob("apkg-1.0.dist-info")) / "RECORD"
-    record.write_text(record.read_text().replace(f"apkg/lib/{ext.name}", "apkg/lib/_fast.so"))
+    fixed = record.read_text().replace(f"apkg/lib/{ext.name}", "apkg/lib/_fast.so")
+    record.write_text(fixed + "apkg/lib/libapkg_extra.so,,\n")
     real = subprocess.run(["env", "-i", str(python), "-c", "import apkg"], capture_output=True, text=True)
     assert real.returncode != 0 and "libmissing.so" in real.stderr, real.stderr
     rc, data = _doctor(python, capsys)

@@ -222,16 +222,12 @@ def _loaded_without_import(pred: Prediction, inventory: Inventory, base: Process
             if load.guard:
                 continue
             why = f"loaded at import by {load.how} ({load.where})"
-            failing = [
-                i
-                for path in load.paths
-                if (i := index.get(path)) is not None
-                and pred.files[i].predicted == "on-demand"
-                and pred.files[i].problems
-            ]
+            judged = [i for path in load.paths if (i := index.get(path)) is not None]
+            failing = [i for i in judged if pred.files[i].predicted == "on-demand" and pred.files[i].problems]
             # a name with wildcards picks one of several files (torch-c-dlpack-ext's addon for the
-            # installed torch among twelve): the import fails for sure only when every one would
-            if len(failing) == len(load.paths):
+            # installed torch among twelve): the import fails for sure only when every one judged
+            # would (torchaudio's lib/*.so: its two modules; libtorchaudio.so is not judged on its own)
+            if failing and len(failing) == len(judged):
                 for i in failing:
                     pred.files[i] = replace(pred.files[i], predicted="fails", context=why)
             if load.soname and base.main is not None:
