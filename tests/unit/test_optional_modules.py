@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -486,11 +487,45 @@ BY_SONAME_GUARDED = (
     "import ctypes\n\ntry:\n    _enc = ctypes.CDLL('libnvidia-encode.so.1')\nexcept OSError:\n    _enc = None\n"
 )
 
+# nvidia-cudnn-frontend 1.32's __init__: a function called in an else branch tries the directories
+# of LD_LIBRARY_PATH, then a glob of site-packages, then falls back to sonames inside try/except
+BY_SONAME_GUARDED_IN_A_BRANCH = (
+    "import ctypes, glob, os\n\n\n"
+    "def _dlopen():\n"
+    "    for d in os.environ.get('LD_LIBRARY_PATH', '').split(os.pathsep):\n"
+    "        path = os.path.join(d, 'libnvidia-encode.so.1')\n"
+    "        if os.path.exists(path):\n"
+    "            return ctypes.CDLL(path)\n"
+    "    found = glob.glob(os.path.join(os.path.dirname(__file__), 'lib', 'libnvidia-encode.so.*[0-9]'))\n"
+    "    if found:\n"
+    "        lib = ctypes.CDLL(found[0])\n"
+    "    else:\n"
+    "        try:\n"
+    "            lib = ctypes.CDLL('libnvidia-encode.so.1')\n"
+    "        except Exception:\n"
+    "            lib = None\n"
+    "    return lib\n\n\n"
+    "if os.name == 'nt':\n    _lib = None\nelse:\n    _lib = _dlopen()\n"
+)
+BY_SONAME_IN_A_BRANCH = "import ctypes, os\n\nif os.name == 'posix':\n    _enc = ctypes.CDLL('libnvidia-encode.so.1')\n"
+
 
 @pytest.mark.parametrize(
     ("init", "subject"),
-    [(BY_PATH, "libmissing.so"), (BY_SONAME, "libnvidia-encode.so.1"), (BY_SONAME_GUARDED, None)],
-    ids=["glob-path-of-a-package-file", "driver-soname", "driver-soname-guarded"],
+    [
+        (BY_PATH, "libmissing.so"),
+        (BY_SONAME, "libnvidia-encode.so.1"),
+        (BY_SONAME_GUARDED, None),
+        (BY_SONAME_GUARDED_IN_A_BRANCH, None),
+        (BY_SONAME_IN_A_BRANCH, "libnvidia-encode.so.1"),
+    ],
+    ids=[
+        "glob-path-of-a-package-file",
+        "driver-soname",
+        "driver-soname-guarded",
+        "driver-soname-guarded-in-a-branch",
+        "driver-soname-in-a-branch",
+    ],
 )
 def test_native_code_loaded_at_import_without_an_import_statement(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], init: str, subject: str | None
@@ -514,3 +549,67 @@ def test_native_code_loaded_at_import_without_an_import_statement(
     errors = [(f["code"], f["subject"]) for f in data["findings"] if f["severity"] == "error"]
     assert errors == ([("LDD001", subject)] if subject else [])
     assert rc == (1 if subject else 0)
+
+
+# torchaudio 2.11's chain: __init__ does `from . import _extension`, whose __init__ calls
+# utils._load_lib("_torchaudio") at import, which loads lib/_torchaudio*.so by torch.ops.load_library
+TWO_HOPS = {
+    "apkg/__init__.py": "from . import _extension  # noqa\nfrom . import other\n",
+    "apkg/other.py": "X = 1\n",
+    "apkg/_extension/__init__.py": "from .utils import _load_lib\n\n_AVAILABLE = _load_lib('_fast')\n",
+    "apkg/_extension/utils.py": (
+        "import ctypes\nfrom pathlib import Path\n\n_LIB_DIR = Path(__file__).parent.parent / 'lib'\n\n\n"
+        "def _load_lib(lib):\n    paths = list(_LIB_DIR.glob(f'{lib}*.so'))\n    if not paths:\n        return False\n"
+        "    ctypes.CDLL(str(paths[0]))\n    return True\n\n\n"
+        "if __name__ == '__main__':\n    ctypes.CDLL('libnvidia-encode.so.1')\n"
+    ),
+}
+
+
+def test_a_library_loaded_two_imports_below_the_package(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`import apkg` fails as `import torchaudio` does when lib/_torchaudio.so cannot load: the load
+    is two imports below __init__ (`from . import _extension`, then `from .utils import _load_lib`)
+    and runs in a function the subpackage calls at import. Code under `if __name__ == '__main__'`
+    does not run at import."""
+    python = _installed(tmp_path, "apkg", "apkg/lib/_fast", TWO_HOPS)
+    site = site_of(python)
+    ext = next((site / "apkg" / "lib").glob("_fast*.so"))
+    ext.rename(site / "apkg" / "lib" / "_fast.so")
+    build(site / "apkg" / "lib" / "libapkg_extra.so", "int extra(void){return 1;}\n")  # a library beside it
+    record = next(site.glob("apkg-1.0.dist-info")) / "RECORD"
+    fixed = record.read_text().replace(f"apkg/lib/{ext.name}", "apkg/lib/_fast.so")
+    record.write_text(fixed + "apkg/lib/libapkg_extra.so,,\n")
+    real = subprocess.run(["env", "-i", str(python), "-c", "import apkg"], capture_output=True, text=True)
+    assert real.returncode != 0 and "libmissing.so" in real.stderr, real.stderr
+    rc, data = _doctor(python, capsys)
+    errors = [(f["code"], f["subject"], f["distribution"]) for f in data["findings"] if f["severity"] == "error"]
+    assert errors == [("LDD001", "libmissing.so", "apkg")]
+    assert rc == 1
+
+
+# torch-c-dlpack-ext's core.py: one addon per torch version, the name computed at run time
+ONE_OF_SEVERAL = (
+    "import ctypes, sys\nfrom pathlib import Path\n\n"
+    "_lib = ctypes.CDLL(str(Path(__file__).parent / f'addon_{sys.version_info.minor}.so'))\n"
+)
+
+
+def test_a_load_by_a_computed_name_fails_import_only_if_every_candidate_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The name's wildcard matches two files: the one for this interpreter loads, the other needs
+    a library that is gone. `import dpkg` works, and the doctor says no error (the broken one is a
+    file the package never picks here)."""
+    python = _installed(tmp_path, "dpkg", "dpkg/addon", {"dpkg/__init__.py": ONE_OF_SEVERAL})
+    site = site_of(python)
+    broken = next((site / "dpkg").glob("addon*.so"))
+    broken.rename(site / "dpkg" / "addon_99.so")
+    build(site / "dpkg" / f"addon_{sys.version_info.minor}.so", "int ok(void){return 1;}\n")
+    record = next(site.glob("dpkg-1.0.dist-info")) / "RECORD"
+    fixed = record.read_text().replace(f"dpkg/{broken.name}", "dpkg/addon_99.so")
+    record.write_text(fixed + f"dpkg/addon_{sys.version_info.minor}.so,,\n")
+    real = subprocess.run(["env", "-i", str(python), "-c", "import dpkg"], capture_output=True, text=True)
+    assert real.returncode == 0, real.stderr
+    rc, data = _doctor(python, capsys)
+    assert [(f["code"], f["subject"]) for f in data["findings"] if f["severity"] == "error"] == []
+    assert rc == 0

@@ -7,9 +7,11 @@
   (PyNvVideoCodec's ``__init__``): on a host without it, ``import`` fails.
 
 Where: the top-level ``__init__.py`` of each of the distribution's packages and the modules of the
-same package it imports at module level (one hop) — where such loaders sit in the packages seen
-so far; a deeper one is not found (said in the docs). Each file is parsed only if its bytes hold one
-of the loading calls. The path argument is evaluated statically: string constants, ``__file__``,
+same package it imports (``from .x import``, ``from . import x``), and the modules those import:
+two hops, where such loaders sit in the packages seen so far (torchaudio: ``__init__`` →
+``_extension`` → ``_extension/utils.py``); a deeper one is not found (said in the docs). A file is
+parsed only if its bytes hold one of the loading calls, or the name of a function of such a file.
+The path argument is evaluated statically: string constants, ``__file__``,
 ``os.path.dirname/join/abspath``, ``pathlib.Path(...)`` / ``.parent`` / ``/``, ``glob.glob(...)[0]``,
 f-strings and names assigned once in the file; what cannot be known becomes a ``*`` wildcard.
 """
@@ -54,14 +56,17 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     roots = sorted(n for n, p in parts.items() if not any(".".join(p[:k]) in files for k in range(1, len(p))))
     if not roots:
         return []
-    raws: dict[str, bytes] = {}
-    for name in roots:
-        raws[name] = _read(dist.abspath(files[name]))
-        package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
-        for mod in _RELATIVE.findall(raws[name]):  # the package's modules its __init__ names
-            full = _resolve(mod.decode(), package)
-            if full in files and full not in raws:
-                raws[full] = _read(dist.abspath(files[full]))
+    raws: dict[str, bytes] = {name: _read(dist.abspath(files[name])) for name in roots}
+    frontier = list(roots)
+    for _hop in range(_HOPS):  # the package's modules its __init__ imports, and theirs
+        reached = []
+        for name in frontier:
+            package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
+            for full in _imported(raws[name], package):
+                if full in files and full not in raws:
+                    raws[full] = _read(dist.abspath(files[full]))
+                    reached.append(full)
+        frontier = reached
     # the words first (a substring test runs at memchr speed; the pattern's \b and \s* do not)
     hits = {n: r for n, r in raws.items() if any(w in r for w in _CALL_WORDS) and _CALL.search(r)}
     if not hits:
@@ -70,16 +75,26 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     record = [dist.abspath(e.path) for e in dist.record or () if not e.path.startswith("..")]
     trees = {n: t for n, r in hits.items() if (t := _parse(r)) is not None}
     # a root's calls matter only by the names of the hit files' functions: a root whose bytes hold
-    # none of them is not parsed (cutlass-dsl's generated MLIR bindings: 3 MB, ~3 s to parse)
+    # none of them is not parsed (cutlass-dsl's generated MLIR bindings: 3 MB, ~3 s to parse); nor
+    # is a module below it unless it imports the hit file whose function it calls (torchaudio's
+    # _extension/__init__.py: `from .utils import _load_lib`, then `_load_lib("_torchaudio")`)
     funcs = {f.name.encode() for t in trees.values() for f in t.body if isinstance(f, ast.FunctionDef)}
-    for n in roots:
-        if n not in trees and any(f in raws[n] for f in funcs) and (t := _parse(raws[n])) is not None:
+    for n, r in raws.items():
+        if n in trees:
+            continue
+        if n not in roots:
+            package = n if files[n].endswith("__init__.py") else n.rpartition(".")[0]
+            imported = [h for h in _imported(r, package) if h in trees]
+            own = {f.name.encode() for h in imported for f in trees[h].body if isinstance(f, ast.FunctionDef)}
+        else:
+            own = funcs
+        if any(f in r for f in own) and (t := _parse(r)) is not None:
             trees[n] = t
     called = {
         c.func.id
         for t in trees.values()
         for n in t.body
-        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and not _is_main_guard(n)
         for c in ast.walk(n)
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
     }
@@ -91,6 +106,29 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
 
 
 _RELATIVE = re.compile(rb"^\s*from\s+(\.+\w*|\w+(?:\.\w+)+)\s+import\s", re.MULTILINE)
+_FROM_PACKAGE = re.compile(rb"^\s*from\s+(\.+\w*(?:\.\w+)*)\s+import\s+\(?\s*(\w+(?:\s*,\s*\w+)*)", re.MULTILINE)
+_HOPS = 2
+
+
+def _imported(raw: bytes, package: str) -> list[str]:
+    """Modules a file names in ``from X import`` (X itself) and ``from . import a, b`` (the
+    submodules ``a`` and ``b``): torchaudio's ``__init__`` does ``from . import _extension``."""
+    out = [_resolve(mod.decode(), package) for mod in _RELATIVE.findall(raw)]
+    for mod, names in _FROM_PACKAGE.findall(raw):
+        base = _resolve(mod.decode(), package)
+        out.extend(f"{base}.{n.strip()}" for n in names.decode().split(","))
+    return out
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` — code that runs as a script, not at import."""
+    test = node.test if isinstance(node, ast.If) else None
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
 
 
 def _resolve(mod: str, package: str) -> str:
@@ -150,10 +188,12 @@ def _loads_in(tree: ast.Module, path: str, record: list[str], called: set[str]) 
 
 def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt, str | None]]:
     """Each simple statement with the innermost ``try`` whose handler catches OSError (or
-    broader) and does not re-raise."""
+    broader) and does not re-raise. Branches and loops are entered (a ``try`` inside an ``else:``
+    guards its calls: nvidia-cudnn-frontend's soname fallbacks); their headers count as
+    statements of the enclosing guard."""
     out: list[tuple[ast.stmt, str | None]] = []
     for node in body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or _is_main_guard(node):
             continue
         if isinstance(node, ast.Try | ast.TryStar):
             catches = any(_catches(h) and not any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers)
@@ -161,8 +201,19 @@ def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt,
             for h in node.handlers:
                 out.extend(_statements(h.body, guard))
             out.extend(_statements(node.orelse + node.finalbody, guard))
+        elif isinstance(node, ast.If | ast.While | ast.For | ast.AsyncFor | ast.With | ast.AsyncWith):
+            if isinstance(node, ast.If | ast.While):
+                heads = [node.test]
+            elif isinstance(node, ast.For | ast.AsyncFor):
+                heads = [node.iter]
+            else:
+                heads = [item.context_expr for item in node.items]
+            out.extend((ast.copy_location(ast.Expr(value=h), node), guard) for h in heads)
+            out.extend(_statements(node.body, guard))
+            if isinstance(node, ast.If | ast.While | ast.For | ast.AsyncFor):
+                out.extend(_statements(node.orelse, guard))
         else:
-            out.append((node, guard))  # a compound statement counts whole: its calls may run
+            out.append((node, guard))  # any other compound statement counts whole: its calls may run
     return out
 
 
@@ -195,8 +246,8 @@ def _load(
     else:
         return None
     pattern = _evaluate(arg, path, names, 0)
-    if pattern is None or pattern.strip("*") == "":
-        return None
+    if pattern is None or not pattern.replace("*", "").replace("/", ""):
+        return None  # nothing known of the name (a loop over LD_LIBRARY_PATH's directories)
     where = f"{path}:{call.lineno}"
     g = f"{path}:{guard}" if guard else None
     if "/" not in pattern:

@@ -222,11 +222,14 @@ def _loaded_without_import(pred: Prediction, inventory: Inventory, base: Process
             if load.guard:
                 continue
             why = f"loaded at import by {load.how} ({load.where})"
-            for path in load.paths:
-                i = index.get(path)
-                f = pred.files[i] if i is not None else None
-                if i is not None and f is not None and f.predicted == "on-demand" and f.problems:
-                    pred.files[i] = replace(f, predicted="fails", context=why)
+            judged = [i for path in load.paths if (i := index.get(path)) is not None]
+            failing = [i for i in judged if pred.files[i].predicted == "on-demand" and pred.files[i].problems]
+            # a name with wildcards picks one of several files (torch-c-dlpack-ext's addon for the
+            # installed torch among twelve): the import fails for sure only when every one judged
+            # would (torchaudio's lib/*.so: its two modules; libtorchaudio.so is not judged on its own)
+            if failing and len(failing) == len(judged):
+                for i in failing:
+                    pred.files[i] = replace(pred.files[i], predicted="fails", context=why)
             if load.soname and base.main is not None:
                 hit = base.searcher.search(load.soname, base.main)
                 if hit.path is None:
