@@ -123,12 +123,14 @@ def test_pkg005_torchaudio_off_the_table_is_judged_by_whether_its_modules_load(
     assert rc == (0 if loads else 1)
 
 
-@pytest.mark.parametrize("loads", [True, False])
-def test_pkg009_cuda12_and_13_variants_side_by_side_are_an_error_only_when_something_fails(
-    loads: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("case", ["loads", "other-failure", "nccl-failure"])
+def test_pkg009_cuda12_and_13_variants_side_by_side_are_an_error_only_when_a_failure_involves_them(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """nvidia-cutlass-dsl-libs for CUDA 12 and 13 side by side (measured on a healthy env: every
-    module loads). Here a module of the environment that loads, or one that does not."""
+    """nccl for CUDA 12 and 13 side by side (as nvidia-cutlass-dsl-libs on healthy envs: every
+    module loads). An error only when a module that fails at import involves nccl: one that needs
+    a symbol neither libnccl has; a module failing for an unrelated library (sglang 0.5.23's
+    libcuda.so.1 on a host without the driver) is not its consequence."""
     from tests import native
 
     dists = [
@@ -136,7 +138,7 @@ def test_pkg009_cuda12_and_13_variants_side_by_side_are_an_error_only_when_somet
         {"name": "nvidia-nccl-cu13", "version": "2.29.7", "paths": []},
         {"name": "app", "version": "1.0"},
     ]
-    python, site = real_env(tmp_path, dists, {"app/_app": loads})
+    python, site = real_env(tmp_path, dists, {"app/_app": case != "other-failure"})
     for lib in ("nvidia/nccl/lib/libnccl.so.2", "nvidia/cu13/lib/libnccl.so.2"):
         native.build(
             site / lib, "int ncclGetVersion(int *v) { *v = 1; return 0; }\n", flags=("-Wl,-soname,libnccl.so.2",)
@@ -144,10 +146,27 @@ def test_pkg009_cuda12_and_13_variants_side_by_side_are_an_error_only_when_somet
     for name, lib in (("nvidia_nccl_cu12", "nvidia/nccl/lib"), ("nvidia_nccl_cu13", "nvidia/cu13/lib")):
         rec = next(site.glob(f"{name}-*.dist-info")) / "RECORD"
         rec.write_text(rec.read_text() + f"{lib}/libnccl.so.2,,\n")
-    assert real_import(python, "app") is loads
+    if case == "nccl-failure":  # _app rebuilt against the CUDA 12 libnccl, needing a symbol it lacks
+        import sysconfig
+
+        out = next((site / "app").glob("_app*.so"))
+        src = (
+            _module_source("_app") + "extern int ncclCommResume(void);\nint resume(void) { return ncclCommResume(); }\n"
+        )
+        inc = "-I" + sysconfig.get_paths()["include"]
+        libdir = site / "nvidia/nccl/lib"
+        native.build(
+            out, src, flags=(inc, "-Wl,--no-as-needed", f"-Wl,-rpath,{libdir}"), libs=(f"-L{libdir}", "-l:libnccl.so.2")
+        )
+    loads = case != "nccl-failure"
+    assert real_import(python, "app") is (case == "loads")
     main(["doctor", "--python", str(python), "--select", "PKG009", "--format", "json"])
     found = json.loads(capsys.readouterr().out)["findings"]
     assert [(f["code"], f["severity"]) for f in found] == [("PKG009", "warning" if loads else "error")]
+    if case == "nccl-failure":
+        assert any("ncclCommResume" in e for e in found[0]["evidence"])
+    if case == "other-failure":
+        assert any("fail for other reasons" in e for e in found[0]["evidence"])
 
 
 PY312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")

@@ -205,6 +205,34 @@ def import_failures(ctx: Context, keys: set[str]) -> tuple[str, ...] | None:
     return tuple(out)
 
 
+def failures_involving(ctx: Context, keys: set[str]) -> tuple[str, ...] | None:
+    """One line per module predicted to fail at import whose failure involves a native file of
+    ``keys``: a file of theirs fails, the failing process mapped one of theirs, or a problem names
+    one (a missing soname they ship, a symbol expected from one). ``()`` when no failure involves
+    them (modules that fail for another reason are not their consequence), ``None`` when there is
+    no prediction."""
+    pred = ctx.prediction
+    if pred.skipped:
+        return None
+    files = {
+        os.path.realpath(p) for k in keys if (d := ctx.inventory.dists.get(k)) is not None for p in d.native_files()
+    }
+    names = {os.path.basename(p) for p in files}
+    out = []
+    for f in pred.files:
+        if f.predicted != "fails" or f.optional:
+            continue
+        mapped = {os.path.realpath(obj.path) for obj in (f.result.new if f.result else ())}
+        named = any(
+            p.name in names or os.path.realpath(p.provider or "/") in files or os.path.realpath(p.requester) in files
+            for p in f.problems
+        )
+        if f.distribution in keys or named or mapped & files:
+            why = f.problems[0].message if f.problems else f.blocked_by or "predicted to fail"
+            out.append(f"loader: {f.path} fails at import: {why}")
+    return tuple(out)
+
+
 def loads_evidence(ctx: Context, keys: set[str], label: str | None = None) -> str | None:
     """``"the loader analysis of this run predicts every native module of torchaudio loads (14
     judged)"`` when the run's prediction says nothing of ``keys`` fails at import (the reason a
@@ -905,10 +933,12 @@ def cuda_major_mixed(ctx: Context) -> Iterator[Finding]:
     ## Example
     `nccl is installed for CUDA 12 (nvidia-nccl-cu12 2.29.3) and CUDA 13 (nvidia-nccl-cu13 2.29.7)`
 
-    Severity: an `error` when a native module of the environment is predicted not to load, or
-    when there is no loader prediction (no `--python`); a `warning` when the same run predicts
-    every native module of the environment loads whichever major each picks (measured: the
-    CUDA 12 and 13 `nvidia-cutlass-dsl-libs` side by side on a healthy environment).
+    Severity: an `error` when a native module is predicted not to load and its failure involves
+    the component (a file of its distributions fails, was mapped by the failing load, or is named
+    by the problem), or when there is no loader prediction (no `--python`); a `warning` when the
+    same run predicts no failure involves it, whichever major each picks (measured: the CUDA 12
+    and 13 `nvidia-cutlass-dsl-libs` side by side on healthy environments, and on sglang 0.5.23's,
+    where other modules fail for `libcuda.so.1`).
 
     ## Fix
     Uninstall the variant that does not match torch's CUDA.
@@ -924,9 +954,16 @@ def cuda_major_mixed(ctx: Context) -> Iterator[Finding]:
         if len(majors) < 2:
             continue
         stray = [d.name for d, m, _ in items if torch_major is not None and m != torch_major]
-        everyone = set(ctx.inventory.dists)
-        failures = import_failures(ctx, everyone)
-        loads = loads_evidence(ctx, everyone, "the environment") if failures == () else None
+        failures = failures_involving(ctx, {d.key for d, _, _ in items})
+        loads = None
+        if failures == ():
+            others = len(import_failures(ctx, set(ctx.inventory.dists)) or ())
+            loads = (
+                f"the loader analysis of this run predicts no module that fails at import involves a {comp} "
+                f"library ({others} fail for other reasons)"
+                if others
+                else loads_evidence(ctx, set(ctx.inventory.dists), "the environment")
+            )
         yield Finding(
             code="PKG009",
             severity=Severity.WARNING if loads else Severity.ERROR,
