@@ -46,14 +46,6 @@ KNOWN_WRONG_CAUSES: dict[tuple[str, str, str], str] = {
 
 # (stack, distribution) -> why the doctor does not name a real import failure of that distribution
 KNOWN_MISSES: dict[tuple[str, str], str] = {
-    ("sglang", "sgl-flash-mla"): (
-        "LDD001 (checks/ldd.py) is one finding per missing library: libcuda.so.1, needed by flash_mla/cuda.abi3.so "
-        "(torch.ops.load_library at import), is filed under sgl-deep-ep only; flash_mla is in its evidence"
-    ),
-    ("sglang", "sglang-kernel"): (
-        "LDD001 (checks/ldd.py) is one finding per missing library: libcuda.so.1, needed by "
-        "sgl_kernel/sm90/common_ops.abi3.so, is filed under sgl-deep-ep only; sgl_kernel is in its evidence"
-    ),
     ("sglang", "matplotlib-inline"): (
         "no rule: matplotlib_inline/__init__.py imports matplotlib, which matplotlib-inline does not declare "
         "and which sglang's resolution does not install (ModuleNotFoundError)"
@@ -69,6 +61,10 @@ class Judged:
     errors: tuple[tuple[str, str | None, str], ...]
     """(code, normalized distribution or None, message) of each error finding."""
     warnings: tuple[tuple[str, str | None, str], ...]
+    failing_modules: frozenset[tuple[str, str]] = frozenset()
+    """(code, normalized distribution) for each native module the report's `modules` table calls
+    failing at import, with the error finding that explains it: one root cause (libcuda.so.1
+    missing) is one finding, and every distribution whose module it breaks is named there."""
 
     @property
     def failing(self) -> set[str]:
@@ -85,6 +81,7 @@ class Judged:
 
     def misses(self, stack: str) -> set[str]:
         named = {dist for code, dist, _ in self.errors if dist and (stack, code, dist) not in KNOWN_WRONG_CAUSES}
+        named |= {dist for code, dist in self.failing_modules if (stack, code, dist) not in KNOWN_WRONG_CAUSES}
         return self.failing - named
 
 
@@ -106,7 +103,16 @@ def judged(name: str) -> Judged:
         check=False,
     )
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
-    findings = json.loads(proc.stdout)["findings"]
+    report = json.loads(proc.stdout)
+    findings = report["findings"]
+    error_codes = {f["code"] for f in findings if f["severity"] == "error"}
+    failing_modules = frozenset(
+        (code, corpus.normalize(m["distribution"]))
+        for m in report.get("modules", [])
+        if m["predicted"] == "fails" and m.get("distribution")
+        for code in m.get("codes", [])
+        if code in error_codes
+    )
 
     def rows(severity: str) -> tuple[tuple[str, str | None, str], ...]:
         return tuple(
@@ -115,7 +121,7 @@ def judged(name: str) -> Judged:
             if f["severity"] == severity
         )
 
-    return Judged(imports=imports, errors=rows("error"), warnings=rows("warning"))
+    return Judged(imports=imports, errors=rows("error"), warnings=rows("warning"), failing_modules=failing_modules)
 
 
 STACK_NAMES = [s.name for s in corpus.STACKS]

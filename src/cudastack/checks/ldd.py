@@ -113,7 +113,8 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
             severity=Severity.ERROR,
             message=f"{name} is not found (needed by {os.path.basename(requesters[0])}"
             + (f" and {len(requesters) - 1} more" if len(requesters) > 1 else "")
-            + f"); {n_modules} module(s) fail",
+            + f"); {n_modules} module(s) fail"
+            + (f", of {', '.join(sorted(dists))}" if len(dists) > 1 else ""),
             subject=name,
             distribution=items[0][0].distribution,
             path=requesters[0],
