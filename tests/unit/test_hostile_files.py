@@ -286,3 +286,22 @@ def test_malformed_snapshot_given_to_diff_is_a_clear_error(tmp_path: Path, dists
     snap.write_text('{"schema_version": "1.2", "snapshot": {"format": 1, "distributions": ' + dists + "}}")
     proc = _cudastack("diff", str(snap), str(snap), cwd=tmp_path)
     assert proc.returncode == 2 and "is not a distribution" in proc.stderr, proc.stderr
+
+
+def test_fifos_where_judging_rules_read_package_code_do_not_hang(tmp_path: Path) -> None:
+    """The rules that read a package's own files to judge severity (PKG001's import-time version
+    check in ``pkg/__init__.py`` and its NumPy-1 C API scan of extension modules, PKG002's
+    ``flashinfer/jit/env.py``) open them as the loader does: a FIFO there is no hang."""
+    site = tmp_path / "site-packages"
+    so = "foo/_c.cpython-311-x86_64-linux-gnu.so"
+    scenario.write_dist(site, {"name": "numpy", "version": "2.2.6", "paths": ["numpy/__init__.py"]})
+    scenario.write_dist(site, {"name": "foo", "version": "1.0", "requires": ["numpy<2"], "paths": [so]})
+    scenario.write_dist(site, {"name": "flashinfer-python", "version": "0.7.4", "paths": ["flashinfer/jit/env.py"]})
+    scenario.write_dist(site, {"name": "flashinfer-cubin", "version": "0.6.13", "paths": ["flashinfer_cubin/x.py"]})
+    for rel in ("foo/__init__.py", so, "flashinfer/jit/env.py"):
+        (site / rel).unlink(missing_ok=True)
+        os.mkfifo(site / rel)
+    record = site / "foo-1.0.dist-info" / "RECORD"
+    record.write_text(record.read_text() + "foo/__init__.py,,\n")
+    rc, data = _doctor(site, tmp_path)
+    assert {"PKG001", "PKG002"} <= {f["code"] for f in data["findings"]}, data["findings"]

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data import families as fam
 from cudastack.env.dists import Distribution
-from cudastack.files import open_file
+from cudastack.files import open_file, read_bytes
 from cudastack.findings import Cause, Finding, Fix, Severity
 
 
@@ -292,7 +292,7 @@ def _numpy1_modules(dist: Distribution) -> list[str]:
         if not path.endswith(".so") or (".cpython-" not in path and ".abi3" not in path):
             continue
         try:
-            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            with open_file(path) as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 if data.find(b"numpy.core._multiarray_umath") >= 0 and data.find(b"numpy._core") < 0:
                     out.append(path)
         except (OSError, ValueError):
@@ -312,8 +312,7 @@ def _import_checks(dist: Distribution, dep: Distribution) -> list[str]:
             continue
         path = dist.abspath(e.path)
         try:
-            with open(path, "rb") as fh:
-                tree = ast.parse(fh.read(4 << 20))
+            tree = ast.parse(read_bytes(path, 4 << 20).data)
         except (OSError, SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
@@ -540,8 +539,7 @@ def _flashinfer_ignores(main: Distribution, sib_name: str) -> str | None:
             continue
         path = main.abspath(e.path)
         try:
-            with open(path, "rb") as fh:
-                text = fh.read(1 << 20).decode("utf-8", "replace")
+            text = read_bytes(path, 1 << 20).data.decode("utf-8", "replace")
         except OSError:
             return None
         i = text.find(f"Ignoring incompatible {sib_name}")

@@ -23,7 +23,6 @@ half-way is finished by running it again.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shlex
@@ -190,38 +189,6 @@ def same_state(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
 def _exclusions(txn_path: Path) -> tuple[str, ...]:
     """cudastack's own state directory (``transactions/<txn>``'s grandparent), should it lie in a root."""
     return (os.path.realpath(txn_path.parent.parent),)
-
-
-def _copy_hashed(src: str, dst_dir: Path) -> tuple[str, int]:
-    """Copy ``src`` into ``dst_dir`` named by its sha256 (one read); returns (hex digest, size)."""
-    h = hashlib.sha256()
-    tmp = dst_dir / f".incoming-{os.getpid()}"
-    size = 0
-    with open(src, "rb") as fin, open(tmp, "wb") as fout:
-        while chunk := fin.read(1 << 20):
-            h.update(chunk)
-            fout.write(chunk)
-            size += len(chunk)
-        fout.flush()
-        os.fsync(fout.fileno())
-    digest = h.hexdigest()
-    final = dst_dir / digest
-    if final.exists():
-        tmp.unlink()
-    else:
-        os.replace(tmp, final)
-    return digest, size
-
-
-def _sha256(path: str) -> str | None:
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                h.update(chunk)
-    except OSError:
-        return None
-    return h.hexdigest()
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
+from cudastack.files import read_bytes
 from cudastack.patches.git import Git, Hazards, PatchError, preflight, step
 
 SAVE_REF = "refs/cudastack/saves"
@@ -349,10 +350,11 @@ def _conflict_markers(git: Git, files: list[str]) -> list[str]:
     out = []
     for f in files:
         try:
-            with open(os.path.join(git.repo, f), encoding="utf-8", errors="replace") as fh:
-                for n, line in enumerate(fh, 1):
-                    if line.startswith("<<<<<<< "):
-                        out.append(f"{f}:{n}")
+            # a working-tree file is the checkout's, not ours: a FIFO there must not block (files.py)
+            text = read_bytes(os.path.join(git.repo, f), 64 << 20).data.decode("utf-8", "replace")
+            for n, line in enumerate(text.splitlines(), 1):
+                if line.startswith("<<<<<<< "):
+                    out.append(f"{f}:{n}")
         except OSError:
             continue
     return out
