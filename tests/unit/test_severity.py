@@ -205,6 +205,8 @@ def test_pkg014_a_module_python_cannot_import_is_an_error_only_where_import_reac
     assert [f["severity"] for f in found] == ([expect] if expect else [])
     if expect == "warning":
         assert "feature lost: sgl_kernel.infllm_ops" in found[0]["message"]
+    if expect:  # the import statement's name, not the distribution's (sglang-kernel)
+        assert "`import sgl_kernel`" in found[0]["message"] + " ".join(found[0]["evidence"])
 
 
 def test_pkg014_abi3_module_on_a_newer_python_is_fine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

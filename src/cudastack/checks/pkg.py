@@ -1288,12 +1288,14 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
         reached = [rel for rel, (at_import, _guard) in zip(bad, verdicts, strict=True) if at_import]
         lost = [module_name(dist.abspath(rel), dist.site_dir) or rel for rel in bad if rel not in reached]
         shown = reached or bad
+        # the import statement's name (sgl_kernel), not the distribution's (sglang-kernel)
+        top = (module_name(dist.abspath(shown[0]), dist.site_dir) or dist.key.replace("-", "_")).split(".")[0]
         yield Finding(
             code="PKG014",
             severity=Severity.ERROR if reached else Severity.WARNING,
             message=f"{len(bad)} extension module(s) of {dist.name} {dist.version} have a suffix Python "
             f"{ctx.target.python_version} does not import, e.g. {shown[0].rsplit('/', 1)[-1]}"
-            + ("" if reached else f" (feature lost: {', '.join(lost[:3])}; `import {dist.key}` does not reach it)"),
+            + ("" if reached else f" (feature lost: {', '.join(lost[:3])}; `import {top}` does not reach it)"),
             subject=dist.key,
             distribution=dist.key,
             path=dist.abspath(bad[0]),
@@ -1301,7 +1303,7 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
                 f"target suffixes: {', '.join(suffixes)} ({ctx.target.extension_suffixes_source})",
                 f"wheel tags: {', '.join(dist.wheel_tags) or 'unknown'}",
             )
-            + tuple(f"{rel}: imported by `import {dist.key}`" for rel in reached[:5])
+            + tuple(f"{rel}: imported by `import {top}`" for rel in reached[:5])
             + tuple(
                 f"warning, not error: {rel} is not reached by importing the package"
                 for rel in bad
