@@ -90,6 +90,24 @@ def test_every_cut_of_a_real_cache_is_a_problem_or_a_true_subset(tmp_path: Path)
         assert part.problem is not None or part.entries.items() <= full.items(), cut
     assert parse_ld_cache(data[:10]).problem == "not a glibc-ld.so.cache1.1 file"
     assert parse_ld_cache(data[:15]).problem == "truncated old-format header"
+    assert parse_ld_cache(data[:16]).problem == "not a glibc-ld.so.cache1.1 file"  # whole header, no new part
+
+
+def test_every_answer_names_its_file() -> None:
+    one = _cache([(0x0303, "libq.so.1", "/q", 0)])
+    bad_offset = bytearray(one)
+    struct.pack_into("<I", bad_offset, 48 + 4, 1 << 30)
+    inputs = (b"", OLD_MAGIC, OLD_MAGIC + b"\0" * 5, NEW_MAGIC, one[:60], bytes(bad_offset), one)
+    assert [parse_ld_cache(d, "/p/ld.so.cache").path for d in inputs] == ["/p/ld.so.cache"] * len(inputs)
+    assert [parse_ld_cache(d, "/p/ld.so.cache").problem is None for d in inputs] == [False] * 6 + [True]
+
+
+def test_non_utf8_paths_survive_as_bytes() -> None:
+    """ld.so compares bytes: a directory named in Latin-1 round-trips through os.fsencode."""
+    raw = b"/opt/caf\xe9/libq.so.1"
+    c = parse_ld_cache(_cache([(0x0303, "libq.so.1", raw.decode("utf-8", "surrogateescape"), 0)]))
+    assert c.problem is None
+    assert os.fsencode(c.entries[("libq.so.1", X86_64)]) == raw
 
 
 def _cache(entries: list[tuple[int, str, str, int]], *, nul_last: bool = True) -> bytes:
@@ -99,9 +117,9 @@ def _cache(entries: list[tuple[int, str, str, int]], *, nul_last: bool = True) -
     base = 48 + 24 * len(entries)
     for _flags, k, v, _hw in entries:
         ko = base + len(strings)
-        strings += k.encode() + b"\0"
+        strings += os.fsencode(k) + b"\0"
         vo = base + len(strings)
-        strings += v.encode() + b"\0"
+        strings += os.fsencode(v) + b"\0"
         offs.append((ko, vo))
     if not nul_last:
         strings = strings[:-1]
@@ -163,6 +181,8 @@ def test_an_offset_just_past_the_end_is_a_problem() -> None:
 def test_read_ld_cache_reports_why_it_could_not(tmp_path: Path) -> None:
     assert read_ld_cache(str(tmp_path / "missing")).problem == "no such file"
     assert read_ld_cache(str(tmp_path)).problem == "Is a directory"
+    assert read_ld_cache(str(tmp_path)).path == str(tmp_path)
+    assert read_ld_cache(str(tmp_path / "missing")).path == str(tmp_path / "missing")
     p = tmp_path / "c"
     p.write_bytes(_cache([(0x0303, "libz.so.1", "/z", 0)]))
     got = read_ld_cache(str(p))
