@@ -80,6 +80,22 @@ def test_demangle_keeps_mangled_names_when_it_cannot(monkeypatch: pytest.MonkeyP
     assert demangle(["_Z1fv"]) == {"_Z1fv": "_Z1fv"}
 
 
+def test_cxxfilt_runs_without_the_callers_ld_preload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """c++filt gets only PATH: an LD_PRELOAD in cudastack's environment (the inspected stack's, often)
+    never runs inside it. The preloaded library's constructor would leave a marker file."""
+    marker = tmp_path / "ran"
+    lib = build(
+        tmp_path / "libmark.so",
+        f'#include <stdio.h>\n__attribute__((constructor)) static void m(void) {{ fclose(fopen("{marker}", "w")); }}\n',
+    )
+    probe = subprocess.run(["true"], env={"LD_PRELOAD": str(lib), "PATH": "/usr/bin:/bin"}, check=True)
+    assert probe.returncode == 0 and marker.exists()  # the marker does work
+    marker.unlink()
+    monkeypatch.setenv("LD_PRELOAD", str(lib))
+    assert demangle(["_Z1fv"]) == {"_Z1fv": "f()"}
+    assert not marker.exists()
+
+
 def test_identifier_tokens_longest_is_a_source_name_cxxfilt_prints(abi_builds: dict[str, list[str]]) -> None:
     for name in (n for ns in abi_builds.values() for n in ns):
         # the longest token is what closest_exports keys on: a real source name
@@ -99,6 +115,8 @@ def test_closest_exports_finds_the_other_overload(abi_builds: dict[str, list[str
     assert best == ("_ZN3c104cuda10check_implEjPKcS2_jb", "/lib/libc10_cuda.so")
     assert closest_exports(needed, [(needed, "/x.so")]) == []  # the symbol itself is not a hint
     assert closest_exports("check_impl", exports) == []  # not a C++ name
+    # keyed on the longest source name (10check_impl), not the greatest string (4cuda)
+    assert closest_exports(needed, [("_ZN3c104cuda5otherEv", "/x.so")]) == []
     assert closest_exports("_Z", exports) == []
 
 
@@ -117,6 +135,9 @@ def test_closest_exports_ranks_by_common_prefix_then_length() -> None:
         ("_ZN2at6native9add_kernelEv", "/a.so"),
     ]
     assert len(closest_exports(needed, exports, limit=4)) == 4
+    # same common prefix: the nearer length wins, shorter or longer
+    near = [("_Z3fooj", "/shorter-by-3.so"), ("_Z3foojjjjj", "/longer-by-1.so")]
+    assert closest_exports("_Z3fooiiii", near) == [("_Z3foojjjjj", "/longer-by-1.so"), ("_Z3fooj", "/shorter-by-3.so")]
     assert closest_exports(needed, exports, limit=1) == [("_ZN2at6native9add_kernelERKNS_6TensorEi", "/c.so")]
 
 
