@@ -98,6 +98,7 @@ def test_sass_minor_rules(code: DeviceCode, cc: int, runs: bool) -> None:
         (DeviceCode("ptx", 103, "f"), 100, False),  # a family target never runs below its minor
         (DeviceCode("ptx", 121, "f"), 120, False),
         (DeviceCode("ptx", 120, "f"), 121, True),
+        (DeviceCode("ptx", 100, "f"), 100, True),  # ... and on its own minor
         (DeviceCode("ptx", 86, "f"), 89, True),
     ],
 )
