@@ -1,0 +1,50 @@
+"""Tests that kill the mutants mutmut found alive in ``expand_tokens`` of ``loader/search.py`` (issue 13;
+docs/validation.md, "Mutation testing"). The oracle is a real dlopen of a library whose RUNPATH
+spells the dynamic string tokens each way glibc accepts (``$ORIGIN``, ``${ORIGIN}``,
+``$PLATFORM``, ``${PLATFORM}``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cudastack.loader.search import expand_tokens
+from cudastack.loader.system import LoaderConfig, detect_loader
+from tests.native import build
+from tests.unit.test_loader_fixtures import F_C, USES_F, same
+
+
+@pytest.mark.parametrize(
+    ("runpath", "where"),
+    [
+        ("$ORIGIN/d", "d"),
+        ("${ORIGIN}/d", "d"),
+        ("$ORIGIN/$PLATFORM", "PLATFORM"),
+        ("${ORIGIN}/${PLATFORM}/x", "PLATFORM/x"),
+        ("$ORIGIN/d:$ORIGIN/$PLATFORM", "PLATFORM"),
+    ],
+)
+def test_tokens_expand_as_ld_so_expands_them(tmp_path: Path, runpath: str, where: str) -> None:
+    """libf.so lies only where the token expands to: the prediction and a real dlopen agree that
+    libg.so loads, and both fail once it is gone."""
+    platform = detect_loader({}).platform
+    lib_dir = tmp_path / where.replace("PLATFORM", platform)
+    build(lib_dir / "libf.so", F_C)
+    g = build(
+        tmp_path / "libg.so",
+        USES_F,
+        libs=(f"-L{lib_dir}", "-lf"),
+        flags=("-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"),
+    )
+    assert same([g])[0][1] is True
+    (lib_dir / "libf.so").unlink()
+    assert same([g])[0][1] is False
+
+
+def test_expand_tokens_uses_the_configured_values() -> None:
+    cfg = LoaderConfig(lib="lib64", platform="haswell")
+    assert expand_tokens("/opt/x/lib", "/o", cfg) == "/opt/x/lib"
+    assert expand_tokens("$ORIGIN/${LIB}/$PLATFORM:${ORIGIN}/$LIB", "/o", cfg) == "/o/lib64/haswell:/o/lib64"
+    assert expand_tokens("${PLATFORM}", "/o", cfg) == "haswell"
+    assert expand_tokens("$", "/o", cfg) == "$"
