@@ -176,6 +176,11 @@ def test_an_offset_just_past_the_end_is_a_problem() -> None:
     assert c.problem == "entry 0 points outside the file" and c.entries == {}
     struct.pack_into("<I", data, 48 + 4, len(data) - 1)  # the last byte: a string ("") still in the file
     assert parse_ld_cache(bytes(data)).problem is None
+    # the entries before the bad one stay usable (the search reads them even when there is a problem)
+    two = bytearray(_cache([(0x0303, "liba.so.1", "/a", 0), (0x0303, "libb.so.1", "/b", 0)]))
+    struct.pack_into("<I", two, 48 + 24 + 8, len(two) + 100)  # entry 1's value
+    c = parse_ld_cache(bytes(two))
+    assert c.problem == "entry 1 points outside the file" and c.entries == {("liba.so.1", X86_64): "/a"}
 
 
 def test_read_ld_cache_reports_why_it_could_not(tmp_path: Path) -> None:
@@ -188,3 +193,10 @@ def test_read_ld_cache_reports_why_it_could_not(tmp_path: Path) -> None:
     got = read_ld_cache(str(p))
     assert got.path == str(p) and got.entries == {("libz.so.1", 0x0300): "/z"}
     assert parse_ld_cache(b"").path == "/etc/ld.so.cache"
+    # the default is the host's cache (test_host_ld_cache_agrees_with_ldconfig skips when it cannot be read)
+    host = read_ld_cache()
+    assert host.path == "/etc/ld.so.cache"
+    explicit = read_ld_cache("/etc/ld.so.cache")
+    assert (host.problem, host.entries) == (explicit.problem, explicit.entries)
+    if os.path.exists("/etc/ld.so.cache"):
+        assert host.problem is None and host.entries
