@@ -48,3 +48,23 @@ def test_expand_tokens_uses_the_configured_values() -> None:
     assert expand_tokens("$ORIGIN/${LIB}/$PLATFORM:${ORIGIN}/$LIB", "/o", cfg) == "/o/lib64/haswell:/o/lib64"
     assert expand_tokens("${PLATFORM}", "/o", cfg) == "haswell"
     assert expand_tokens("$", "/o", cfg) == "$"
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["/nonexistent;{d}", "/nonexistent:{d}", "{d}", "/nonexistent::/also-not", ":/nonexistent", "/nonexistent;"],
+)
+def test_ld_library_path_splits_as_ld_so_splits_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, template: str
+) -> None:
+    """glibc splits LD_LIBRARY_PATH at ':' and ';', and an empty entry is the current directory
+    (elf/dl-load.c, fillin_rpath). libf.so lies in the current directory and, where the entry names
+    it, in d; the prediction and a real dlopen agree."""
+    d = tmp_path / "d"
+    build(d / "libf.so", F_C)
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{d}", "-lf"))
+    monkeypatch.chdir(d)
+    env = {"LD_LIBRARY_PATH": template.format(d=d)}
+    assert same([g], env)[0][1] is True
+    monkeypatch.chdir(tmp_path)  # no libf.so here: only an entry naming d still finds it
+    assert same([g], env)[0][1] is ("{d}" in template)
