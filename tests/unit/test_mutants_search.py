@@ -68,3 +68,15 @@ def test_ld_library_path_splits_as_ld_so_splits_it(
     assert same([g], env)[0][1] is True
     monkeypatch.chdir(tmp_path)  # no libf.so here: only an entry naming d still finds it
     assert same([g], env)[0][1] is ("{d}" in template)
+
+
+@pytest.mark.parametrize("env", [{}, {"LD_LIBRARY_PATH": ""}])
+def test_no_or_empty_ld_library_path_searches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    """Unset or empty, LD_LIBRARY_PATH is no entry at all (not the current directory)."""
+    d = tmp_path / "d"
+    build(d / "libf.so", F_C)
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{d}", "-lf"))
+    monkeypatch.chdir(d)
+    assert same([g], env)[0][1] is False
