@@ -11,7 +11,7 @@ import pytest
 
 from cudastack.loader.search import expand_tokens
 from cudastack.loader.system import LoaderConfig, detect_loader
-from tests.native import build
+from tests.native import build, real_dlopen
 from tests.unit.test_loader_fixtures import F_C, USES_F, same
 
 
@@ -80,3 +80,40 @@ def test_no_or_empty_ld_library_path_searches_nothing(
     g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{d}", "-lf"))
     monkeypatch.chdir(d)
     assert same([g], env)[0][1] is False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known false negative: ld.so stops at a candidate that exists but is no ELF (dl-load.c open_path: "
+    "any error but ENOENT/EACCES ends the search), the prediction goes on to the next directory",
+)
+@pytest.mark.parametrize(
+    "junk",
+    [b"garbage\n", b"/* GNU ld script: a text file where the linker finds a library */\nINPUT(libf.so.1)\n" * 2],
+)
+def test_a_file_that_is_no_elf_ends_the_search(tmp_path: Path, junk: bytes) -> None:
+    build(tmp_path / "good" / "libf.so", F_C)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "libf.so").write_bytes(junk)
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{tmp_path / 'good'}", "-lf"))
+    env = {"LD_LIBRARY_PATH": f"{tmp_path / 'bad'}:{tmp_path / 'good'}"}
+    assert real_dlopen([str(g)], env)[0][1] is False  # reality: the search ended at bad/libf.so
+    same([g], env)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known false alarm: $LIB is always expanded to 'lib'; Debian's ld.so expands it to lib/<multiarch>",
+)
+def test_lib_token_expands_as_ld_so_expands_it(tmp_path: Path) -> None:
+    platform_lib = tmp_path / "lib" / "x86_64-linux-gnu"
+    build(platform_lib / "libf.so", F_C)
+    g = build(
+        tmp_path / "libg.so",
+        USES_F,
+        libs=(f"-L{platform_lib}", "-lf"),
+        flags=("-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/$LIB"),
+    )
+    same([g])
