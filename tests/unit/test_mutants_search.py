@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cudastack.loader.search import expand_tokens
+from cudastack.elf import read_elf
+from cudastack.loader.search import ElfCache, Loaded, Searcher, expand_tokens
 from cudastack.loader.system import LoaderConfig, detect_loader
 from tests.native import build, real_dlopen
 from tests.unit.test_loader_fixtures import F_C, USES_F, same
@@ -117,3 +118,44 @@ def test_lib_token_expands_as_ld_so_expands_it(tmp_path: Path) -> None:
         flags=("-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/$LIB"),
     )
     same([g])
+
+
+def _aarch64_copy(src: Path, dst: Path) -> None:
+    data = bytearray(src.read_bytes())
+    data[18:20] = (183).to_bytes(2, "little")  # e_machine = EM_AARCH64
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes(bytes(data))
+
+
+def test_a_foreign_machine_in_a_hwcaps_subdirectory_does_not_end_its_directory(tmp_path: Path) -> None:
+    """ld.so skips an object of another machine (dl-load.c: found_other_class) and goes on, within
+    the same directory too: an aarch64 libf.so under glibc-hwcaps/x86-64-v2 then the real one."""
+    good = build(tmp_path / "d" / "libf.so", F_C)
+    _aarch64_copy(good, tmp_path / "d" / "glibc-hwcaps" / "x86-64-v2" / "libf.so")
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{tmp_path / 'd'}", "-lf"))
+    assert same([g], {"LD_LIBRARY_PATH": str(tmp_path / "d")})[0][1] is True
+
+
+def test_the_paths_tried_say_what_each_candidate_was(tmp_path: Path) -> None:
+    """The evidence of a search: each candidate once, as ld.so names it (one slash), with why it
+    was passed over appended to that candidate and no other."""
+    good = build(tmp_path / "good" / "libf.so", F_C)
+    _aarch64_copy(good, tmp_path / "arm" / "libf.so")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "libf.so").symlink_to(tmp_path / "nowhere.so")  # dangling: skipped silently
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "libf.so").write_bytes(b"garbage\n")
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{tmp_path / 'good'}", "-lf"))
+    llp = f"{tmp_path}/arm/:{tmp_path}/broken:{tmp_path}/junk:{tmp_path}/good"
+    env = {"LD_LIBRARY_PATH": llp}
+    searcher = Searcher(detect_loader(env), env, ElfCache(), None)
+    res = searcher.search("libf.so", Loaded(str(g), read_elf(str(g)), "dlopen"))
+    assert (res.path, res.how) == (str(good), "LD_LIBRARY_PATH")
+    last = {t.split(" (")[0]: t for t in res.tried}
+    assert all("//" not in t for t in res.tried)
+    assert last[f"{tmp_path}/arm/libf.so"].startswith(f"{tmp_path}/arm/libf.so (skipped: 64-bit ")
+    assert last[f"{tmp_path}/broken/libf.so"] == f"{tmp_path}/broken/libf.so"
+    assert last[f"{tmp_path}/junk/libf.so"].startswith(f"{tmp_path}/junk/libf.so (invalid ELF")
+    assert res.tried[-1] == str(good)
+    annotated = [t for t in res.tried if " (" in t]
+    assert len(annotated) == 2, res.tried
