@@ -52,7 +52,9 @@ def parse_ld_cache(data: bytes, path: str = "/etc/ld.so.cache") -> LdCache:
         if not 0 <= off < len(data):
             return None
         end = data.find(b"\0", off)
-        return data[off : end if end >= 0 else len(data)].decode("utf-8", "surrogateescape")
+        if end < 0:
+            return None  # no terminating NUL: the file was cut off inside its string table
+        return data[off:end].decode("utf-8", "surrogateescape")
 
     for i in range(nlibs):
         flags, key, value, _osv, hwcap = struct.unpack_from("<iIIIQ", data, start + 48 + i * 24)

@@ -1,0 +1,161 @@
+"""Tests that kill the mutants mutmut found alive in ``expand_tokens`` of ``loader/search.py`` (issue 13;
+docs/validation.md, "Mutation testing"). The oracle is a real dlopen of a library whose RUNPATH
+spells the dynamic string tokens each way glibc accepts (``$ORIGIN``, ``${ORIGIN}``,
+``$PLATFORM``, ``${PLATFORM}``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cudastack.elf import read_elf
+from cudastack.loader.search import ElfCache, Loaded, Searcher, expand_tokens
+from cudastack.loader.system import LoaderConfig, detect_loader
+from tests.native import build, real_dlopen
+from tests.unit.test_loader_fixtures import F_C, USES_F, same
+
+
+@pytest.mark.parametrize(
+    ("runpath", "where"),
+    [
+        ("$ORIGIN/d", "d"),
+        ("${ORIGIN}/d", "d"),
+        ("$ORIGIN/$PLATFORM", "PLATFORM"),
+        ("${ORIGIN}/${PLATFORM}/x", "PLATFORM/x"),
+        ("$ORIGIN/d:$ORIGIN/$PLATFORM", "PLATFORM"),
+    ],
+)
+def test_tokens_expand_as_ld_so_expands_them(tmp_path: Path, runpath: str, where: str) -> None:
+    """libf.so lies only where the token expands to: the prediction and a real dlopen agree that
+    libg.so loads, and both fail once it is gone."""
+    platform = detect_loader({}).platform
+    lib_dir = tmp_path / where.replace("PLATFORM", platform)
+    build(lib_dir / "libf.so", F_C)
+    g = build(
+        tmp_path / "libg.so",
+        USES_F,
+        libs=(f"-L{lib_dir}", "-lf"),
+        flags=("-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"),
+    )
+    assert same([g])[0][1] is True
+    (lib_dir / "libf.so").unlink()
+    assert same([g])[0][1] is False
+
+
+def test_expand_tokens_uses_the_configured_values() -> None:
+    cfg = LoaderConfig(lib="lib64", platform="haswell")
+    assert expand_tokens("/opt/x/lib", "/o", cfg) == "/opt/x/lib"
+    assert expand_tokens("$ORIGIN/${LIB}/$PLATFORM:${ORIGIN}/$LIB", "/o", cfg) == "/o/lib64/haswell:/o/lib64"
+    assert expand_tokens("${PLATFORM}", "/o", cfg) == "haswell"
+    assert expand_tokens("$", "/o", cfg) == "$"
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["/nonexistent;{d}", "/nonexistent:{d}", "{d}", "/nonexistent::/also-not", ":/nonexistent", "/nonexistent;"],
+)
+def test_ld_library_path_splits_as_ld_so_splits_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, template: str
+) -> None:
+    """glibc splits LD_LIBRARY_PATH at ':' and ';', and an empty entry is the current directory
+    (elf/dl-load.c, fillin_rpath). libf.so lies in the current directory and, where the entry names
+    it, in d; the prediction and a real dlopen agree."""
+    d = tmp_path / "d"
+    build(d / "libf.so", F_C)
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{d}", "-lf"))
+    monkeypatch.chdir(d)
+    env = {"LD_LIBRARY_PATH": template.format(d=d)}
+    assert same([g], env)[0][1] is True
+    monkeypatch.chdir(tmp_path)  # no libf.so here: only an entry naming d still finds it
+    assert same([g], env)[0][1] is ("{d}" in template)
+
+
+@pytest.mark.parametrize("env", [{}, {"LD_LIBRARY_PATH": ""}])
+def test_no_or_empty_ld_library_path_searches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    """Unset or empty, LD_LIBRARY_PATH is no entry at all (not the current directory)."""
+    d = tmp_path / "d"
+    build(d / "libf.so", F_C)
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{d}", "-lf"))
+    monkeypatch.chdir(d)
+    assert same([g], env)[0][1] is False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known false negative: ld.so stops at a candidate that exists but is no ELF (dl-load.c open_path: "
+    "any error but ENOENT/EACCES ends the search), the prediction goes on to the next directory",
+)
+@pytest.mark.parametrize(
+    "junk",
+    [b"garbage\n", b"/* GNU ld script: a text file where the linker finds a library */\nINPUT(libf.so.1)\n" * 2],
+)
+def test_a_file_that_is_no_elf_ends_the_search(tmp_path: Path, junk: bytes) -> None:
+    build(tmp_path / "good" / "libf.so", F_C)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "libf.so").write_bytes(junk)
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{tmp_path / 'good'}", "-lf"))
+    env = {"LD_LIBRARY_PATH": f"{tmp_path / 'bad'}:{tmp_path / 'good'}"}
+    assert real_dlopen([str(g)], env)[0][1] is False  # reality: the search ended at bad/libf.so
+    same([g], env)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known false alarm: $LIB is always expanded to 'lib'; Debian's ld.so expands it to lib/<multiarch>",
+)
+def test_lib_token_expands_as_ld_so_expands_it(tmp_path: Path) -> None:
+    platform_lib = tmp_path / "lib" / "x86_64-linux-gnu"
+    build(platform_lib / "libf.so", F_C)
+    g = build(
+        tmp_path / "libg.so",
+        USES_F,
+        libs=(f"-L{platform_lib}", "-lf"),
+        flags=("-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/$LIB"),
+    )
+    same([g])
+
+
+def _aarch64_copy(src: Path, dst: Path) -> None:
+    data = bytearray(src.read_bytes())
+    data[18:20] = (183).to_bytes(2, "little")  # e_machine = EM_AARCH64
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes(bytes(data))
+
+
+def test_a_foreign_machine_in_a_hwcaps_subdirectory_does_not_end_its_directory(tmp_path: Path) -> None:
+    """ld.so skips an object of another machine (dl-load.c: found_other_class) and goes on, within
+    the same directory too: an aarch64 libf.so under glibc-hwcaps/x86-64-v2 then the real one."""
+    good = build(tmp_path / "d" / "libf.so", F_C)
+    _aarch64_copy(good, tmp_path / "d" / "glibc-hwcaps" / "x86-64-v2" / "libf.so")
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{tmp_path / 'd'}", "-lf"))
+    assert same([g], {"LD_LIBRARY_PATH": str(tmp_path / "d")})[0][1] is True
+
+
+def test_the_paths_tried_say_what_each_candidate_was(tmp_path: Path) -> None:
+    """The evidence of a search: each candidate once, as ld.so names it (one slash), with why it
+    was passed over appended to that candidate and no other."""
+    good = build(tmp_path / "good" / "libf.so", F_C)
+    _aarch64_copy(good, tmp_path / "arm" / "libf.so")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "libf.so").symlink_to(tmp_path / "nowhere.so")  # dangling: skipped silently
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "libf.so").write_bytes(b"garbage\n")
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{tmp_path / 'good'}", "-lf"))
+    llp = f"{tmp_path}/arm/:{tmp_path}/broken:{tmp_path}/junk:{tmp_path}/good"
+    env = {"LD_LIBRARY_PATH": llp}
+    searcher = Searcher(detect_loader(env), env, ElfCache(), None)
+    res = searcher.search("libf.so", Loaded(str(g), read_elf(str(g)), "dlopen"))
+    assert (res.path, res.how) == (str(good), "LD_LIBRARY_PATH")
+    last = {t.split(" (")[0]: t for t in res.tried}
+    assert all("//" not in t for t in res.tried)
+    assert last[f"{tmp_path}/arm/libf.so"].startswith(f"{tmp_path}/arm/libf.so (skipped: 64-bit ")
+    assert last[f"{tmp_path}/broken/libf.so"] == f"{tmp_path}/broken/libf.so"
+    assert last[f"{tmp_path}/junk/libf.so"].startswith(f"{tmp_path}/junk/libf.so (invalid ELF")
+    assert res.tried[-1] == str(good)
+    annotated = [t for t in res.tried if " (" in t]
+    assert len(annotated) == 2, res.tried
