@@ -303,5 +303,5 @@ def test_fifos_where_judging_rules_read_package_code_do_not_hang(tmp_path: Path)
         os.mkfifo(site / rel)
     record = site / "foo-1.0.dist-info" / "RECORD"
     record.write_text(record.read_text() + "foo/__init__.py,,\n")
-    rc, data = _doctor(site, tmp_path)
+    _rc, data = _doctor(site, tmp_path)
     assert {"PKG001", "PKG002"} <= {f["code"] for f in data["findings"]}, data["findings"]

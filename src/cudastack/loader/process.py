@@ -229,8 +229,8 @@ class Process:
                     res.resolutions.append((obj.path, r))
                     if r.path is None:
                         res.ok = False
-                        msg = f"{name}: cannot open shared object file: No such file or directory"
-                        if r.how != "not found":
+                        msg = r.error or f"{name}: cannot open shared object file: No such file or directory"
+                        if r.how != "not found" and not r.error:
                             msg += f" ({r.how})"
                         res.problems.append(LoadProblem("missing", obj.path, name, msg, r.tried))
                         continue

@@ -49,6 +49,19 @@ class Resolution:
     loaded: Loaded | None = None
     without_ld_library_path: str | None = None
     """When LD_LIBRARY_PATH provided the hit: what the search finds without it (shadowing)."""
+    error: str | None = None
+    """glibc's own words when the search ended on a file that opens but is no ELF object
+    (``/d/libf.so: invalid ELF header``): ld.so does not go on to the next directory."""
+
+
+class _SearchEndedError(Exception):
+    """A candidate that exists and opens but is no ELF object (too short, bad magic: a text file,
+    a linker script): glibc's ``open_verify`` signals an error there and the search ends
+    (dl-load.c), unlike a file of another class or machine, which it skips."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
 
 
 class ElfCache:
@@ -151,7 +164,9 @@ class Searcher:
                 elf = self.elf_cache.get(cand)
                 if isinstance(elf, str):
                     tried[-1] += f" ({elf})"
-                    continue
+                    if elf.startswith("invalid ELF"):
+                        raise _SearchEndedError(cand, elf)
+                    continue  # cannot open (EACCES): ld.so goes on
                 if elf.elf_class != want.elf_class or elf.machine != want.machine:
                     tried[-1] += f" (skipped: {elf.elf_class}-bit {elf.machine_name})"
                     continue
@@ -160,8 +175,14 @@ class Searcher:
 
     def search(self, name: str, requester: Loaded, *, skip_llp: bool = False) -> Resolution:
         """Search the file system for ``name`` needed by ``requester`` (steps 1-5 above)."""
-        want = requester.elf
         tried: list[str] = []
+        try:
+            return self._search(name, requester, tried, skip_llp=skip_llp)
+        except _SearchEndedError as end:
+            return Resolution(name, None, f"search ended at {end.path}", tuple(tried), error=str(end))
+
+    def _search(self, name: str, requester: Loaded, tried: list[str], *, skip_llp: bool) -> Resolution:
+        want = requester.elf
         if "/" in name:
             if os.path.exists(name):
                 elf = self.elf_cache.get(name)

@@ -32,7 +32,7 @@ class LoaderConfig:
     """``/etc/ld.so.preload`` entries (``LD_PRELOAD`` comes from the process environment)."""
     source: str = "declared"
     lib: str = "lib"
-    """``$LIB`` expansion (``lib64`` on some distributions; Debian uses ``lib``)."""
+    """``$LIB`` expansion (:func:`lib_token`: ``lib64`` on Fedora, ``lib/x86_64-linux-gnu`` on Debian)."""
     platform: str = "x86_64"
     """``$PLATFORM`` expansion (AT_PLATFORM)."""
 
@@ -92,4 +92,15 @@ def detect_loader(environ: dict[str, str] | None = None) -> LoaderConfig:
     except OSError:
         pass
     cache = read_ld_cache(env.get("CUDASTACK_LD_SO_CACHE", "/etc/ld.so.cache"))
-    return LoaderConfig(default_dirs=dirs, subdirs=subdirs, cache=cache, preload=tuple(preload), source=source)
+    return LoaderConfig(
+        default_dirs=dirs, subdirs=subdirs, cache=cache, preload=tuple(preload), source=source, lib=lib_token(dirs)
+    )
+
+
+def lib_token(default_dirs: tuple[str, ...]) -> str:
+    """``$LIB``: glibc defines it as the last component of its ``slibdir`` (``lib64`` on Fedora,
+    ``lib`` on Arch), the first system search path; Debian and Ubuntu patch it to
+    ``lib/<multiarch triplet>`` (seen with ``LD_DEBUG=libs`` on Debian 12's ld.so). Pure."""
+    first = default_dirs[0].rstrip("/") if default_dirs else "/lib"
+    base = os.path.basename(first)
+    return f"lib/{base}" if "-linux-" in base else base or "lib"
