@@ -25,8 +25,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 def native_files(python: str) -> tuple[list[str], int]:
     sys.path.insert(0, SRC)
-    from cudastack.env.inventory import read_inventory
-    from cudastack.loader.predict import iter_native_files
+    from cudastack.env.inventory import iter_native_files, read_inventory
     from cudastack.target import build_target
 
     inv = read_inventory(build_target(python=python))

@@ -102,12 +102,12 @@ def run_doctor(
 
 def _extra(ctx: Context, n_dists: int) -> dict[str, object]:
     extra: dict[str, object] = {"distributions": n_dists}
-    if "_cuda_verdicts" in ctx.__dict__:
+    if ctx.analysed("gpu_verdicts"):
         from cudastack.checks.cuda import gpu_table
 
         extra["gpus"] = gpu_table(ctx)
-    pred = ctx.__dict__.get("prediction")  # only when an LDD/ABI rule ran
-    if pred is not None:
+    if ctx.analysed("prediction"):  # only when an LDD/ABI rule ran
+        pred = ctx.prediction
         from cudastack.checks.ldd import module_table
         from cudastack.loader.predict import ASSUMED_ORDER
 

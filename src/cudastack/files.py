@@ -16,10 +16,10 @@ with ``ELOOP``).
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from dataclasses import dataclass
-from typing import BinaryIO
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -94,10 +94,20 @@ def open_regular(path: str, *, follow_symlinks: bool = True) -> tuple[int, os.st
     return fd, st
 
 
-def open_file(path: str, *, follow_symlinks: bool = True) -> BinaryIO:
+def open_file(path: str, *, follow_symlinks: bool = True) -> io.BufferedReader:
     """:func:`open_regular` as a binary file object (for streaming, ``mmap`` or ``pread``)."""
     fd, _ = open_regular(path, follow_symlinks=follow_symlinks)
     return os.fdopen(fd, "rb")
+
+
+def file_digest(path: str, algo: str = "sha256") -> bytes:
+    """The ``algo`` digest of the regular file ``path``, streamed (:func:`hashlib.file_digest`):
+    the one place cudastack hashes a file of the environment. Raises ``OSError`` as
+    :func:`open_regular` does, ``ValueError`` for an algorithm hashlib does not know."""
+    import hashlib
+
+    with open_file(path) as fh:
+        return hashlib.file_digest(fh, algo).digest()
 
 
 def read_bytes(path: str, limit: int, *, follow_symlinks: bool = True) -> FileBytes:

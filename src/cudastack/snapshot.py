@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cudastack.errors import ReportError
-from cudastack.files import open_file
+from cudastack.files import file_digest
 
 if TYPE_CHECKING:  # imported where used: `diff` of two files needs none of them
     from cudastack.env.dists import Distribution
@@ -98,14 +98,10 @@ def _is_native(rel: str) -> bool:
 
 
 def _hash_file(path: str) -> str:
-    h = hashlib.sha256()
     try:
-        with open_file(path) as fh:
-            while chunk := fh.read(1 << 20):
-                h.update(chunk)
+        return "sha256=" + file_digest(path).hex()
     except OSError as exc:
         return f"unreadable:{exc.strerror}"
-    return "sha256=" + h.hexdigest()
 
 
 def take_snapshot(target: Target, inventory: Inventory | None = None) -> dict[str, Any]:
@@ -147,14 +143,13 @@ def take_snapshot(target: Target, inventory: Inventory | None = None) -> dict[st
 
 def _hash_record(d: Distribution) -> str | None:
     try:
-        with open_file(os.path.join(d.meta_dir, "RECORD")) as fh:
-            return "sha256=" + hashlib.sha256(fh.read()).hexdigest()
+        return "sha256=" + file_digest(os.path.join(d.meta_dir, "RECORD")).hex()
     except OSError:
         return None
 
 
 def _toolkits(environ: dict[str, str]) -> list[dict[str, Any]]:
-    from cudastack.checks.cuda import find_cuda_home, toolkit_version
+    from cudastack.cuda.host import find_cuda_home, toolkit_version
 
     found: dict[str, Any] = {}
     home, how = find_cuda_home(environ)

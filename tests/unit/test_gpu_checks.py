@@ -324,8 +324,8 @@ def test_background_scan_answers_what_the_in_process_scan_does(tmp_path: Path, k
     import signal
 
     from cudastack.cuda.coverage import BackgroundScan, scan_environment
+    from cudastack.elf.cache import ElfCache
     from cudastack.env.inventory import read_inventory
-    from cudastack.loader.search import ElfCache
     from cudastack.target import build_target
 
     files = {**{f"lib{k}": v for k, v in kernels.items() if k.endswith(".so")}, **kernels}

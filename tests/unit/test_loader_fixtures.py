@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cudastack.elf import read_elf
+from cudastack.elf.cache import ElfCache
 from cudastack.loader.process import Process
-from cudastack.loader.search import ElfCache
 from cudastack.loader.system import detect_loader
 from tests import oracles
 from tests.native import build, real_dlopen

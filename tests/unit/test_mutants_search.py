@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from cudastack.elf import read_elf
-from cudastack.loader.search import ElfCache, Loaded, Searcher, expand_tokens
+from cudastack.elf.cache import ElfCache
+from cudastack.loader.search import Loaded, Searcher, expand_tokens
 from cudastack.loader.system import LoaderConfig, detect_loader
 from tests.native import build, real_dlopen
 from tests.unit.test_loader_fixtures import F_C, USES_F, same

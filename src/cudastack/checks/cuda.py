@@ -19,9 +19,8 @@ from cudastack.cuda.archs import (
     parse_version,
     ptx_jit_target,
 )
-from cudastack.cuda.coverage import Coverage, DeviceFile, judge
-from cudastack.cuda.fatbin import scan_elf_sections
-from cudastack.cuda.host import Gpu
+from cudastack.cuda.coverage import Coverage, DeviceFile
+from cudastack.cuda.host import Gpu, find_cuda_home, toolkit_version
 from cudastack.files import open_file
 from cudastack.findings import Finding, Fix, Severity
 
@@ -31,41 +30,9 @@ _RULES_TEXT = (
 )
 
 
-def _gpus(ctx: Context) -> dict[int, list[Gpu]]:
-    host = ctx.target.gpu
-    if not host.gpus:
-        raise SkipCheck(f"no GPU to judge for ({host.gpus_source}); pass --gpu sm_XY to judge for one")
-    by_cc: dict[int, list[Gpu]] = defaultdict(list)
-    for g in host.gpus:
-        by_cc[g.cc].append(g)
-    return dict(sorted(by_cc.items()))
-
-
 def _driver_cuda(ctx: Context) -> tuple[int, int] | None:
     d = ctx.target.gpu.driver_tuple
     return driver_cuda(d) if d else None
-
-
-def _verdicts(ctx: Context) -> Iterator[tuple[DeviceFile, int, list[Gpu], Coverage]]:
-    """Every (file, compute capability) pair with its coverage, rescanning a file ``--deep`` when
-    ``.nv_fatbin`` alone leaves it with nothing for the GPU but other sections may hold kernels."""
-    cached: list[tuple[DeviceFile, int, list[Gpu], Coverage]] | None = ctx.__dict__.get("_cuda_verdicts")
-    if cached is None:
-        gpus, dcuda, cached = _gpus(ctx), _driver_cuda(ctx), []
-        for f in ctx.device_code.files:
-            for cc, group in gpus.items():
-                cov = judge(f, group[0], dcuda)
-                if cov.verdict not in ("runs", "ptx-jit") and f.elsewhere:
-                    elf = ctx.elf_cache.headers(f.path)
-                    if not isinstance(elf, str):
-                        deeper = scan_elf_sections(os.path.realpath(f.path), elf.sections, deep=True)
-                        deeper.path = f.path
-                        f.scan, f.elsewhere = deeper, ()
-                        cov = judge(f, group[0], dcuda)
-                if f.scan.has_device_code:
-                    cached.append((f, cc, group, cov))
-        ctx.__dict__["_cuda_verdicts"] = cached
-    yield from cached
 
 
 def _gpu_words(cc: int, group: list[Gpu]) -> str:
@@ -165,7 +132,7 @@ def no_kernel_image(ctx: Context) -> Iterator[Finding]:
     - https://github.com/pytorch/pytorch/issues/150733
     - https://github.com/sgl-project/sglang/issues/37640
     """
-    for f, cc, group, cov in _verdicts(ctx):
+    for f, cc, group, cov in ctx.gpu_verdicts:
         if cov.verdict == "no-kernel-image":
             message = f"{os.path.basename(f.path)} has no kernel image for {_gpu_words(cc, group)}"
             yield _coverage_finding(ctx, "CUDA001", Severity.ERROR, message, (f, cc, group, cov))
@@ -200,7 +167,7 @@ def ptx_jit_only(ctx: Context) -> Iterator[Finding]:
     ## References
     - https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#just-in-time-compilation
     """
-    for f, cc, group, cov in _verdicts(ctx):
+    for f, cc, group, cov in ctx.gpu_verdicts:
         if cov.verdict == "ptx-jit":
             message = (
                 f"{cov.units.get('ptx-jit', 0)} unit(s) of {os.path.basename(f.path)} run on "
@@ -249,7 +216,7 @@ def ptx_too_new(ctx: Context) -> Iterator[Finding]:
     if host.driver is None:
         raise SkipCheck(f"the driver version is unknown ({host.driver_source}); pass --driver")
     dcuda = _driver_cuda(ctx)
-    for f, cc, group, cov in _verdicts(ctx):
+    for f, cc, group, cov in ctx.gpu_verdicts:
         if cov.verdict != "ptx-too-new":
             continue
         isas = sorted({e.isa for e in f.scan.entries if e.kind == "ptx" and e.isa and ptx_jit_target(e, cc)})
@@ -304,7 +271,7 @@ def units_without_kernel(ctx: Context) -> Iterator[Finding]:
     ## References
     - https://github.com/sgl-project/sglang/issues/37640
     """
-    for f, cc, group, cov in _verdicts(ctx):
+    for f, cc, group, cov in ctx.gpu_verdicts:
         if cov.uncovered:
             total = sum(cov.units.values())
             yield Finding(
@@ -584,7 +551,7 @@ def gpu_table(ctx: Context) -> list[dict[str, object]]:
     host = ctx.target.gpu
     by_cc: dict[int, list[dict[str, object]]] = defaultdict(list)
     try:
-        for f, cc, _group, cov in _verdicts(ctx):
+        for f, cc, _group, cov in ctx.gpu_verdicts:
             by_cc[cc].append(
                 {"path": f.path, "distribution": f.distribution, "verdict": cov.verdict, "units": cov.units}
             )
@@ -665,7 +632,7 @@ def triton_ptxas_too_old(ctx: Context) -> Iterator[Finding]:
 
     if ctx.inventory.get("triton") is None:
         raise SkipCheck("triton is not installed")
-    for cc, group in _gpus(ctx).items():
+    for cc, group in ctx.gpus_by_cc.items():
         path, how = _triton_ptxas(ctx, cc)
         need = ARCH_MIN_CUDA.get(cc)
         if path is None or need is None:
@@ -693,41 +660,6 @@ def triton_ptxas_too_old(ctx: Context) -> Iterator[Finding]:
                 commands=("export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas",),
             ),
         )
-
-
-_CUDART_VERSION = re.compile(rb"#define\s+CUDART_VERSION\s+(\d+)")
-
-
-def find_cuda_home(environ: dict[str, str]) -> tuple[str | None, str]:
-    """The toolkit runtime compilers use, as torch's cpp_extension and flashinfer look for it:
-    ``CUDA_HOME``, ``CUDA_PATH``, the directory above an ``nvcc`` on the process PATH, then
-    ``/usr/local/cuda``."""
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if environ.get(var):
-            return environ[var], f"${var}"
-    for d in environ.get("PATH", "").split(os.pathsep):
-        nvcc = os.path.join(d, "nvcc") if d else ""
-        if nvcc and os.path.isfile(nvcc):
-            real = os.path.realpath(nvcc)
-            home = os.path.dirname(os.path.dirname(real))
-            if os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h")):
-                return home, f"nvcc on PATH ({real})"
-    if os.path.isdir("/usr/local/cuda"):
-        return "/usr/local/cuda", "/usr/local/cuda"
-    return None, "no CUDA_HOME, CUDA_PATH, nvcc on PATH or /usr/local/cuda"
-
-
-def toolkit_version(home: str) -> tuple[int, int] | None:
-    """``CUDART_VERSION`` of the toolkit's headers (13000 → 13.0)."""
-    try:
-        with open_file(os.path.join(home, "include", "cuda_runtime_api.h")) as fh:
-            m = _CUDART_VERSION.search(fh.read(1 << 20))
-    except OSError:
-        return None
-    if not m:
-        return None
-    v = int(m.group(1))
-    return v // 1000, (v % 1000) // 10
 
 
 _JIT_USERS = {

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data import families as fam
 from cudastack.env.dists import Distribution
-from cudastack.files import open_file, read_bytes
+from cudastack.files import file_digest, open_file, read_bytes
 from cudastack.findings import Cause, Finding, Fix, Severity
 
 
@@ -1142,16 +1142,11 @@ def torch_cuda_runtime(ctx: Context) -> Iterator[Finding]:
 
 
 def _file_hash(path: str, algo: str) -> str | None:
+    """As RECORD writes it: urlsafe base64 without padding."""
     try:
-        import hashlib
-
-        h = hashlib.new(algo)
-        with open_file(path) as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+        return base64.urlsafe_b64encode(file_digest(path, algo)).rstrip(b"=").decode()
     except (OSError, ValueError):
         return None
-    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
 
 
 @rule(

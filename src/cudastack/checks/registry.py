@@ -15,10 +15,11 @@ from cudastack.findings import CheckResult, Finding, Fix, Outcome, Severity
 from cudastack.target import Target
 
 if TYPE_CHECKING:
-    from cudastack.cuda.coverage import DeviceCodeInventory
+    from cudastack.cuda.coverage import DeviceCodeInventory, GpuVerdict
+    from cudastack.cuda.host import Gpu
+    from cudastack.elf.cache import ElfCache
     from cudastack.loader.builds import BuildMismatch
     from cudastack.loader.predict import Prediction
-    from cudastack.loader.search import ElfCache
 
 
 class SkipCheck(Exception):  # noqa: N818 - control flow, not an error
@@ -103,7 +104,7 @@ class Context:
     @functools.cached_property
     def elf_cache(self) -> ElfCache:
         """Parsed ELF files, shared by the import prediction and the device-code scan."""
-        from cudastack.loader.search import ElfCache
+        from cudastack.elf.cache import ElfCache
 
         return ElfCache()
 
@@ -116,6 +117,34 @@ class Context:
         background = self.__dict__.pop("_device_scan", None)
         found = background.result() if background is not None else None
         return found if found is not None else scan_environment(self.inventory, self.elf_cache, deep=self.target.deep)
+
+    @functools.cached_property
+    def gpus_by_cc(self) -> dict[int, list[Gpu]]:
+        """The GPUs judged (found or declared), by compute capability; skips the rule when there
+        is none."""
+        host = self.target.gpu
+        if not host.gpus:
+            raise SkipCheck(f"no GPU to judge for ({host.gpus_source}); pass --gpu sm_XY to judge for one")
+        by_cc: dict[int, list[Gpu]] = {}
+        for g in host.gpus:
+            by_cc.setdefault(g.cc, []).append(g)
+        return dict(sorted(by_cc.items()))
+
+    @functools.cached_property
+    def gpu_verdicts(self) -> list[GpuVerdict]:
+        """The device-code coverage of every file on every GPU judged, computed on first use by a
+        CUDA rule (``cuda/coverage.judge_gpus``)."""
+        from cudastack.cuda.archs import driver_cuda
+        from cudastack.cuda.coverage import judge_gpus
+
+        host = self.target.gpu
+        dcuda = driver_cuda(host.driver_tuple) if host.driver_tuple else None
+        return judge_gpus(self.device_code.files, self.gpus_by_cc, dcuda, self.elf_cache)
+
+    def analysed(self, name: str) -> bool:
+        """Whether the analysis ``name`` (``prediction``, ``gpu_verdicts``, …) was computed in this
+        run: the report carries what the rules that ran needed, and computes nothing more."""
+        return name in self.__dict__
 
     def prefetch_device_code(self) -> None:
         """Start the device-code scan on another CPU now (see ``BackgroundScan``), when there is

@@ -20,9 +20,8 @@ from cudastack.cuda.fatbin import (
     scan_file,
 )
 from cudastack.cuda.host import Gpu
-from cudastack.env.inventory import Inventory
-from cudastack.loader.predict import iter_native_files
-from cudastack.loader.search import ElfCache
+from cudastack.elf.cache import ElfCache
+from cudastack.env.inventory import Inventory, iter_native_files
 from cudastack.parallel import Forked
 
 DEVICE_FILE_SUFFIXES = (".cubin", ".fatbin")
@@ -177,4 +176,29 @@ def _decode(data: Any) -> DeviceCodeInventory:
             list(problems),
         )
         out.files.append(DeviceFile(path, dist, scan, tuple(elsewhere)))
+    return out
+
+
+GpuVerdict = tuple[DeviceFile, int, list[Gpu], Coverage]
+"""(file with device code, compute capability, the GPUs of it, the file's coverage on them)."""
+
+
+def judge_gpus(
+    files: list[DeviceFile], gpus: dict[int, list[Gpu]], dcuda: tuple[int, int] | None, cache: ElfCache
+) -> list[GpuVerdict]:
+    """Every (file, compute capability) pair with its coverage, rescanning a file ``--deep`` when
+    ``.nv_fatbin`` alone leaves it with nothing for the GPU but other sections may hold kernels."""
+    out: list[GpuVerdict] = []
+    for f in files:
+        for cc, group in gpus.items():
+            cov = judge(f, group[0], dcuda)
+            if cov.verdict not in ("runs", "ptx-jit") and f.elsewhere:
+                elf = cache.headers(f.path)
+                if not isinstance(elf, str):
+                    deeper = scan_elf_sections(os.path.realpath(f.path), elf.sections, deep=True)
+                    deeper.path = f.path
+                    f.scan, f.elsewhere = deeper, ()
+                    cov = judge(f, group[0], dcuda)
+            if f.scan.has_device_code:
+                out.append((f, cc, group, cov))
     return out

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from cudastack.cuda.archs import cc_name, parse_cc, parse_version
 from cudastack.errors import UsageError
+from cudastack.files import open_file
 
 PROC_VERSION = "/proc/driver/nvidia/version"
 _NVRM = re.compile(r"NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s")
@@ -254,3 +255,38 @@ def _smi(notes: list[str]) -> tuple[list[Gpu], str]:
         notes.append(f"nvidia-smi exited {proc.returncode}: {(proc.stdout + proc.stderr).strip()[:200]}")
         return [], ""
     return parse_nvidia_smi(proc.stdout), "nvidia-smi"
+
+
+_CUDART_VERSION = re.compile(rb"#define\s+CUDART_VERSION\s+(\d+)")
+
+
+def find_cuda_home(environ: dict[str, str]) -> tuple[str | None, str]:
+    """The toolkit runtime compilers use, as torch's cpp_extension and flashinfer look for it:
+    ``CUDA_HOME``, ``CUDA_PATH``, the directory above an ``nvcc`` on the process PATH, then
+    ``/usr/local/cuda``."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if environ.get(var):
+            return environ[var], f"${var}"
+    for d in environ.get("PATH", "").split(os.pathsep):
+        nvcc = os.path.join(d, "nvcc") if d else ""
+        if nvcc and os.path.isfile(nvcc):
+            real = os.path.realpath(nvcc)
+            home = os.path.dirname(os.path.dirname(real))
+            if os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h")):
+                return home, f"nvcc on PATH ({real})"
+    if os.path.isdir("/usr/local/cuda"):
+        return "/usr/local/cuda", "/usr/local/cuda"
+    return None, "no CUDA_HOME, CUDA_PATH, nvcc on PATH or /usr/local/cuda"
+
+
+def toolkit_version(home: str) -> tuple[int, int] | None:
+    """``CUDART_VERSION`` of the toolkit's headers (13000 → 13.0)."""
+    try:
+        with open_file(os.path.join(home, "include", "cuda_runtime_api.h")) as fh:
+            m = _CUDART_VERSION.search(fh.read(1 << 20))
+    except OSError:
+        return None
+    if not m:
+        return None
+    v = int(m.group(1))
+    return v // 1000, (v % 1000) // 10

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from packaging.utils import canonicalize_name
@@ -11,6 +13,7 @@ from cudastack.data.families import STACK_KEYS
 from cudastack.env.conda import CondaPackage, read_conda_meta
 from cudastack.env.dists import Distribution, iter_distributions
 from cudastack.env.versionfiles import VersionFile, read_version_files
+from cudastack.files import read_bytes
 from cudastack.target import Target
 
 
@@ -114,3 +117,49 @@ def read_inventory(target: Target) -> Inventory:
         conda=tuple(conda),
         conda_problems=tuple(conda_problems),
     )
+
+
+_SKIP_DIRS = {".git", "node_modules", "__pycache__", ".tox", ".venv"}
+
+
+def iter_native_files(inventory: Inventory) -> Iterator[tuple[str, Distribution]]:
+    """Shared objects of every distribution (RECORD), plus in-tree ones of editable installs."""
+    seen: set[str] = set()
+    for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
+        paths = [p for p in dist.native_files() if ".so" in os.path.basename(p)]
+        if dist.record is None:
+            paths.extend(_walk_top_level(dist))
+        src = dist.editable_path
+        if src and os.path.isdir(src):
+            paths.extend(_walk_so(src))
+        for p in paths:
+            if p not in seen:
+                seen.add(p)
+                yield p, dist
+
+
+def _walk_top_level(dist: Distribution) -> Iterator[str]:
+    """Without RECORD (ENV003), the packages named in top_level.txt (else the distribution's
+    own name) are walked for shared objects instead."""
+    names: list[str] = []
+    try:
+        raw = read_bytes(os.path.join(dist.meta_dir, "top_level.txt"), 1 << 20).data
+        names = [n.strip() for n in raw.decode("utf-8", errors="replace").splitlines() if n.strip()]
+    except OSError:
+        names = [dist.key.replace("-", "_")]
+    for n in names:
+        root = os.path.join(dist.site_dir, n)
+        if os.path.isdir(root):
+            yield from _walk_so(root)
+
+
+def _walk_so(root: str, limit: int = 20000) -> Iterator[str]:
+    n = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
+        for f in filenames:
+            n += 1
+            if n > limit:
+                return
+            if f.endswith(".so") or ".so." in f:
+                yield os.path.join(dirpath, f)

@@ -10,9 +10,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cudastack.elf.cache import ElfCache
 from cudastack.env.inventory import Inventory
 from cudastack.errors import CudastackError, UsageError
-from cudastack.loader.search import ElfCache
 from cudastack.snapshot import Change, abi_relevant, version_change
 from cudastack.target import Target
 

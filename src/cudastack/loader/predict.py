@@ -18,21 +18,21 @@ from __future__ import annotations
 import glob
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from cudastack.data.libraries import KNOWN_PRELOADS
+from cudastack.elf.cache import ElfCache
 from cudastack.elf.reader import ElfFile
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import import_verdicts, imported_plainly, lazy_attribute, module_name, package_imports
-from cudastack.env.inventory import Inventory
+from cudastack.env.inventory import Inventory, iter_native_files
 from cudastack.env.native_loads import find_native_loads
-from cudastack.files import read_bytes
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
-from cudastack.loader.search import ElfCache, Resolution
+from cudastack.loader.search import Resolution
 from cudastack.loader.system import LoaderConfig, detect_loader
 from cudastack.loader.torch_start import TorchStart, read_torch_start
 from cudastack.target import Target
@@ -44,7 +44,6 @@ ASSUMED_ORDER = (
 )
 _MODULE = re.compile(r"^[A-Za-z0-9_]+(\.[^.]+)?\.so$")
 _TORCH_LIB = re.compile(r"^lib(torch|c10)[a-z_]*\.so")
-_SKIP_DIRS = {".git", "node_modules", "__pycache__", ".tox", ".venv"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,49 +83,6 @@ class Prediction:
     """(requester, where its DT_NEEDED was found) for the interpreter's start-up closure."""
     skipped: str | None = None
     """Why nothing was predicted (no interpreter, ...)."""
-
-
-def iter_native_files(inventory: Inventory) -> Iterator[tuple[str, Distribution]]:
-    """Shared objects of every distribution (RECORD), plus in-tree ones of editable installs."""
-    seen: set[str] = set()
-    for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
-        paths = [p for p in dist.native_files() if ".so" in os.path.basename(p)]
-        if dist.record is None:
-            paths.extend(_walk_top_level(dist))
-        src = dist.editable_path
-        if src and os.path.isdir(src):
-            paths.extend(_walk_so(src))
-        for p in paths:
-            if p not in seen:
-                seen.add(p)
-                yield p, dist
-
-
-def _walk_top_level(dist: Distribution) -> Iterator[str]:
-    """Without RECORD (ENV003), the packages named in top_level.txt (else the distribution's
-    own name) are walked for shared objects instead."""
-    names: list[str] = []
-    try:
-        raw = read_bytes(os.path.join(dist.meta_dir, "top_level.txt"), 1 << 20).data
-        names = [n.strip() for n in raw.decode("utf-8", errors="replace").splitlines() if n.strip()]
-    except OSError:
-        names = [dist.key.replace("-", "_")]
-    for n in names:
-        root = os.path.join(dist.site_dir, n)
-        if os.path.isdir(root):
-            yield from _walk_so(root)
-
-
-def _walk_so(root: str, limit: int = 20000) -> Iterator[str]:
-    n = 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
-        for f in filenames:
-            n += 1
-            if n > limit:
-                return
-            if f.endswith(".so") or ".so." in f:
-                yield os.path.join(dirpath, f)
 
 
 def is_extension_module(

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from cudastack.elf.cache import ElfCache
 from cudastack.elf.reader import ElfFile
-from cudastack.loader.search import ElfCache, Loaded, Resolution, Searcher
+from cudastack.loader.search import Loaded, Resolution, Searcher
 from cudastack.loader.system import LoaderConfig
 
 
