@@ -275,3 +275,29 @@ def test_pkg001_a_missing_nvidia_library_dist_is_a_warning_when_its_requirer_loa
     main(["doctor", "--python", str(python), "--select", "PKG001", "--format", "json"])
     found = json.loads(capsys.readouterr().out)["findings"]
     assert [(f["subject"], f["severity"]) for f in found] == [("nvidia-cublas", "warning" if loads else "error")]
+
+
+def test_pkg001_a_missing_nvidia_dist_names_what_fails_without_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One missing distribution, one finding, with what fails at the library level because of it:
+    torch's module needs libcublas.so.13, which nvidia-cublas (not installed) would ship."""
+    import sysconfig
+
+    from tests import native
+
+    torch = {**TORCH, "requires": ["nvidia-cublas==13.1.0.3; platform_system == 'Linux'"]}
+    python, site = real_env(tmp_path, [torch], {"torch/_C": True})
+    stub = native.build(tmp_path / "stub" / "libcublas.so.13", "int cublasCreate_v2(void) { return 0; }\n",
+                        flags=("-Wl,-soname,libcublas.so.13",))  # fmt: skip
+    out = next((site / "torch").glob("_C*.so"))
+    inc = "-I" + sysconfig.get_paths()["include"]
+    native.build(
+        out, _module_source("_C"), flags=(inc, "-Wl,--no-as-needed"), libs=(f"-L{stub.parent}", "-l:libcublas.so.13")
+    )
+    stub.unlink()
+    assert real_import(python, "torch") is False
+    main(["doctor", "--python", str(python), "--select", "PKG001", "--format", "json"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["subject"], f["severity"]) for f in found] == [("nvidia-cublas", "error")]
+    assert any("_C" in e and "libcublas.so.13" in e for e in found[0]["evidence"]), found[0]["evidence"]

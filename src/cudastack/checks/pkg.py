@@ -354,6 +354,7 @@ def _missing_finding(
             evidence.append(f"marker `{req.marker}` is true for the target")
     severity = Severity.ERROR
     if key.startswith("nvidia-"):  # a library distribution: the host may provide the library
+        evidence.extend(_broken_without(ctx, key)[:5])
         loads = loads_evidence(ctx, {d.key for d in requirers})
         if loads is not None:
             severity = Severity.WARNING
@@ -375,6 +376,26 @@ def _missing_finding(
         hints=tuple(dict.fromkeys(h for d in requirers for h in _extras_hint(d, guessed))),
         replaces=tuple(("PKG001", f"{d.key} -> {key}", "") for d in requirers),
     )
+
+
+def _broken_without(ctx: Context, key: str) -> list[str]:
+    """What fails at the library level because the distribution ``key`` is missing: modules the
+    run's prediction fails for a library that ``key`` ships (``libcublas.so.13`` for
+    ``nvidia-cublas``, data/libraries.py)."""
+    from cudastack.data.libraries import provider_of
+
+    pred = ctx.prediction
+    if pred.skipped:
+        return []
+    out = []
+    for f in pred.files:
+        if f.predicted != "fails" or f.optional:
+            continue
+        for p in f.problems:
+            if p.kind == "missing" and (prov := provider_of(p.name)) and canonicalize_name(prov) == key:
+                out.append(f"loader: {f.path} fails at import: {p.message}")
+                break
+    return out
 
 
 def _spec(req: Requirement) -> str:
