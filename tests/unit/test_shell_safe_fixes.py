@@ -145,3 +145,40 @@ def test_escape_sequences_in_names_reach_the_terminal_as_visible_characters(
     assert "\u241b]52;c;ZWNobyBwd25lZAo=" in without_colours
     data = _doctor(site, capsys, "--select", "PKG015")
     assert evil in data["findings"][0]["path"]
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_EVIL = "\x1b]52;c;ZWNobyBwd25lZAo=\x1b\\\x1b[2K\x9b1A"
+
+
+def test_escape_sequences_in_error_lines_are_visible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An error names the path the user gave or the environment holds: no escape reaches stderr."""
+    missing = tmp_path / f"venv{_EVIL}" / "bin" / "python"
+    assert main(["doctor", "--python", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert "venv\u241b]52;c;" in err and not _CONTROL.search(err), repr(err)
+
+
+def test_escape_sequences_in_patches_output_are_visible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A local commit's file names are the checkout's (git allows control characters there):
+    `patches status` prints them visibly."""
+    repo = tmp_path / "repo"
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+
+    def git(*a: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True, env=env)
+
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    (repo / "a.py").write_text("a = 1\n")
+    git("add", "a.py")
+    git("commit", "-q", "-m", "base")
+    git("tag", "v1")
+    (repo / f"f{_EVIL}.py").write_text("a = 2\n")
+    git("add", ".")
+    git("commit", "-q", "-m", "local fix")
+    main(["patches", "status", str(repo)])
+    out = capsys.readouterr().out
+    # git quotes ESC itself (\033), but not the C1 CSI (U+009B): that one must not reach the terminal
+    assert "1 file(s)" in out and not _CONTROL.search(out), repr(out)

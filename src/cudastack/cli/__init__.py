@@ -13,11 +13,13 @@ from cudastack.findings import ExitCode
 
 
 def _error(message: str, hint: str | None = None, cause: str | None = None) -> None:
-    print(f"error: {message}", file=sys.stderr)
+    from cudastack.render.human import visible  # paths and names in errors come from the environment
+
+    print(visible(f"error: {message}"), file=sys.stderr)
     if cause:
-        print(f"  Caused by: {cause}", file=sys.stderr)
+        print(visible(f"  Caused by: {cause}"), file=sys.stderr)
     if hint:
-        print(f"hint: {hint}", file=sys.stderr)
+        print(visible(f"hint: {hint}"), file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -129,5 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(render_json(report))
     else:
-        sys.stdout.write("\n".join(lines) + "\n")
+        from cudastack.render.human import visible  # commit subjects and paths are the checkout's
+
+        sys.stdout.write(visible("\n".join(lines) + "\n"))
     return int(ExitCode.FINDINGS) if any(f.severity is Severity.ERROR for f in findings) else int(ExitCode.CLEAN)

@@ -17,6 +17,12 @@ _VISIBLE = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)} | {0x7F
 _VISIBLE |= {c: 0xFFFD for c in range(0x80, 0xA0)}
 
 
+def visible(text: str) -> str:
+    """``text`` with every control character but newline and tab shown as a visible character:
+    for any line cudastack writes to a terminal that holds names or paths it did not choose."""
+    return text.translate(_VISIBLE)
+
+
 def _visible(obj: object) -> object:
     from rich.text import Text
 
