@@ -331,3 +331,29 @@ def test_a_state_dir_on_another_filesystem_links_beside_the_environment(tmp_path
         assert r.returncode == 0, r.stdout + r.stderr
     assert state_of(prefix) == before
     assert not (tmp_path / ".cudastack-backup").exists()
+
+
+def test_the_backup_walk_leaves_other_environments_alone(tmp_path: Path) -> None:
+    """A conda base prefix holds every other environment (envs/*) and the shared package cache
+    (pkgs/); a project may hold a venv: none of it is this install's to back up or delete."""
+    from cudastack.install.txn import walk
+
+    base = tmp_path / "miniconda3"
+    for rel in ("conda-meta/history", "lib/python3.11/site-packages/a.py", "envs/other/conda-meta/history",
+                "envs/other/lib/x.so", "pkgs/torch-2.9/info/index.json", "proj/.venv/pyvenv.cfg",
+                "proj/.venv/lib/y.py", "proj/src/mine.py"):  # fmt: skip
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text("x")
+    seen = {os.path.relpath(p, base) for p in walk([str(base)])}
+    assert "lib/python3.11/site-packages/a.py" in seen and "proj/src/mine.py" in seen
+    assert "envs/other" in seen and "proj/.venv" in seen  # the directories themselves, not their content
+    assert not {p for p in seen if p.startswith(("envs/other/", "pkgs", "proj/.venv/"))}, sorted(seen)
+
+
+def test_an_off_value_of_pip_user_is_not_refused() -> None:
+    from cudastack.install.plan import UnmodelledOptionError, refuse_unmodelled
+
+    for off in ("no", "off", "0", "false", ""):
+        refuse_unmodelled(["torch"], "pip", {"PIP_USER": off})
+    with pytest.raises(UnmodelledOptionError):
+        refuse_unmodelled(["torch"], "pip", {"PIP_USER": "yes"})

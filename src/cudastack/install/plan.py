@@ -111,7 +111,11 @@ def refuse_unmodelled(args: list[str], installer: str, environ: dict[str, str] |
             short = len(opt) == 2
             if a == opt or a.startswith(opt + "=") or (short and a.startswith(opt) and not a.startswith("--")):
                 found.append(a)
-    found += [f"${v}={env[v]}" for v in UNMODELLED_ENV[installer] if env.get(v, "").lower() not in ("", "0", "false")]
+    found += [
+        f"${v}={env[v]}"
+        for v in UNMODELLED_ENV[installer]
+        if env.get(v, "").lower() not in ("", "0", "false", "no", "off")
+    ]
     if found:
         raise UnmodelledOptionError(
             f"cudastack install does not model {', '.join(found)}: the install would go outside the environment "

@@ -132,7 +132,11 @@ def run_supervised(
             interrupted = True
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+            try:  # a daemon that left the group may still hold the pipes: do not wait for their EOF
+                out, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.wait()
+                out, err = "", ""
             err = (err or "") + f"\n(killed after {timeout:g} s)"
         with os.fdopen(status_r, "rb") as fh:
             answer = fh.read().decode(errors="replace")

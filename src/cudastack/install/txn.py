@@ -150,6 +150,7 @@ def walk(roots: list[str], exclude: tuple[str, ...] = ()) -> dict[str, dict[str,
     """Every path under ``roots`` with its type, mode, size, mtime and inode (symlinks not
     followed). A root that does not exist is absent from the result."""
     out: dict[str, dict[str, Any]] = {}
+    tops = set(roots)
     stack = [r for r in roots if os.path.lexists(r)]
     while stack:
         path = stack.pop()
@@ -165,15 +166,12 @@ def walk(roots: list[str], exclude: tuple[str, ...] = ()) -> dict[str, dict[str,
                 names = os.listdir(path)
             except OSError:
                 continue
+            if path not in tops and ("pyvenv.cfg" in names or "conda-meta" in names):
+                continue  # another environment inside this one (conda's envs/*, a venv in a project): not ours
+            if path in tops and "conda-meta" in names:
+                names = [n for n in names if n != "pkgs"]  # conda's package cache, shared by every env
             stack.extend(os.path.join(path, n) for n in names)
     return out
-
-
-def list_tree(roots: list[str]) -> tuple[list[str], list[str]]:
-    """Every non-directory entry and every directory under ``roots`` (symlinks not followed)."""
-    entries = walk(roots)
-    files = sorted(p for p, e in entries.items() if e["t"] != "d")
-    return files, sorted(p for p, e in entries.items() if e["t"] == "d")
 
 
 def same_state(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
