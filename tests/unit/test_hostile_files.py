@@ -305,3 +305,17 @@ def test_fifos_where_judging_rules_read_package_code_do_not_hang(tmp_path: Path)
     record.write_text(record.read_text() + "foo/__init__.py,,\n")
     _rc, data = _doctor(site, tmp_path)
     assert {"PKG001", "PKG002"} <= {f["code"] for f in data["findings"]}, data["findings"]
+
+
+def test_generated_code_nested_too_deep_to_parse_is_skipped_not_a_crash(tmp_path: Path) -> None:
+    """A generated `__init__.py` whose expression nests past the parser's limit (RecursionError,
+    not SyntaxError) next to a ctypes load: the import model skips the file; every rule that
+    needs the prediction still runs."""
+    from cudastack.env.dists import iter_distributions
+    from cudastack.env.native_loads import find_native_loads
+
+    site = tmp_path / "site-packages"
+    deep = "import ctypes\nctypes.CDLL('libx.so.1')\nx = 1" + "+1" * 20000 + "\n"
+    scenario.write_dist(site, {"name": "foo", "version": "1.0", "files": {"foo/__init__.py": deep}})
+    (dist,) = iter_distributions([str(site)])
+    assert find_native_loads(dist) == []

@@ -301,3 +301,24 @@ def test_pkg001_a_missing_nvidia_dist_names_what_fails_without_it(
     found = json.loads(capsys.readouterr().out)["findings"]
     assert [(f["subject"], f["severity"]) for f in found] == [("nvidia-cublas", "error")]
     assert any("_C" in e and "libcublas.so.13" in e for e in found[0]["evidence"]), found[0]["evidence"]
+
+
+@pytest.mark.parametrize(
+    ("init", "expect"),
+    [
+        # runs only when numpy is missing, not when its version is off: no evidence of a break
+        ("try:\n    import numpy\nexcept ImportError:\n    raise ImportError('foo needs numpy')\n", "warning"),
+        # a version check that runs at import whatever is installed: the break is shown
+        ("import numpy\nif numpy.__version__ >= '2':\n    raise ImportError('foo needs numpy<2')\n", "error"),
+    ],
+)
+def test_pkg001_a_raise_in_an_import_error_handler_is_no_version_check(
+    init: str, expect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "site-packages"
+    scenario.write_dist(site, {"name": "numpy", "version": "2.2.6", "paths": ["numpy/__init__.py"]})
+    scenario.write_dist(
+        site, {"name": "foo", "version": "1.0", "requires": ["numpy<2"], "files": {"foo/__init__.py": init}}
+    )
+    _, found = doctor(site, capsys, "--select", "PKG001", "--python-version", "3.11")
+    assert [(f["subject"], f["severity"]) for f in found] == [("foo -> numpy", expect)], found

@@ -313,10 +313,13 @@ def _import_checks(dist: Distribution, dep: Distribution) -> list[str]:
         path = dist.abspath(e.path)
         try:
             tree = ast.parse(read_bytes(path, 4 << 20).data)
-        except (OSError, SyntaxError, ValueError):
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
             continue
+        # a raise inside `except ImportError:` runs only when the dependency is missing, not when
+        # its version is off: only raises outside handlers are version checks
+        handled = {id(n) for h in ast.walk(tree) if isinstance(h, ast.ExceptHandler) for n in ast.walk(h)}
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)):
+            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)) or id(node) in handled:
                 continue
             func = node.exc.func
             if not (isinstance(func, ast.Name) and func.id in ("ImportError", "ModuleNotFoundError")):

@@ -152,7 +152,7 @@ def _read(path: str) -> bytes:
 def _parse(raw: bytes) -> ast.Module | None:
     try:
         return ast.parse(raw) if raw else None
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # generated code nests deep
         return None
 
 
