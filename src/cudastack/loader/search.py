@@ -55,6 +55,12 @@ class Resolution:
     (``/d/libf.so: invalid ELF header``): ld.so does not go on to the next directory."""
 
 
+# open_verify's fatal cases: a file too short for the ELF header, bad magic, an unknown class or
+# byte order. A deeper parse error (no DT_STRTAB, a symbol table too big) is our reader's limit,
+# not ld.so's: it picks such a file, so the search does not end there.
+_HEADER_FAILURES = ("bad magic", "ELF identification", "ELF header", "unknown ELF class", "big-endian")
+
+
 class _SearchEndedError(Exception):
     """A candidate that exists and opens but is no ELF object (too short, bad magic: a text file,
     a linker script): glibc's ``open_verify`` signals an error there and the search ends
@@ -98,7 +104,7 @@ class Searcher:
                 elf = self.elf_cache.get(cand)
                 if isinstance(elf, str):
                     tried[-1] += f" ({elf})"
-                    if elf.startswith("invalid ELF"):
+                    if any(w in elf for w in _HEADER_FAILURES):
                         raise _SearchEndedError(cand, elf)
                     continue  # cannot open (EACCES): ld.so goes on
                 if elf.elf_class != want.elf_class or elf.machine != want.machine:
