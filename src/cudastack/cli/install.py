@@ -8,7 +8,6 @@ from typing import Any
 
 from cudastack.errors import UsageError
 from cudastack.findings import ExitCode, Finding, Fix, Severity
-from cudastack.render.human import visible
 
 
 def add_parser(sub: Any) -> None:
@@ -41,7 +40,16 @@ def add_parser(sub: Any) -> None:
 
 def _say(text: str) -> None:
     """Progress: to stderr, so that ``--format json`` keeps stdout for the report."""
+    from cudastack.render.human import visible  # names and paths are the environment's
+
     print(visible(f"cudastack: {text}"), file=sys.stderr, flush=True)
+
+
+def _out(text: str) -> None:
+    """The human result, control characters shown visibly (render.human is imported here only)."""
+    from cudastack.render.human import visible
+
+    sys.stdout.write(visible(text))
 
 
 def _errors(report: Any) -> set[tuple[str, str, str]]:
@@ -187,7 +195,7 @@ def _emit(args: argparse.Namespace, target: Any, plan: Any, extra: dict[str, Any
         out.append(f"outcome: {extra['outcome']} (exit {int(code)})")
     if extra.get("transaction"):
         out.append(f"transaction: {extra['transaction']} (cudastack rollback undoes it)")
-    sys.stdout.write(visible("\n".join(out) + "\n"))
+    _out("\n".join(out) + "\n")
     return int(code)
 
 
@@ -213,13 +221,13 @@ def run_rollback(args: argparse.Namespace) -> int:
         sys.stdout.write(render_json(report))
         return int(code)
     if res.already:
-        sys.stdout.write(visible(f"{txn.path} was rolled back already; nothing done (a newer install has its own)\n"))
+        _out(f"{txn.path} was rolled back already; nothing done (a newer install has its own)\n")
         return int(code)
     lines = [f"rolled back to {txn.before}: {len(res.restored)} file(s) restored, {len(res.deleted)} deleted"]
     lines += [f"  NOT restored: {_remaining(c)}" for c in res.remaining]
     lines += [f"  left as it is (changed after the install): {p}" for p in res.left]
     lines.append("the environment equals the snapshot" if not res.remaining else "the environment differs from it")
-    sys.stdout.write(visible("\n".join(lines) + "\n"))
+    _out("\n".join(lines) + "\n")
     return int(code)
 
 
