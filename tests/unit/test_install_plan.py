@@ -89,3 +89,37 @@ def test_unresolvable_and_empty_requests(world: tuple[Path, Path], capsys: pytes
     assert "could not resolve" in capsys.readouterr().err
     assert main(["install", "--python", str(python), "--"]) == 2
     assert "nothing to install" in capsys.readouterr().err
+
+
+def test_a_git_requirement_is_pinned_to_its_commit_and_installs_again(tmp_path: Path) -> None:
+    """pip's report names a VCS source by its plain URL plus vcs_info: the pin must say
+    `git+<url>@<commit>` (and the subdirectory), or the real install cannot fetch it."""
+    import subprocess
+
+    from cudastack.install.plan import resolve
+    from cudastack.target import build_target
+
+    repo = tmp_path / "repo"
+    pkg = repo / "sub"
+    (pkg / "gitpkg").mkdir(parents=True)
+    (pkg / "gitpkg" / "__init__.py").write_text("")
+    (pkg / "setup.py").write_text(
+        "from setuptools import setup\nsetup(name='gitpkg', version='1.0', packages=['gitpkg'])\n"
+    )
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for cmd in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "one"]):
+        subprocess.run(
+            ["git", "-C", str(repo), *cmd], check=True, capture_output=True, env={**__import__("os").environ, **env}
+        )
+    commit = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    python = make_venv(tmp_path / "venv", with_pip=True)
+    target = build_target(python=str(python), detect_gpus=False)
+    _cmd, resolved, _ = resolve(target, [f"git+file://{repo}#subdirectory=sub"])
+    (r,) = [r for r in resolved if r.name == "gitpkg"]
+    assert r.pin == f"git+file://{repo}@{commit}#subdirectory=sub", r.pin
+    real = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", r.pin], capture_output=True, text=True
+    )
+    assert real.returncode == 0, real.stderr[-2000:]

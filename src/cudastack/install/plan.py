@@ -9,6 +9,7 @@ import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cudastack.elf.cache import ElfCache
 from cudastack.env.inventory import Inventory
@@ -289,13 +290,26 @@ def resolve(target: Target, args: list[str], installer: str = "pip") -> tuple[li
         digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
         if (info.get("dir_info") or {}).get("editable"):
             pin = f"-e {url}"
+        elif info.get("vcs_info"):  # the URL alone: pip 23's `name @ git+file://` is an invalid requirement
+            pin = _direct_url(info)
         elif item.get("is_direct"):
-            pin = f"{name} @ {url}"
+            pin = f"{name} @ {_direct_url(info)}"
         else:
             pin = f"{name}=={version}"
         out.append(Resolved(name, version, bool(item.get("requested")), source, pin=pin,
                             sha256=digest if isinstance(digest, str) else None))  # fmt: skip
     return cmd, out, []
+
+
+def _direct_url(info: dict[str, Any]) -> str:
+    """A PEP 610 ``download_info`` as a requirement URL pip installs again: a VCS source as
+    ``git+<url>@<commit>`` (the report's ``url`` alone names no VCS), with its subdirectory."""
+    url = str(info.get("url", ""))
+    vcs = info.get("vcs_info") or {}
+    if vcs.get("vcs") and vcs.get("commit_id"):
+        url = f"{vcs['vcs']}+{url}@{vcs['commit_id']}"
+    sub = info.get("subdirectory")
+    return f"{url}#subdirectory={sub}" if sub else url
 
 
 def _from_uv(report: object) -> tuple[list[Resolved], list[str]]:
