@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cudastack.cli import main
-from tests import venvs
+from tests import oracles, venvs
 
 pytestmark = pytest.mark.realwheels
 
@@ -31,7 +31,7 @@ def pip_install(python: Path, *reqs: str) -> None:
         check=False,
     )
     if proc.returncode != 0:
-        pytest.skip(f"cannot install {' '.join(reqs)}: {proc.stderr.strip()[-300:]}")
+        oracles.missing(f"cannot install {' '.join(reqs)}: {proc.stderr.strip()[-300:]}")
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cudastack.elf.cython import parse_string_table
+from tests import oracles
 from tests.native import CC
 
 NAMES = [f"setting_number_{i}" for i in range(60)]
@@ -28,7 +29,7 @@ ALGOS = {"zlib": 1, "bz2": 2, "lzss": 90}
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("Cython", minversion="3.1")
     if CC is None:
-        pytest.skip("gcc is not installed")
+        oracles.missing("gcc is not installed")
     work = tmp_path_factory.mktemp("cy")
     (work / "cymod.pyx").write_text(SOURCE)
     proc = subprocess.run(

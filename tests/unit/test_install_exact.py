@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from tests import oracles
 from tests.venvs import make_venv, site_of
 from tests.wheels import make_wheel, pip_install
 
@@ -169,7 +170,7 @@ def test_a_system_interpreters_scheme_is_backed_up_not_all_of_usr() -> None:
 
     system = Path("/usr/bin/python3")
     if not system.exists():
-        pytest.skip("no system interpreter at /usr/bin/python3")
+        oracles.missing("no system interpreter at /usr/bin/python3")
     target = build_target(python=str(system), detect_gpus=False)
     scheme = target.interpreter.install_scheme if target.interpreter else {}
     roots = roots_of(target)
@@ -285,15 +286,21 @@ def test_installers_never_write_into_an_existing_file(
         assert aside.read_bytes() == data and stat.S_IMODE(aside.stat().st_mode) == mode  # ... not in place
 
 
+def _second_filesystem(tmp_path: Path) -> Path:
+    """/dev/shm when it is another filesystem than the tests' temporary directory (the EXDEV oracle)."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        oracles.missing("no second filesystem (/dev/shm) here")
+    return shm
+
+
 def test_a_state_dir_on_another_filesystem_backs_up_by_copies(tmp_path: Path, links: Path) -> None:
     """No hard link crosses filesystems (EXDEV), and none can be made beside the environment (a
     file already holds the name ``.cudastack-backup``): the backup copies, and the rollback is as
     exact."""
     import tempfile
 
-    shm = Path("/dev/shm")
-    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
-        pytest.skip("no second filesystem (/dev/shm) here")
+    shm = _second_filesystem(tmp_path)
     python = make_venv(tmp_path / "env", with_pip=True)
     pip_install(python, links, "alpha==1.0")
     prefix = python.parent.parent
@@ -314,9 +321,7 @@ def test_a_state_dir_on_another_filesystem_links_beside_the_environment(tmp_path
     directory is elsewhere; a rollback that succeeds takes them away."""
     import tempfile
 
-    shm = Path("/dev/shm")
-    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
-        pytest.skip("no second filesystem (/dev/shm) here")
+    shm = _second_filesystem(tmp_path)
     python = make_venv(tmp_path / "env", with_pip=True)
     pip_install(python, links, "alpha==1.0")
     prefix = python.parent.parent

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import cudastack
+from tests import oracles
 
 USER = "cudastack-test"
 SRC = str(Path(cudastack.__file__).parent.parent)
@@ -29,7 +30,7 @@ def other_user() -> str:
     except KeyError:
         pass
     if os.geteuid() != 0:
-        pytest.skip("needs root to create a second user (useradd)")
+        oracles.missing("needs root to create a second user (useradd)")
     subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER], check=True)
     return USER
 
@@ -40,7 +41,7 @@ def shared_env() -> Iterator[Path]:
     interpreter, which the other user can run too."""
     python = shutil.which("python3", path="/usr/bin:/bin")
     if python is None:
-        pytest.skip("no system python3")
+        oracles.missing("no system python3")
     root = Path(tempfile.mkdtemp(prefix="cudastack-lock-", dir="/tmp"))
     root.chmod(0o755)
     subprocess.run([python, "-m", "venv", "--without-pip", str(root / "env")], check=True)
