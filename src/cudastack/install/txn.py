@@ -645,3 +645,78 @@ def _source_in(pyc: str, scope: set[str]) -> bool:
     """A ``__pycache__`` entry whose directory's sources the transaction touched."""
     head = pyc.split(f"/{PYCACHE}", 1)[0]
     return any(os.path.dirname(p) == head for p in scope)
+
+
+KEEP_TRANSACTIONS = 3
+"""Transactions kept per environment after an install, and by ``cudastack rollback --prune``."""
+
+FINAL_STATES = ("kept", "rolled-back")
+"""States in which a transaction's backup is needed by nothing unfinished; any other state (an
+install or rollback that stopped half-way) needs it to be finished: never pruned."""
+
+
+@dataclass(slots=True)
+class PruneResult:
+    removed: list[str] = field(default_factory=list)
+    freed_bytes: int = 0
+    """Bytes given back to the filesystem: backups whose files had no other name left (a hard link
+    whose inode the environment still holds frees nothing)."""
+    kept: list[dict[str, str]] = field(default_factory=list)
+    """``{"transaction", "why"}`` for each one kept."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"removed": self.removed, "freed_bytes": self.freed_bytes, "kept": self.kept}
+
+
+def prune(target: Target, keep: int = KEEP_TRANSACTIONS) -> PruneResult:
+    """Delete the backups of this environment's old transactions: all but the newest ``keep``
+    (at least one: the newest, which a plain ``cudastack rollback`` uses). A transaction an install
+    or a rollback left unfinished is never deleted, whatever its age: finishing it needs its backup.
+    Called with the environment's lock held."""
+    keep = max(1, keep)
+    base = transactions_dir(target)
+    try:
+        names = sorted((n for n in os.listdir(base) if (base / n / "journal.json").exists()), reverse=True)
+    except OSError:
+        return PruneResult()
+    result = PruneResult()
+    for i, name in enumerate(names):
+        txn = Transaction(base / name)
+        try:
+            state = str(txn.journal.get("state"))
+        except RollbackError as exc:
+            result.kept.append({"transaction": str(txn.path), "why": f"unreadable journal: {exc}"})
+            continue
+        if i < keep:
+            result.kept.append({"transaction": str(txn.path), "why": f"one of the newest {keep}"})
+        elif state not in FINAL_STATES:
+            result.kept.append({"transaction": str(txn.path), "why": f"unfinished ({state}): a rollback needs it"})
+        else:
+            beside = None
+            with contextlib.suppress(RollbackError, OSError):
+                beside = _read_json(txn.path / "manifest.json").get("beside")
+            for tree in (Path(beside) if beside else None, txn.path):
+                if tree is not None:
+                    result.freed_bytes += _delete_tree(tree)
+            if beside:
+                with contextlib.suppress(OSError):
+                    Path(beside).parent.rmdir()  # .cudastack-backup/, when this was its last
+            result.removed.append(str(txn.path))
+    return result
+
+
+def _delete_tree(top: Path) -> int:
+    """Delete ``top`` and return the bytes that freed: a file's size counts when this was its last
+    name (a hard link into the environment frees nothing while the environment holds it)."""
+    freed = 0
+    for dirpath, _dirs, files in os.walk(top, topdown=False):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            with contextlib.suppress(OSError):
+                st = os.lstat(path)
+                os.unlink(path)
+                if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                    freed += st.st_size
+        with contextlib.suppress(OSError):
+            os.rmdir(dirpath)
+    return freed
