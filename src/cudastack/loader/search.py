@@ -169,6 +169,8 @@ class Searcher:
             return Resolution(name, None, "not found (DF_1_NODEFLIB: cache and default paths skipped)", tuple(tried))
         arch = ARCH_FLAGS.get(want.machine)
         cached = self.config.cache.entries.get((name, arch)) if arch is not None else None
+        if not cached and self.config.cache.cut:
+            tried.append(f"ld.so.cache: {self.config.cache.cut}: an entry past the cut is not known")
         if cached:
             tried.append(f"{cached} (ld.so.cache)")
             if os.path.exists(cached):
