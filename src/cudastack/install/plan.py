@@ -322,9 +322,10 @@ def _uv_sources(stderr: str) -> dict[str, str]:
 
     out: dict[str, str] = {}
     for line in stderr.splitlines():
-        m = re.fullmatch(r" \+ ([A-Za-z0-9][A-Za-z0-9._-]*) @ (\S+)", line.rstrip())
+        # `` + name @ url`` (not built yet) or `` + name==version (from url)`` (known once built)
+        m = re.fullmatch(r" \+ ([A-Za-z0-9][A-Za-z0-9._-]*)(?: @ (\S+)|==\S+ \(from (\S+)\))", line.rstrip())
         if m:
-            out[str(canonicalize_name(m[1]))] = m[2]
+            out[str(canonicalize_name(m[1]))] = m[2] or m[3]
     return out
 
 
@@ -362,11 +363,12 @@ def _from_uv(report: object, sources: dict[str, str] | None = None,
     for c in changes:
         if not isinstance(c, dict) or not isinstance(c.get("name"), str):
             raise InstallerError(f"uv's dry-run JSON has an entry cudastack cannot read: {c!r}"[:300])
+        source = sources.get(str(canonicalize_name(c["name"]))) if c.get("action") == "installed" else None
         if not isinstance(c.get("version"), str):
-            source = sources.get(str(canonicalize_name(c["name"])))
-            if source is None or c.get("action") != "installed":
+            if source is None:
                 raise InstallerError(f"uv's dry run names no version and no source for {c['name']!r}: cannot pin it")
-            c = {**c, "version": "?", "source": source}
+            c = {**c, "version": "?"}
+        c = {**c, "source": source}  # a direct reference is pinned to its source, whatever its version
         if c.get("action") == "uninstalled":
             gone[c["name"]] = c["version"]
         elif c.get("action") == "installed":
@@ -402,6 +404,8 @@ def plan_install(
         have = inventory.get(key)
         if have is None:
             changes.append(Change(item.name, "added", None, item.version, abi_relevant(key)))
+        elif item.version == "?":  # a direct reference uv names by source only: its version is known once built
+            changes.append(Change(item.name, "source", have.version, "?", abi_relevant(key), item.pin))
         elif have.version != item.version:
             kind = version_change(have.version, item.version)
             changes.append(Change(item.name, kind, have.version, item.version, abi_relevant(key)))
