@@ -67,3 +67,19 @@ def test_an_ld_so_cache_past_the_limit_is_said_where_a_search_misses_it(tmp_path
     assert said and f"cudastack reads at most {64 * MiB} bytes" in said[0] and str(cache) in said[0], res.tried
     libc = searcher.search("libc.so.6", Loaded(exe, read_elf(exe), "dlopen"))
     assert libc.path is not None and not any("cut off" in t for t in libc.tried)  # a hit is not affected
+
+
+def test_the_doctor_says_a_pth_file_was_cut(tmp_path: Path) -> None:
+    """End to end: the cut reaches the report as an ENV005 finding naming the file and the limit."""
+    import json
+    import subprocess
+
+    from tests.venvs import make_venv, site_of
+
+    python = make_venv(tmp_path / "env")
+    pth = site_of(python) / "big.pth"
+    pth.write_bytes(b"#" * MiB + b"\n")
+    r = subprocess.run([sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    found = [f for f in json.loads(r.stdout)["findings"] if f["code"] == "ENV005" and f["path"] == str(pth)]
+    assert found and f"cudastack reads at most {MiB} bytes" in found[0]["message"], r.stdout[-2000:]
