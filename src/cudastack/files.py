@@ -42,6 +42,12 @@ class FileBytes:
         """Whether the file is longer than what was read: ``data`` stops at ``len(data)``."""
         return self.size > len(self.data)
 
+    def cut(self, path: str, limit: int) -> str | None:
+        """How the read was cut, in words that name the file and the limit (``None``: read whole)."""
+        if not self.truncated:
+            return None
+        return f"{path}: cut off at byte {len(self.data)} of {self.size} (cudastack reads at most {limit} bytes)"
+
 
 def file_kind(mode: int) -> str:
     """A file type as a message says it: ``a FIFO``, ``a socket``, ``a character device``..."""

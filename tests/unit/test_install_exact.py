@@ -164,8 +164,8 @@ def test_a_forced_rollback_never_deletes_what_the_install_did_not_create(tmp_pat
 
 def test_a_system_interpreters_scheme_is_backed_up_not_all_of_usr() -> None:
     """pip on Debian's python writes scripts to /usr/local/bin: that is watched; /usr/bin, which
-    apt owns, is not."""
-    from cudastack.install.txn import roots_of
+    apt owns, is not. /usr/local (data) is walked, but only its scheme directories are dense."""
+    from cudastack.install.txn import roots_of, scheme_roots
     from cudastack.target import build_target
 
     system = Path("/usr/bin/python3")
@@ -174,8 +174,11 @@ def test_a_system_interpreters_scheme_is_backed_up_not_all_of_usr() -> None:
     target = build_target(python=str(system), detect_gpus=False)
     scheme = target.interpreter.install_scheme if target.interpreter else {}
     roots = roots_of(target)
-    assert os.path.realpath(scheme["scripts"]) in roots and os.path.realpath(scheme["purelib"]) in roots
-    assert "/usr" not in roots and "/usr/bin" not in roots and "/usr/local" not in roots
+    assert all(any(r == "/" or s == r or s.startswith(r + "/") for r in roots)
+               for s in (os.path.realpath(scheme["scripts"]), os.path.realpath(scheme["purelib"])))  # fmt: skip
+    assert "/usr" not in roots and "/usr/bin" not in roots and "/usr/include" not in roots
+    dense = scheme_roots(target)[1]
+    assert "/usr/local" not in dense and os.path.realpath(scheme["purelib"]) in dense
 
 
 @pytest.mark.parametrize(

@@ -123,3 +123,75 @@ def test_a_git_requirement_is_pinned_to_its_commit_and_installs_again(tmp_path: 
         [str(python), "-m", "pip", "install", "-q", "--no-deps", r.pin], capture_output=True, text=True
     )
     assert real.returncode == 0, real.stderr[-2000:]
+
+
+_BACKEND = """import base64, hashlib, os, zipfile
+
+
+def _h(data):
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    di = "gpkg-0.1.dist-info"
+    files = {"gpkg/__init__.py": b"HERE = %d\\n",
+             di + "/METADATA": b"Metadata-Version: 2.1\\nName: gpkg\\nVersion: 0.1\\n",
+             di + "/WHEEL": b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
+    rec = "".join("%%s,%%s,%%d\\n" %% (p, _h(d), len(d)) for p, d in files.items()) + di + "/RECORD,,\\n"
+    with zipfile.ZipFile(os.path.join(wheel_directory, "gpkg-0.1-py3-none-any.whl"), "w") as zf:
+        for p, d in files.items():
+            zf.writestr(p, d)
+        zf.writestr(di + "/RECORD", rec)
+    return "gpkg-0.1-py3-none-any.whl"
+"""
+_PYPROJECT = (
+    '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+    '[project]\nname = "gpkg"\nversion = "0.1"\n'
+)
+
+
+def test_uvs_plan_pins_a_git_source_to_its_commit_and_a_path_as_itself(tmp_path: Path) -> None:
+    """uv's dry-run JSON gives a direct reference neither version nor source: the plan pins the
+    source uv resolved (``git+<url>@<commit>#subdirectory=``, a path, an editable), so the real
+    install gets the checked commit even after the branch moved on. Real uv, a real git repo, an
+    in-tree build backend (no network)."""
+    import os
+    import subprocess
+
+    pytest.importorskip("uv")
+    from cudastack.env.inventory import read_inventory
+    from cudastack.install.plan import exact_install, plan_install, resolve
+    from cudastack.target import build_target
+
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    (repo / "sub" / "pyproject.toml").write_text(_PYPROJECT)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+
+    def commit(here: int) -> str:
+        (repo / "sub" / "backend.py").write_text(_BACKEND % here)
+        for cmd in (["add", "."], ["commit", "-q", "-m", str(here)]):
+            subprocess.run(["git", "-C", str(repo), *cmd], check=True, capture_output=True, env=env)
+        return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()  # fmt: skip
+
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, capture_output=True)
+    first = commit(1)
+    python = make_venv(tmp_path / "venv")
+    target = build_target(python=str(python), detect_gpus=False)
+    url = f"git+file://{repo}#subdirectory=sub"
+    plan = plan_install(target, read_inventory(target), [url], installer="uv")
+    (r,) = plan.resolved
+    assert r.pin == f"gpkg @ git+file://{repo}@{first}#subdirectory=sub", r.pin
+    commit(2)  # the branch moves on after the plan was checked
+    cache = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "uvcache")}
+    real = subprocess.run(exact_install(plan, tmp_path / "pins.txt"), capture_output=True, text=True, env=cache)
+    assert real.returncode == 0, real.stderr[-2000:]
+    here = subprocess.run([str(python), "-c", "import gpkg; print(gpkg.HERE)"], capture_output=True, text=True)
+    assert here.stdout.strip() == "1", here.stderr
+
+    _cmd, (path,), _ = resolve(target, ["--reinstall", str(repo / "sub")], "uv")
+    assert path.pin == f"gpkg @ {(repo / 'sub').as_uri()}", path.pin
+    _cmd, (editable,), _ = resolve(target, ["--reinstall", "-e", str(repo / "sub")], "uv")
+    assert editable.pin == f"-e {repo / 'sub'}", editable.pin

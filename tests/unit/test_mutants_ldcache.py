@@ -185,7 +185,7 @@ def test_an_offset_just_past_the_end_is_a_problem() -> None:
 
 def test_read_ld_cache_reports_why_it_could_not(tmp_path: Path) -> None:
     assert read_ld_cache(str(tmp_path / "missing")).problem == "no such file"
-    assert read_ld_cache(str(tmp_path)).problem == "Is a directory"
+    assert read_ld_cache(str(tmp_path)).problem == "is a directory, not a regular file"  # read as a regular file only
     assert read_ld_cache(str(tmp_path)).path == str(tmp_path)
     assert read_ld_cache(str(tmp_path / "missing")).path == str(tmp_path / "missing")
     p = tmp_path / "c"

@@ -23,6 +23,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--no-rollback", action="store_true", help="keep the result even if the install fails or adds errors"
     )
+    p.add_argument(
+        "--keep", metavar="N", type=int, default=3,
+        help="keep the backups of this environment's newest N installs (default 3); older ones are pruned",
+    )  # fmt: skip
     p.add_argument("--format", choices=("human", "json"), default="human")
     p.add_argument("args", nargs=argparse.REMAINDER, help="-- then the installer's arguments")
     p.set_defaults(run=run)
@@ -34,6 +38,11 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="the environment changed since that install: undo only what the install changed, leave the rest",
     )
+    r.add_argument(
+        "--prune", action="store_true",
+        help="roll nothing back: delete the backups of all but the newest --keep installs (never an unfinished one)",
+    )  # fmt: skip
+    r.add_argument("--keep", metavar="N", type=int, default=3, help="with --prune: how many to keep (default 3)")
     r.add_argument("--format", choices=("human", "json"), default="human")
     r.set_defaults(run=run_rollback)
 
@@ -78,6 +87,17 @@ def run(args: argparse.Namespace) -> int:
         return _install(args, target, pip_args)
 
 
+def _pruned(args: argparse.Namespace, target: Any) -> dict[str, Any]:
+    """Prune the backups of older installs (the lock is held): what was freed, for the report."""
+    from cudastack.install.txn import prune
+
+    res = prune(target, args.keep)
+    if res.removed:
+        _say(f"pruned the backups of {len(res.removed)} older install(s) (--keep {args.keep}): "
+             f"freed {res.freed_bytes / 1e6:.1f} MB")  # fmt: skip
+    return {"pruned": res.as_dict()}
+
+
 def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
     from cudastack.doctor import run_doctor
     from cudastack.env.inventory import read_inventory
@@ -109,6 +129,7 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
     rc, interrupted = run_installer(command, stdout=sys.stderr, stderr=sys.stderr)
     end(target, txn)
     extra: dict[str, Any] = {"dry_run": False, "transaction": str(txn.path), "installer_exit": rc}
+    extra.update(_pruned(args, target))  # older installs' backups; this one is the newest: kept
     if rc != 0 or interrupted:
         why = "interrupted" if interrupted else (f"killed by signal {-rc}" if rc < 0 else f"exited {rc}")
         extra["failure"] = f"the installer {why}"
@@ -205,6 +226,8 @@ def run_rollback(args: argparse.Namespace) -> int:
     from cudastack.target import build_target
 
     target = build_target(python=args.python, detect_gpus=False)
+    if args.prune:
+        return _prune_only(args, target)
     with env_lock(target):
         txn = find(target, args.snapshot)
         _say(f"restoring {target.prefix} to {txn.before} (state: {txn.journal.get('state')})")
@@ -229,6 +252,33 @@ def run_rollback(args: argparse.Namespace) -> int:
     lines.append("the environment equals the snapshot" if not res.remaining else "the environment differs from it")
     _out("\n".join(lines) + "\n")
     return int(code)
+
+
+def _prune_only(args: argparse.Namespace, target: Any) -> int:
+    """``cudastack rollback --prune``: delete old backups, say what that freed, roll nothing back."""
+    from cudastack.install.run import env_lock
+    from cudastack.install.txn import prune
+
+    if args.snapshot or args.force:
+        raise UsageError("--prune rolls nothing back: it takes neither a snapshot nor --force")
+    with env_lock(target):
+        res = prune(target, args.keep)
+    if args.format == "json":
+        from cudastack.render.json import render_json
+        from cudastack.report import Report
+
+        report = Report(
+            command="rollback", target={"python": target.python, "prefix": target.prefix}, findings=(), checks=(),
+            fail_on=Severity.ERROR, extra={"prune": res.as_dict(), "exit_code": 0},
+        )  # fmt: skip
+        sys.stdout.write(render_json(report))
+        return 0
+    lines = [f"pruned the backups of {len(res.removed)} install(s): freed {res.freed_bytes / 1e6:.1f} MB "
+             f"({res.freed_bytes} bytes)"]  # fmt: skip
+    lines += [f"  removed {p}" for p in res.removed]
+    lines += [f"  kept {k['transaction']} ({k['why']})" for k in res.kept]
+    _out("\n".join(lines) + "\n")
+    return 0
 
 
 def _remaining(c: dict[str, Any]) -> str:

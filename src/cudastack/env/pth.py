@@ -10,7 +10,10 @@ import ast
 import os
 from dataclasses import dataclass
 
-from cudastack.files import open_file
+from cudastack.files import read_bytes
+
+_MAX_PTH_BYTES = 1 << 20
+_MAX_FINDER_BYTES = 8 << 20
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,11 +66,15 @@ def read_pth_files(site_dir: str) -> PthResult:
     for name in names:
         full = os.path.join(site_dir, name)
         try:
-            with open_file(full) as fh:
-                raw = fh.read(1 << 20)
+            got = read_bytes(full, _MAX_PTH_BYTES)
         except OSError as exc:
             unreadable.append((full, exc.strerror or str(exc)))
             continue
+        raw = got.data
+        cut = got.cut(full, _MAX_PTH_BYTES)
+        if cut:  # said, and the line the cut split is dropped (half a path may name another directory)
+            unreadable.append((full, f"{cut}; lines past the cut are not modelled"))
+            raw = raw[: raw.rfind(b"\n") + 1]
         text = raw.decode("utf-8", errors="replace")
         for line in text.splitlines():
             if not line.strip() or line.startswith("#"):
@@ -82,11 +89,15 @@ def read_pth_files(site_dir: str) -> PthResult:
         if name.startswith("__editable___") and name.endswith("_finder.py"):
             full = os.path.join(site_dir, name)
             try:
-                with open_file(full) as fh:
-                    text = fh.read(8 << 20).decode("utf-8", errors="replace")
-                mappings.extend(sorted(parse_editable_finder(text).items()))
+                got = read_bytes(full, _MAX_FINDER_BYTES)
             except OSError as exc:
                 unreadable.append((full, exc.strerror or str(exc)))
+                continue
+            cut = got.cut(full, _MAX_FINDER_BYTES)
+            if cut:  # a cut module does not parse: its mapping is unknown, and that is said
+                unreadable.append((full, f"{cut}; its MAPPING is not read"))
+                continue
+            mappings.extend(sorted(parse_editable_finder(got.data.decode("utf-8", errors="replace")).items()))
     return PthResult(
         paths=tuple(paths),
         imports=tuple(imports),

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cudastack.files import open_file
+from cudastack.files import read_bytes
 
 # module-relative path → parser; each entry is a file some package ships (source in its repo).
 VERSION_FILES: dict[str, str] = {
@@ -93,13 +93,15 @@ def read_version_files(site_dirs: Iterable[str]) -> dict[str, VersionFile]:
         for d in dirs:
             path = os.path.join(d, rel)
             try:
-                with open_file(path) as fh:
-                    raw = fh.read(_MAX_BYTES)
+                got = read_bytes(path, _MAX_BYTES)
             except FileNotFoundError:
                 continue
             except OSError as exc:
                 found[rel] = VersionFile(path=path, values={}, problem=exc.strerror or str(exc))
                 break
-            found[rel] = parse_version_file(path, kind, raw)
+            cut = got.cut(path, _MAX_BYTES)
+            # a cut file is not parsed: a value past the cut (or a later assignment) would be missed
+            found[rel] = parse_version_file(path, kind, got.data) if cut is None else VersionFile(
+                path=path, values={}, problem=f"{cut}: not parsed")  # fmt: skip
             break
     return found

@@ -258,8 +258,8 @@ def resolve(target: Target, args: list[str], installer: str = "pip") -> tuple[li
     ``--dry-run --report -`` JSON, uv's ``--dry-run --output-format json``. Returns the dry-run
     command, what it installs, and what it removes without replacing."""
     base = installer_command(target, installer)
-    if installer == "uv":
-        cmd = [*base, "--dry-run", "--quiet", "--output-format", "json", *args]
+    if installer == "uv":  # not --quiet: the sources of direct references are on stderr only
+        cmd = [*base, "--dry-run", "--output-format", "json", *args]
     else:
         cmd = [*base, "--dry-run", "--quiet", "--report", "-", *args]
     from cudastack.install.run import run_supervised
@@ -276,7 +276,7 @@ def resolve(target: Target, args: list[str], installer: str = "pip") -> tuple[li
     except ValueError as exc:
         raise InstallerError(f"{installer}'s dry-run output is not JSON: {exc}") from None
     if installer == "uv":
-        return cmd, *_from_uv(report)
+        return cmd, *_from_uv(report, _uv_sources(stderr), _editables(args))
     items = report.get("install") if isinstance(report, dict) else None
     if not isinstance(items, list):
         raise InstallerError("pip's report has no 'install' list")
@@ -312,24 +312,74 @@ def _direct_url(info: dict[str, Any]) -> str:
     return f"{url}#subdirectory={sub}" if sub else url
 
 
-def _from_uv(report: object) -> tuple[list[Resolved], list[str]]:
+def _uv_sources(stderr: str) -> dict[str, str]:
+    """The source of each direct reference uv would install (a VCS URL pinned to its commit, a
+    path), by canonical name, from its dry run's change lines on stderr (`` + name @ url``): its
+    JSON (schema "preview", uv 0.13) gives such an entry neither a version nor a source."""
+    import re
+
+    from packaging.utils import canonicalize_name
+
+    out: dict[str, str] = {}
+    for line in stderr.splitlines():
+        # `` + name @ url`` (not built yet) or `` + name==version (from url)`` (known once built)
+        m = re.fullmatch(r" \+ ([A-Za-z0-9][A-Za-z0-9._-]*)(?: @ (\S+)|==\S+ \(from (\S+)\))", line.rstrip())
+        if m:
+            out[str(canonicalize_name(m[1]))] = m[2] or m[3]
+    return out
+
+
+def _editables(args: list[str]) -> dict[str, str]:
+    """The user's editable requirements (``-e PATH``), by the ``file://`` URL of their real path:
+    uv prints an editable like any path source."""
+    from urllib.parse import unquote, urlparse
+
+    out: dict[str, str] = {}
+    _options, reqs = split_args(args)
+    it = iter(reqs)
+    for a in it:
+        value = next(it, "") if a in ("-e", "--editable") else a.split("=", 1)[1] if a.startswith("--editable=") \
+            else a[2:] if a.startswith("-e") else None  # fmt: skip
+        if value:
+            path = unquote(urlparse(value).path) if value.startswith("file:") else value
+            out[Path(os.path.realpath(path)).as_uri()] = value
+    return out
+
+
+def _from_uv(report: object, sources: dict[str, str] | None = None,
+             editables: dict[str, str] | None = None) -> tuple[list[Resolved], list[str]]:  # fmt: skip
     """uv 0.9+ ``{"changes": [{"name", "version", "action": "installed"|"uninstalled"}]}``
-    (schema "preview": checked field by field)."""
+    (schema "preview": checked field by field). A direct reference has no version there: it is
+    pinned to the source uv named (:func:`_uv_sources`), as an editable again when it was one."""
+    from packaging.utils import canonicalize_name
+
+    sources = sources or {}
+    editables = editables or {}
     changes = report.get("changes") if isinstance(report, dict) else None
     if not isinstance(changes, list):
         raise InstallerError("uv's dry-run JSON has no 'changes' list (a uv release with another schema?)")
     gone: dict[str, str] = {}
-    new: list[tuple[str, str]] = []
+    new: list[tuple[str, str, str | None]] = []
     for c in changes:
-        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not isinstance(c.get("version"), str):
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
             raise InstallerError(f"uv's dry-run JSON has an entry cudastack cannot read: {c!r}"[:300])
+        source = sources.get(str(canonicalize_name(c["name"]))) if c.get("action") == "installed" else None
+        if not isinstance(c.get("version"), str):
+            if source is None:
+                raise InstallerError(f"uv's dry run names no version and no source for {c['name']!r}: cannot pin it")
+            c = {**c, "version": "?"}
+        c = {**c, "source": source}  # a direct reference is pinned to its source, whatever its version
         if c.get("action") == "uninstalled":
             gone[c["name"]] = c["version"]
         elif c.get("action") == "installed":
-            new.append((c["name"], c["version"]))
+            new.append((c["name"], c["version"], c.get("source")))
         else:
             raise InstallerError(f"uv's dry-run JSON has an unknown action {c.get('action')!r}")
-    out = [Resolved(n, v, replaces=gone.pop(n, None), pin=f"{n}=={v}") for n, v in new]
+    out = []
+    for n, v, src in new:
+        pin = f"{n}=={v}" if src is None else f"-e {editables[src]}" if src in editables else f"{n} @ {src}"
+        built = src is not None and not src.endswith(".whl")  # a checkout or a source tree: built
+        out.append(Resolved(n, v, replaces=gone.pop(n, None), from_source=built, pin=pin))
     return out, sorted(gone)
 
 
@@ -354,6 +404,8 @@ def plan_install(
         have = inventory.get(key)
         if have is None:
             changes.append(Change(item.name, "added", None, item.version, abi_relevant(key)))
+        elif item.version == "?":  # a direct reference uv names by source only: its version is known once built
+            changes.append(Change(item.name, "source", have.version, "?", abi_relevant(key), item.pin))
         elif have.version != item.version:
             kind = version_change(have.version, item.version)
             changes.append(Change(item.name, kind, have.version, item.version, abi_relevant(key)))

@@ -136,6 +136,9 @@ def run_supervised(
                 out, err = proc.communicate(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.wait()
+                for pipe in (proc.stdout, proc.stderr):  # the daemon keeps its end; ours is closed
+                    if pipe is not None:
+                        pipe.close()
                 out, err = "", ""
             err = (err or "") + f"\n(killed after {timeout:g} s)"
         with os.fdopen(status_r, "rb") as fh:

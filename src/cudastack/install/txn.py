@@ -100,19 +100,29 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-SYSTEM_DATA = ("/", "/usr", "/usr/local")
-"""A data directory the OS owns as a whole: not backed up whole (pip's data files and headers
-there are reported, not restored)."""
+SYSTEM_DATA = ("/", "/usr")
+"""A data directory the OS owns as a whole: never walked or backed up (pip's data files and headers
+there are reported, not restored). ``/usr/local`` is not one: a system interpreter's scheme
+(Debian's ``posix_local``) has it as ``data``, and it is walked like a venv's prefix."""
 
 PYCACHE = "__pycache__"
 """Bytecode that imports write: regenerated, never compared; a stale one is deleted."""
 
 
-def roots_of(target: Target) -> list[str]:
-    """The install scheme's directories (sysconfig purelib, platlib, scripts, data, include of the
-    target interpreter), real paths, none inside another. ``data`` is the prefix itself (a venv,
-    a conda environment, a pyenv build): backed up whole. A system interpreter's ``data``
-    (``/usr/local``) and ``include`` are not: scripts and site directories are."""
+def scheme_roots(target: Target) -> tuple[list[str], list[str]]:
+    """(roots, dense) of the target's install scheme (sysconfig purelib, platlib, scripts, data,
+    include), real paths.
+
+    ``roots``: the directories walked and backed up, none inside another. ``dense``: the scheme
+    directories other than ``data`` (site directories, scripts, include): every path under them
+    is the install's to restore. ``data`` is the prefix itself (a venv, a conda environment, a
+    pyenv build, a project made a venv with ``python -m venv .``) or ``/usr/local`` (a system
+    interpreter): there, outside the dense directories, a path belongs to an install only when the
+    installer wrote it (:func:`owned`) — a project's own files, or ``/usr/local/cuda``, are backed
+    up (a wheel's data file may overwrite them) but never compared, restored or deleted otherwise.
+    ``include`` is sparse too: a system interpreter's is apt's ``/usr/include/python3.X``, where pip
+    writes only ``<include>/<distribution>/``. A data directory of :data:`SYSTEM_DATA` is left out
+    (with its include); so is a venv's include outside its prefix (the base interpreter's)."""
     interp = target.interpreter
     scheme = dict(interp.install_scheme) if interp else {}
     if not scheme:  # a bare site-packages target, or an old probe: site dirs and bin/
@@ -122,12 +132,38 @@ def roots_of(target: Target) -> list[str]:
     if data is None or os.path.realpath(data) in SYSTEM_DATA:
         scheme.pop("data", None)
         scheme.pop("include", None)
-    elif interp is not None and not os.path.realpath(scheme.get("include", data)).startswith(
-        os.path.realpath(data).rstrip("/") + "/"
-    ):
-        scheme.pop("include", None)  # a venv's include is its base interpreter's: no installer writes there
-    roots = sorted({os.path.realpath(d) for d in scheme.values() if d})
-    return [r for r in roots if not any(r != o and r.startswith(o.rstrip("/") + "/") for o in roots)]
+    elif interp is not None and interp.is_venv and not under(os.path.realpath(scheme.get("include", data)),
+                                                             os.path.realpath(data)):  # fmt: skip
+        scheme.pop("include", None)  # the base interpreter's: a venv's headers go under data (include/site)
+    sparse = ("data", "include")
+    dense = sorted({os.path.realpath(d) for k, d in scheme.items() if d and k not in sparse})
+    every = sorted({os.path.realpath(d) for d in scheme.values() if d})
+    return [r for r in every if not any(r != o and under(r, o) for o in every)], dense
+
+
+def roots_of(target: Target) -> list[str]:
+    """The directories an install's backup walks (:func:`scheme_roots`)."""
+    return scheme_roots(target)[0]
+
+
+def under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def owned(was: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]],
+          dense: list[str]) -> Any:  # fmt: skip
+    """Which paths are the transaction's: every path under a dense scheme directory, and, under
+    ``data`` only, the paths the installer wrote (they differ between ``was`` and ``after``), with
+    their ``__pycache__``. A user's edit to another file under ``data`` (a project's source, when
+    the project itself is the venv) is neither a change since nor restored."""
+    wrote = {p for p in changes_between(was, after) if not any(under(p, d) for d in dense)}
+
+    def ours(path: str) -> bool:
+        if any(under(path, d) for d in dense) or path in wrote:
+            return True
+        return is_pycache(path) and _source_in(path, wrote)
+
+    return ours
 
 
 def is_pycache(path: str) -> bool:
@@ -136,14 +172,15 @@ def is_pycache(path: str) -> bool:
 
 def _entry(path: str, st: os.stat_result) -> dict[str, Any]:
     mode = st.st_mode
+    own = {"uid": st.st_uid, "gid": st.st_gid}
     if stat.S_ISLNK(mode):
-        return {"t": "l", "link": os.readlink(path)}
+        return {"t": "l", "link": os.readlink(path), **own}
     if stat.S_ISDIR(mode):
-        return {"t": "d", "mode": stat.S_IMODE(mode)}
+        return {"t": "d", "mode": stat.S_IMODE(mode), **own}
     if stat.S_ISREG(mode):
         return {"t": "f", "mode": stat.S_IMODE(mode), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "dev": st.st_dev, "ino": st.st_ino}  # fmt: skip
-    return {"t": "o", "mode": stat.S_IMODE(mode)}  # a FIFO, socket or device: kept, never backed up
+                "dev": st.st_dev, "ino": st.st_ino, **own}  # fmt: skip
+    return {"t": "o", "mode": stat.S_IMODE(mode), **own}  # a FIFO, socket or device: kept, never backed up
 
 
 def walk(roots: list[str], exclude: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
@@ -181,7 +218,12 @@ def same_state(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
     if a is None or b is None:
         return a is b
     keys = ("t", "mode", "size", "mtime_ns", "dev", "ino", "link")
-    return all(a.get(k) == b.get(k) for k in keys)
+    return all(a.get(k) == b.get(k) for k in keys) and same_owner(a, b)
+
+
+def same_owner(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Same uid and gid (a manifest of an older cudastack has none: not compared)."""
+    return all(a[k] == b[k] for k in ("uid", "gid") if k in a and k in b)
 
 
 def _exclusions(txn_path: Path) -> tuple[str, ...]:
@@ -262,7 +304,7 @@ def begin(target: Target, inventory: Inventory, touched: list[str], plan: dict[s
     base = transactions_dir(target)
     txn = Transaction(base / (time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"))
     (txn.path / "files").mkdir(parents=True)
-    roots = roots_of(target)
+    roots, dense = scheme_roots(target)
     _write_json(
         txn.path / "journal.json",
         {
@@ -274,6 +316,7 @@ def begin(target: Target, inventory: Inventory, touched: list[str], plan: dict[s
             "touched": touched,
             "plan": plan,
             "roots": roots,
+            "dense": dense,
         },
     )
     snap = take_snapshot(target, inventory)
@@ -289,7 +332,7 @@ def begin(target: Target, inventory: Inventory, touched: list[str], plan: dict[s
         beside = Path(os.path.dirname(real)) / ".cudastack-backup" / f"{os.path.basename(real)}-{txn.path.name}"
     backup = back_up(roots, txn.path / "files", _exclusions(txn.path), copies=copies, beside=beside)
     used = beside is not None and beside.exists()
-    _write_json(txn.path / "manifest.json", {"roots": roots, "entries": backup.entries,
+    _write_json(txn.path / "manifest.json", {"roots": roots, "dense": dense, "entries": backup.entries,
                                              "beside": str(beside) if used else None})  # fmt: skip
     txn.set_state("ready", backup_bytes=backup.bytes, backup_files=backup.linked + backup.copied,
                   backup_linked=backup.linked, backup_copied=backup.copied)  # fmt: skip
@@ -408,6 +451,7 @@ def _put(path: str, e: dict[str, Any], store: Path) -> None:
         if not os.path.isdir(path) or os.path.islink(path):
             _remove(path)
             os.mkdir(path)
+        _chown(path, e)
         os.chmod(path, e["mode"])
         return
     tmp = path + ".cudastack-restore"
@@ -419,11 +463,22 @@ def _put(path: str, e: dict[str, Any], store: Path) -> None:
         os.link(store / e["blob"], tmp)
     else:
         shutil.copy2(store / e["blob"], tmp)
+    _chown(tmp, e)  # a copy (and a symlink made now) is the restorer's: its owner is put back
     if e["t"] == "f":
-        os.chmod(tmp, e["mode"])
+        os.chmod(tmp, e["mode"])  # after the chown, which clears set-uid/set-gid bits
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path)
     os.replace(tmp, path)
+
+
+def _chown(path: str, e: dict[str, Any]) -> None:
+    """Give ``path`` the owner ``e`` had (a manifest of an older cudastack has none). Only root
+    may give a file away: for anyone else this fails (EPERM), and the path is reported not restored."""
+    if "uid" not in e:
+        return
+    st = os.lstat(path)
+    if (st.st_uid, st.st_gid) != (e["uid"], e["gid"]):
+        os.lchown(path, e["uid"], e["gid"])
 
 
 def _same_bytes(path: str, e: dict[str, Any], store: Path) -> bool:
@@ -469,10 +524,13 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
     exclude = _exclusions(txn.path)
     now = walk(roots, exclude)
     after_path = txn.path / "after.json"
+    after: dict[str, dict[str, Any]] = _read_json(after_path)["entries"] if after_path.exists() else now
+    # under data, outside the dense directories, only what the installer wrote is the install's
+    ours = owned(was, after, manifest.get("dense", roots))
+    was, now, after = ({p: e for p, e in d.items() if ours(p)} for d in (was, now, after))
     scope: set[str] | None = None  # None: every path of the scheme
     result = RollbackResult()
     if after_path.exists() and journal.get("state") != "rolling-back":
-        after: dict[str, dict[str, Any]] = _read_json(after_path)["entries"]
         since = changes_between(after, now)
         if since and not force:
             listed = "\n".join(f"  {d['kind']}: {d['path']}" for d in (_describe(p, after.get(p), now.get(p))
@@ -553,13 +611,14 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
         result.restored.append(path)
         step("rollback:restoring")
     # 3. the proof: every path as it was, bytes compared (bytecode aside)
-    final = walk(roots, exclude)
+    final = {p: e for p, e in walk(roots, exclude).items() if ours(p)}
     done = {r["path"] for r in result.remaining}
     for path in sorted(was.keys() | final.keys()):
         if is_pycache(path) or path in done or (scope is not None and path not in scope):
             continue
         e0, f = was.get(path), final.get(path)
-        if e0 is None or f is None or any(e0.get(k) != f.get(k) for k in ("t", "mode", "link")):
+        if e0 is None or f is None or any(e0.get(k) != f.get(k) for k in ("t", "mode", "link")) \
+                or not same_owner(e0, f):  # fmt: skip
             kind = "still-there" if e0 is None else "missing" if f is None else "differs"
             result.remaining.append({"path": path, "kind": kind, "detail": "not as it was before the install"})
         elif e0["t"] == "f" and not _same_bytes(path, e0, store):
@@ -586,3 +645,78 @@ def _source_in(pyc: str, scope: set[str]) -> bool:
     """A ``__pycache__`` entry whose directory's sources the transaction touched."""
     head = pyc.split(f"/{PYCACHE}", 1)[0]
     return any(os.path.dirname(p) == head for p in scope)
+
+
+KEEP_TRANSACTIONS = 3
+"""Transactions kept per environment after an install, and by ``cudastack rollback --prune``."""
+
+FINAL_STATES = ("kept", "rolled-back")
+"""States in which a transaction's backup is needed by nothing unfinished; any other state (an
+install or rollback that stopped half-way) needs it to be finished: never pruned."""
+
+
+@dataclass(slots=True)
+class PruneResult:
+    removed: list[str] = field(default_factory=list)
+    freed_bytes: int = 0
+    """Bytes given back to the filesystem: backups whose files had no other name left (a hard link
+    whose inode the environment still holds frees nothing)."""
+    kept: list[dict[str, str]] = field(default_factory=list)
+    """``{"transaction", "why"}`` for each one kept."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"removed": self.removed, "freed_bytes": self.freed_bytes, "kept": self.kept}
+
+
+def prune(target: Target, keep: int = KEEP_TRANSACTIONS) -> PruneResult:
+    """Delete the backups of this environment's old transactions: all but the newest ``keep``
+    (at least one: the newest, which a plain ``cudastack rollback`` uses). A transaction an install
+    or a rollback left unfinished is never deleted, whatever its age: finishing it needs its backup.
+    Called with the environment's lock held."""
+    keep = max(1, keep)
+    base = transactions_dir(target)
+    try:
+        names = sorted((n for n in os.listdir(base) if (base / n / "journal.json").exists()), reverse=True)
+    except OSError:
+        return PruneResult()
+    result = PruneResult()
+    for i, name in enumerate(names):
+        txn = Transaction(base / name)
+        try:
+            state = str(txn.journal.get("state"))
+        except RollbackError as exc:
+            result.kept.append({"transaction": str(txn.path), "why": f"unreadable journal: {exc}"})
+            continue
+        if i < keep:
+            result.kept.append({"transaction": str(txn.path), "why": f"one of the newest {keep}"})
+        elif state not in FINAL_STATES:
+            result.kept.append({"transaction": str(txn.path), "why": f"unfinished ({state}): a rollback needs it"})
+        else:
+            beside = None
+            with contextlib.suppress(RollbackError, OSError):
+                beside = _read_json(txn.path / "manifest.json").get("beside")
+            for tree in (Path(beside) if beside else None, txn.path):
+                if tree is not None:
+                    result.freed_bytes += _delete_tree(tree)
+            if beside:
+                with contextlib.suppress(OSError):
+                    Path(beside).parent.rmdir()  # .cudastack-backup/, when this was its last
+            result.removed.append(str(txn.path))
+    return result
+
+
+def _delete_tree(top: Path) -> int:
+    """Delete ``top`` and return the bytes that freed: a file's size counts when this was its last
+    name (a hard link into the environment frees nothing while the environment holds it)."""
+    freed = 0
+    for dirpath, _dirs, files in os.walk(top, topdown=False):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            with contextlib.suppress(OSError):
+                st = os.lstat(path)
+                os.unlink(path)
+                if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                    freed += st.st_size
+        with contextlib.suppress(OSError):
+            os.rmdir(dirpath)
+    return freed

@@ -27,6 +27,9 @@ class LdCache:
     entries: dict[tuple[str, int], str] = field(default_factory=dict, hash=False)
     """(soname, architecture flag) → path; the first entry of each key, as glibc's lookup keeps."""
     problem: str | None = None
+    cut: str | None = None
+    """How the file was cut off (longer than cudastack reads): an entry past the cut is unknown,
+    and a search that misses the cache says so."""
 
 
 def parse_ld_cache(data: bytes, path: str = "/etc/ld.so.cache") -> LdCache:
@@ -68,11 +71,16 @@ def parse_ld_cache(data: bytes, path: str = "/etc/ld.so.cache") -> LdCache:
 
 
 def read_ld_cache(path: str = "/etc/ld.so.cache") -> LdCache:
+    import dataclasses
+
+    from cudastack.files import read_bytes
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(_MAX_CACHE)
+        got = read_bytes(path, _MAX_CACHE)
     except FileNotFoundError:
         return LdCache(path=path, problem="no such file")
     except OSError as exc:
         return LdCache(path=path, problem=exc.strerror or str(exc))
-    return parse_ld_cache(data, path)
+    cache = parse_ld_cache(got.data, path)
+    cut = got.cut(path, _MAX_CACHE)
+    return cache if cut is None else dataclasses.replace(cache, cut=cut)

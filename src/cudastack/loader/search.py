@@ -55,10 +55,11 @@ class Resolution:
     (``/d/libf.so: invalid ELF header``): ld.so does not go on to the next directory."""
 
 
-# open_verify's fatal cases: a file too short for the ELF header, bad magic, an unknown class or
-# byte order. A deeper parse error (no DT_STRTAB, a symbol table too big) is our reader's limit,
-# not ld.so's: it picks such a file, so the search does not end there.
-_HEADER_FAILURES = ("bad magic", "ELF identification", "ELF header", "unknown ELF class", "big-endian")
+# open_verify's fatal cases: a file too short for the ELF header, bad magic, another byte order.
+# A class that is not ld.so's own, even one that names no class, is "found_other_class": skipped.
+# A deeper parse error (no DT_STRTAB, a string past DT_STRSZ) is our reader's limit, not ld.so's:
+# it picks such a file, so the search does not end there (tests/unit/test_search_ended.py).
+_HEADER_FAILURES = ("bad magic", "ELF identification", "ELF header", "big-endian")
 
 
 class _SearchEndedError(Exception):
@@ -168,6 +169,8 @@ class Searcher:
             return Resolution(name, None, "not found (DF_1_NODEFLIB: cache and default paths skipped)", tuple(tried))
         arch = ARCH_FLAGS.get(want.machine)
         cached = self.config.cache.entries.get((name, arch)) if arch is not None else None
+        if not cached and self.config.cache.cut:
+            tried.append(f"ld.so.cache: {self.config.cache.cut}: an entry past the cut is not known")
         if cached:
             tried.append(f"{cached} (ld.so.cache)")
             if os.path.exists(cached):
