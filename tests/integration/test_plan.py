@@ -1,0 +1,159 @@
+"""``cudastack plan`` against real local indexes (tests/integration/plan_index.py), with reality
+as the oracle: what the plan accepts really installs and imports in a fresh venv, what it
+rejects really fails to import, for the reason the plan gives."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudastack.cli import main
+from tests.integration import plan_index
+from tests.venvs import make_venv, site_of
+
+DRIVER = "580.65.06"  # CUDA 13.0's minimum: every label of the fake family is allowed
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return plan_index.build_indexes(tmp_path_factory.mktemp("plan-index"))
+
+
+@pytest.fixture
+def pip_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """Only the test's indexes (this machine's pip.conf names others), a fresh state dir."""
+    for key in list(os.environ):
+        if key.startswith(("PIP_", "UV_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    monkeypatch.setenv("CUDASTACK_STATE_DIR", str(tmp_path / "state"))
+    return dict(os.environ)
+
+
+def plan(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
+    code = main(["plan", "--format", "json", *argv])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out.strip() else {}, err
+
+
+def tree_state(root: Path) -> dict[str, tuple[object, ...]]:
+    """Every entry under ``root``: type, mode, and bytes (digest) or link target."""
+    out: dict[str, tuple[object, ...]] = {}
+    for base, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(base, name)
+            st = p.lstat()
+            if p.is_symlink():
+                out[str(p)] = ("link", os.readlink(p))
+            elif p.is_dir():
+                out[str(p)] = ("dir", st.st_mode)
+            else:
+                out[str(p)] = ("file", st.st_mode, st.st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+def venv_with(path: Path, env: dict[str, str], *args: str) -> Path:
+    python = make_venv(path)
+    if args:
+        proc = plan_index.pip_install(python, env, *args)
+        assert proc.returncode == 0, proc.stderr
+    return python
+
+
+def test_a_torch_abi_change_is_rejected_and_installing_it_really_breaks_the_kernel_package(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    today = venv_with(tmp_path / "today", pip_env, "--index-url", indexes["cu128"], "--extra-index-url",
+                      indexes["pypi"], "minitorch", "kern")  # fmt: skip
+    site = site_of(today)
+    before = tree_state(tmp_path / "today")
+    code, report, err = plan(capsys, "--python", str(today), "--driver", DRIVER, "--",
+                             "--index-url", indexes["cu130"], "minitorch==2.0.0+cu130")  # fmt: skip
+    assert tree_state(tmp_path / "today") == before  # the plan changed nothing, not even an mtime
+    assert code == 1, err
+    assert report["command"] == "plan" and report["schema_version"] and report["summary"]["exit_code"] == 1
+    [cand] = report["candidates"]
+    assert cand["verdict"] == "rejected" and cand["installer"] == "pip"
+    assert {(r["name"], r["version"]) for r in cand["resolved"]} == {
+        ("minitorch", "2.0.0+cu130"),
+        ("minicuda-runtime13", "13.0.0"),
+    }
+    assert all(len(r["sha256"]) == 64 and r["size"] > 0 and r["url"].startswith("file:") for r in cand["resolved"])
+    errors = [f for f in cand["findings_added"] if f["severity"] == "error"]
+    assert [(f["code"], f["path"]) for f in errors] == [("ABI001", str(site / "kern" / "_C.abi3.so"))]
+    assert "c10_v1" in errors[0]["message"]
+    assert "extracting" in err  # progress on stderr
+    # reality: the same install, really done, breaks `import kern` for the reason given
+    proc = plan_index.pip_install(today, pip_env, "--index-url", indexes["cu130"], "minitorch==2.0.0+cu130")
+    assert proc.returncode == 0, proc.stderr
+    imp = plan_index.try_import(today, "kern")
+    assert imp.returncode != 0 and "undefined symbol: c10_v1" in imp.stderr
+
+
+def test_search_takes_the_newest_cuda_label_with_no_new_error_and_both_verdicts_are_real(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = venv_with(tmp_path / "empty", pip_env)
+    code, report, err = plan(
+        capsys, "--python", str(empty), "--driver", DRIVER, "--search",
+        *[a for label in ("cpu", "cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
+        "--", "--extra-index-url", indexes["pypi"], "minitorch", "kern",
+    )  # fmt: skip
+    assert code == 0, err
+    labels = [c["label"] for c in report["candidates"]]
+    assert labels == ["cu130", "cu128"]  # newest CUDA first; cpu was not needed
+    assert report["not_tried"] == [{"label": "cpu", "why": "not needed: cu128 was accepted first"}]
+    rejected, chosen = report["candidates"]
+    assert rejected["verdict"] == "rejected" and chosen["verdict"] == "accepted" and report["chosen"] == "cu128"
+    [err12] = [f for f in rejected["findings_added"] if f["severity"] == "error"]
+    assert err12["code"] == "LDD001" and "libcudart.so.12" in err12["message"]
+    # reality, rejected: the cu130 set installs but `import kern` fails on libcudart.so.12
+    bad = venv_with(tmp_path / "bad", pip_env, "--index-url", indexes["cu130"], "--extra-index-url", indexes["pypi"],
+                    *[f"{r['name']}=={r['version']}" for r in rejected["resolved"]])  # fmt: skip
+    imp = plan_index.try_import(bad, "minitorch", "kern")
+    assert imp.returncode != 0 and "libcudart.so.12: cannot open shared object file" in imp.stderr
+    # reality, chosen: the printed install line's installer arguments install and import cleanly
+    line = shlex.split(report["install"])
+    assert line[:4] == ["cudastack", "install", "--python", str(empty)]
+    pins = line[line.index("--") + 1 :]
+    assert "minitorch==2.0.0+cu128" in pins and "kern==1.0" in pins and indexes["cu128"] in pins
+    good = venv_with(tmp_path / "good", pip_env, *pins)
+    imp = plan_index.try_import(good, "minitorch", "kern")
+    assert imp.returncode == 0, imp.stderr
+
+
+def test_a_second_run_reuses_the_extraction_cache(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = venv_with(tmp_path / "empty", pip_env)
+    argv = ("--python", str(empty), "--", "--index-url", indexes["cpu"], "minitorch")
+    code1, first, _ = plan(capsys, *argv)
+    code2, second, err2 = plan(capsys, *argv)
+    assert code1 == code2 == 0
+    assert [e["cached"] for e in first["candidates"][0]["extracted"]] == [False]
+    assert [e["cached"] for e in second["candidates"][0]["extracted"]] == [True]
+    assert "extracting" not in err2
+    shas = {r["sha256"] for r in first["candidates"][0]["resolved"]}
+    assert {p.name for p in (tmp_path / "state" / "plan" / "extract").iterdir()} == shas
+
+
+def test_a_resolution_failure_exits_3_and_says_so(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = venv_with(tmp_path / "empty", pip_env)
+    code = main(["plan", "--python", str(empty), "--", "--index-url", indexes["cpu"], "no-such-dist"])
+    _, err = capsys.readouterr()
+    assert code == 3
+    assert "resolution failed" in err and "no-such-dist" in err
+
+
+def test_no_installer_arguments_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan"]) == 2
+    assert "nothing to plan" in capsys.readouterr().err
