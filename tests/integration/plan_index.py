@@ -172,3 +172,25 @@ def try_import(python: Path, *modules: str) -> subprocess.CompletedProcess[str]:
     """A real import in a fresh interpreter of the venv (the oracle)."""
     code = "".join(f"import {m}\n" for m in modules)
     return subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False, timeout=120)
+
+
+GPU_EXT = """#define Py_LIMITED_API 0x03080000
+#include <Python.h>
+extern "C" __global__ void add(float *a, float b) { a[threadIdx.x] += b; }
+static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_C", NULL, -1, NULL};
+extern "C" PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&m); }
+"""
+
+
+def build_gpu_index(root: Path, archs: list[str]) -> tuple[str, Path]:
+    """``gkern 1.0``: an extension module with device code for ``archs`` only (nvcc, static
+    cudart, so it imports anywhere; a launch needs a kernel image for the GPU). Returns the
+    index URL and the built module (for cuobjdump)."""
+    from tests import cuda_build
+
+    inc = sysconfig.get_paths()["include"]
+    ext = cuda_build.nvcc(root / "build" / "gkern" / "_C.abi3.so", archs, kind="so", flags=(f"-I{inc}",),
+                          source=GPU_EXT)  # fmt: skip
+    whl = wheel(root / "build" / "wheels", "gkern", "1.0",
+                {"gkern/__init__.py": b"from gkern import _C\n", "gkern/_C.abi3.so": ext.read_bytes()})  # fmt: skip
+    return publish(root / "gpu", [whl]), ext

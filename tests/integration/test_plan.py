@@ -157,3 +157,27 @@ def test_a_resolution_failure_exits_3_and_says_so(
 def test_no_installer_arguments_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan"]) == 2
     assert "nothing to plan" in capsys.readouterr().err
+
+
+def test_a_package_without_sm_120_kernels_is_rejected_for_an_sm_120_gpu_and_cuobjdump_agrees(
+    pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GPU-only reason: the module imports anywhere (static cudart), but a launch on sm_120
+    finds no kernel image. The evidence is cuobjdump's listing of the file the plan rejected."""
+    from tests import cuda_build
+
+    url, built = plan_index.build_gpu_index(tmp_path / "gpu-index", ["sm_90"])
+    empty = venv_with(tmp_path / "empty", pip_env)
+    argv = ("--python", str(empty), "--driver", DRIVER, "--", "--index-url", url, "gkern")
+    code, report, err = plan(capsys, "--gpu", "sm_120", *argv)
+    assert code == 1, err
+    [error] = [f for f in report["candidates"][0]["findings_added"] if f["severity"] == "error"]
+    assert error["code"] == "CUDA001" and "sm_120" in error["message"]
+    assert error["path"] == str(site_of(empty) / "gkern" / "_C.abi3.so")
+    assert set(cuda_build.cuobjdump_list(built)) == {"sm_90"}  # no sm_120 SASS, no PTX to JIT
+    installed = venv_with(tmp_path / "installed", pip_env, "--index-url", url, "gkern")
+    imp = plan_index.try_import(installed, "gkern")
+    assert imp.returncode == 0, imp.stderr  # it imports: only a launch on the GPU fails (no device here)
+    code, report, err = plan(capsys, "--gpu", "sm_90", *argv)
+    assert code == 0, err
+    assert report["chosen"] == "as given"
