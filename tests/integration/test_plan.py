@@ -8,6 +8,8 @@ import hashlib
 import json
 import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +61,8 @@ def tree_state(root: Path) -> dict[str, tuple[object, ...]]:
     return out
 
 
-def venv_with(path: Path, env: dict[str, str], *args: str) -> Path:
-    python = make_venv(path)
+def venv_with(path: Path, env: dict[str, str], *args: str, with_pip: bool = False) -> Path:
+    python = make_venv(path, with_pip=with_pip)
     if args:
         proc = plan_index.pip_install(python, env, *args)
         assert proc.returncode == 0, proc.stderr
@@ -181,3 +183,25 @@ def test_a_package_without_sm_120_kernels_is_rejected_for_an_sm_120_gpu_and_cuob
     code, report, err = plan(capsys, "--gpu", "sm_90", *argv)
     assert code == 0, err
     assert report["chosen"] == "as given"
+
+
+def test_install_refuses_a_predicted_error_before_changing_anything_unless_allowed(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # install runs the target's own pip
+    today = venv_with(tmp_path / "today", pip_env, "--index-url", indexes["cu128"], "--extra-index-url",
+                      indexes["pypi"], "minitorch", "kern", with_pip=True)  # fmt: skip
+    before = tree_state(tmp_path / "today")
+    argv = ["install", "--plan", "--python", str(today), "--allow", "minitorch"]
+    rest = ["--", "--index-url", indexes["cu130"], "minitorch==2.0.0+cu130"]
+    code = main([*argv, *rest])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "predicted to add 1 error(s)" in err and "ABI001" in err and "--allow-errors ABI001" in err
+    assert tree_state(tmp_path / "today") == before  # refused before the backup, before pip
+    # allowed: the install runs, the doctor after it finds the same error, and it is rolled back (exit 5)
+    proc = subprocess.run([sys.executable, "-m", "cudastack", *argv, "--allow-errors", "ABI001", *rest],
+                          capture_output=True, text=True, env=pip_env, check=False, timeout=300)  # fmt: skip
+    code, err = proc.returncode, proc.stderr
+    assert code == 5, err
+    assert "despite 1 predicted error(s) (--allow-errors): ABI001" in err and "rolling back" in err

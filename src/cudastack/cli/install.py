@@ -23,6 +23,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--no-rollback", action="store_true", help="keep the result even if the install fails or adds errors"
     )
+    p.add_argument("--plan", action="store_true", help="predict first (cudastack plan): refuse a new error, exit 4")
+    p.add_argument("--allow-errors", metavar="CODE", nargs="+", default=[], help="with --plan: install although "
+                   "these new error codes are predicted")  # fmt: skip
     p.add_argument("--format", choices=("human", "json"), default="human")
     p.add_argument("args", nargs=argparse.REMAINDER, help="-- then the installer's arguments")
     p.set_defaults(run=run)
@@ -95,6 +98,10 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
         return _emit(args, target, plan, {"dry_run": False, "outcome": "refused"})
     if not plan.changes:
         return _emit(args, target, plan, {"dry_run": False, "outcome": "nothing to do"})
+    if (args.plan or args.allow_errors) and args.installer == "pip":  # refuse before anything changes
+        from cudastack.plan.gate import check_install
+
+        check_install(target, pip_args, allow=args.allow_errors, progress=_say)
     _say(f"plan: {len(plan.changes)} change(s); checking the environment first")
     before = _errors(run_doctor(target))
     touched = sorted({_key(c.name) for c in plan.changes if c.before is not None})

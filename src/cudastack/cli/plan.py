@@ -59,6 +59,12 @@ def run(args: argparse.Namespace) -> int:
     target = build_target(python=args.python, gpus=args.gpu, driver=args.driver)
     if target.python is None:
         raise UsageError("plan needs an interpreter: pass --python")
+    pending = None
+    if not args.search:
+        from cudastack.plan.resolve import start_resolve
+
+        _say(f"resolving with pip: {' '.join(pip_args)}")
+        pending = start_resolve(target, pip_args)  # resolves while today's environment is judged
     _say(f"judging today's environment ({target.prefix})")
     today = judge_today(target, gpus=tuple(args.gpu), driver=args.driver)
     cache = WheelCache(progress=_say)
@@ -67,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         result = search(today, pip_args, labels, cache=cache, progress=_say, bounds=bounds)
         candidates, chosen, not_tried = list(result.candidates), result.chosen, list(result.not_tried)
     else:
-        cand = judge_candidate(today, "as given", pip_args, cache=cache, progress=_say)
+        cand = judge_candidate(today, "as given", pip_args, cache=cache, progress=_say, resolution=pending)
         candidates, chosen, not_tried = [cand], (cand if cand.accepted else None), []
     failed = [c for c in candidates if c.failure]
     if chosen is None and failed and len(failed) == len(candidates):

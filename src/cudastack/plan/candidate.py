@@ -15,7 +15,7 @@ from cudastack.env.inventory import Inventory
 from cudastack.findings import Finding, Severity
 from cudastack.plan.fetch import Extracted, Fetched, WheelCache
 from cudastack.plan.overlay import Overlay, build_overlay, replaced_paths
-from cudastack.plan.resolve import PlanError, Planned, Resolution, pip_base, resolve
+from cudastack.plan.resolve import PendingResolution, PlanError, Planned, Resolution, pip_base, start_resolve
 from cudastack.report import Report
 from cudastack.target import Target, build_target
 
@@ -90,16 +90,18 @@ def judge_candidate(
     *,
     cache: WheelCache,
     progress: Progress,
-    resolution: Resolution | None = None,
+    resolution: Resolution | PendingResolution | None = None,
 ) -> Candidate:
     """Resolve ``args`` (unless given), fetch, extract, overlay, doctor, compare."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     target = today.target
-    if resolution is None:
-        progress(f"[{label}] resolving with pip: {' '.join(args)}")
+    if not isinstance(resolution, Resolution):
+        if resolution is None:
+            progress(f"[{label}] resolving with pip: {' '.join(args)}")
+            resolution = start_resolve(target, args)
         try:
-            resolution = resolve(target, args)
+            resolution = resolution.result()
         except PlanError as exc:
             return Candidate(label=label, args=tuple(args), failure=exc.message)
     timings["resolve"] = time.perf_counter() - t0

@@ -35,21 +35,21 @@ def _quiet(_: str) -> None:
 
 
 def find_inflater() -> tuple[str, ModuleType]:
-    """isal (ISA-L) or zlib-ng when installed (PyPI ``isal``, ``zlib-ng``), else the stdlib zlib."""
-    try:
-        from isal import isal_zlib  # type: ignore[import-not-found,unused-ignore]
+    """isal (ISA-L) or zlib-ng when installed (PyPI ``isal``, ``zlib-ng``: ``cudastack[fast]``),
+    else the stdlib zlib. ``CUDASTACK_INFLATER=zlib|isal|zlib-ng`` chooses one (the bench does)."""
+    import importlib
 
-        return "isal", isal_zlib
-    except ImportError:
-        pass
-    try:
-        from zlib_ng import zlib_ng  # type: ignore[import-not-found,unused-ignore]
+    modules = {"isal": "isal.isal_zlib", "zlib-ng": "zlib_ng.zlib_ng", "zlib": "zlib"}
+    wanted = os.environ.get("CUDASTACK_INFLATER")
+    for name in [wanted] if wanted in modules else list(modules):
+        assert name is not None
+        try:
+            return name, importlib.import_module(modules[name])
+        except ImportError:
+            continue
+    import zlib
 
-        return "zlib-ng", zlib_ng
-    except ImportError:
-        import zlib
-
-        return "zlib", zlib
+    return "zlib", zlib
 
 
 def is_read(name: str) -> bool:

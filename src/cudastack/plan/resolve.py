@@ -66,13 +66,46 @@ def run_pip(cmd: list[str], *, timeout: float, what: str, env: dict[str, str] | 
 def resolve(target: Target, args: list[str], *, timeout: float = 1800) -> Resolution:
     """``pip install --dry-run --report -`` with the user's arguments, for the target's interpreter
     (pip merges every index it is given and takes the highest version, local label included)."""
-    cmd = [*pip_base(target), "install", "--dry-run", "--quiet", "--report", "-", *args]
-    out = run_pip(cmd, timeout=timeout, what="resolution")
-    try:
-        report = json.loads(out)
-    except ValueError as exc:
-        raise PlanError(f"pip's dry-run report is not JSON: {exc}") from None
-    return Resolution(installer="pip", command=tuple(cmd), items=parse_pip_report(report))
+    return start_resolve(target, args).result(timeout=timeout)
+
+
+class PendingResolution:
+    """A dry run started in the background: today's doctor runs meanwhile (no thread: the
+    doctor may fork)."""
+
+    def __init__(self, cmd: list[str]) -> None:
+        self.cmd = cmd
+        try:
+            self.proc: subprocess.Popen[str] | None = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            self.error: str | None = None
+        except OSError as exc:
+            self.proc, self.error = None, f"resolution could not start: {' '.join(cmd)}: {exc.strerror or exc}"
+
+    def result(self, *, timeout: float = 1800) -> Resolution:
+        if self.proc is None:
+            raise PlanError(self.error or "resolution could not start")
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            raise PlanError(f"resolution timed out after {timeout:.0f} s: {' '.join(self.cmd)}") from None
+        if self.proc.returncode != 0:
+            raise PlanError(
+                f"resolution failed (exit {self.proc.returncode}): {' '.join(self.cmd)}: {err.strip()[-800:]}",
+                hint="nothing was changed",
+            )
+        try:
+            report = json.loads(out)
+        except ValueError as exc:
+            raise PlanError(f"pip's dry-run report is not JSON: {exc}") from None
+        return Resolution(installer="pip", command=tuple(self.cmd), items=parse_pip_report(report))
+
+
+def start_resolve(target: Target, args: list[str]) -> PendingResolution:
+    return PendingResolution([*pip_base(target), "install", "--dry-run", "--quiet", "--report", "-", *args])
 
 
 def parse_pip_report(report: object) -> tuple[Planned, ...]:
