@@ -205,3 +205,32 @@ def test_install_refuses_a_predicted_error_before_changing_anything_unless_allow
     code, err = proc.returncode, proc.stderr
     assert code == 5, err
     assert "despite 1 predicted error(s) (--allow-errors): ABI001" in err and "rolling back" in err
+
+
+def test_search_is_bounded_and_says_what_it_did_not_try(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = venv_with(tmp_path / "empty", pip_env)
+    code, report, err = plan(
+        capsys, "--python", str(empty), "--driver", "570.26", "--search", "--max-candidates", "1",
+        *[a for label in ("cpu", "cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
+        "--", "--extra-index-url", indexes["pypi"], "minitorch", "kern",
+    )  # fmt: skip
+    # the driver (CUDA 12.8) rules out cu130; cu128 is tried first and accepted within the bound
+    assert code == 0, err
+    assert [c["label"] for c in report["candidates"]] == ["cu128"]
+    assert report["not_tried"] == [
+        {"label": "cu130", "why": "needs driver >= 580.65.06; the driver is 570.26"},
+        {"label": "cpu", "why": "not needed: cu128 was accepted first"},
+    ]
+    code, report, err = plan(
+        capsys, "--python", str(empty), "--driver", DRIVER, "--search", "--max-candidates", "1",
+        *[a for label in ("cpu", "cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
+        "--", "--extra-index-url", indexes["pypi"], "minitorch", "kern",
+    )  # fmt: skip
+    assert code == 1, err  # the one candidate allowed (cu130) adds an error
+    assert [c["label"] for c in report["candidates"]] == ["cu130"] and report["chosen"] is None
+    assert report["not_tried"] == [
+        {"label": "cu128", "why": "past the bound of 1 candidate(s)"},
+        {"label": "cpu", "why": "past the bound of 1 candidate(s)"},
+    ]

@@ -59,7 +59,7 @@ def test_labels_run_newest_cuda_first_and_the_driver_rules_some_out() -> None:
     labels = parse_indexes(["cpu=file:///c", "cu128=file:///a", "cu130=file:///b", "cu126"])
     keep, skipped = order_labels(labels, "570.26")  # CUDA 12.8's driver: CUDA 13 needs 580.65.06
     assert [lbl for lbl, _ in keep] == ["cu128", "cu126", "cpu"]
-    assert skipped == [("cu130", "needs driver >= 580.65.6; the driver is 570.26")]
+    assert skipped == [("cu130", "needs driver >= 580.65.06; the driver is 570.26")]
     assert dict(labels)["cu126"] == "https://download.pytorch.org/whl/cu126"
     keep, skipped = order_labels(labels, None)
     assert [lbl for lbl, _ in keep] == ["cu130", "cu128", "cu126", "cpu"] and not skipped

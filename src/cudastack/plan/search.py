@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cudastack.cuda.archs import MIN_DRIVER_FOR_MAJOR, parse_version
+from cudastack.cuda.archs import MIN_DRIVER_FOR_MAJOR, format_driver, parse_version
 from cudastack.errors import UsageError
 from cudastack.install.plan import split_args
 from cudastack.plan.candidate import Candidate, Today, judge_candidate
@@ -60,7 +60,7 @@ def order_labels(
         cuda = label_cuda(label)
         need = MIN_DRIVER_FOR_MAJOR.get(cuda[0]) if cuda else None
         if drv is not None and cuda is not None and (need is None or drv < need):
-            why = f"needs driver >= {'.'.join(map(str, need))}" if need else f"CUDA {cuda[0]} has no known driver"
+            why = f"needs driver >= {format_driver(need)}" if need else f"CUDA {cuda[0]} has no known driver"
             skipped.append((label, f"{why}; the driver is {driver}"))
         else:
             keep.append((label, url))
