@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import cudastack
 from cudastack.cli import main
 from tests.integration import plan_index
 from tests.venvs import make_venv, site_of
@@ -100,7 +101,11 @@ def test_a_torch_abi_change_is_rejected_and_installing_it_really_breaks_the_kern
 
 
 def test_search_takes_the_newest_cuda_label_with_no_new_error_and_both_verdicts_are_real(
-    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    indexes: dict[str, str],
+    pip_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    validate_report: Any,
 ) -> None:
     empty = venv_with(tmp_path / "empty", pip_env)
     code, report, err = plan(
@@ -109,6 +114,11 @@ def test_search_takes_the_newest_cuda_label_with_no_new_error_and_both_verdicts_
         "--", "--extra-index-url", indexes["pypi"], "minitorch", "kern",
     )  # fmt: skip
     assert code == 0, err
+    validate_report(report)  # the shared envelope
+    import jsonschema
+
+    plan_schema = json.loads((Path(cudastack.__file__).parent / "data" / "plan.schema.json").read_text())
+    jsonschema.validate(report, plan_schema, cls=jsonschema.Draft202012Validator)
     labels = [c["label"] for c in report["candidates"]]
     assert labels == ["cu130", "cu128"]  # newest CUDA first; cpu was not needed
     assert report["not_tried"] == [{"label": "cpu", "why": "not needed: cu128 was accepted first"}]
