@@ -244,3 +244,22 @@ def test_search_is_bounded_and_says_what_it_did_not_try(
         {"label": "cu128", "why": "past the bound of 1 candidate(s)"},
         {"label": "cpu", "why": "past the bound of 1 candidate(s)"},
     ]
+
+
+def test_pip_and_uv_read_the_same_indexes_differently_and_the_plan_says_which_resolved(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pip merges indexes and takes the highest version (``+cu130`` > ``+cu128``); uv takes the
+    first index that has the name, and puts ``--extra-index-url`` before ``--index-url``."""
+    empty = venv_with(tmp_path / "empty", pip_env)
+    args = ["--index-url", indexes["cu130"], "--extra-index-url", indexes["cu128"], "--extra-index-url",
+            indexes["pypi"], "minitorch", "kern"]  # fmt: skip
+    code, by_pip, err = plan(capsys, "--python", str(empty), "--driver", DRIVER, "--", *args)
+    assert code == 1, err
+    assert by_pip["installer"] == "pip" and by_pip["candidates"][0]["installer"] == "pip"
+    assert {r["name"]: r["version"] for r in by_pip["candidates"][0]["resolved"]}["minitorch"] == "2.0.0+cu130"
+    code, by_uv, err = plan(capsys, "--installer", "uv", "--python", str(empty), "--driver", DRIVER, "--", *args)
+    assert code == 0, err
+    assert by_uv["installer"] == "uv" and by_uv["candidates"][0]["installer"] == "uv"
+    assert {r["name"]: r["version"] for r in by_uv["candidates"][0]["resolved"]}["minitorch"] == "2.0.0+cu128"
+    assert shlex.split(by_uv["install"])[:4] == ["cudastack", "install", "--installer", "uv"]

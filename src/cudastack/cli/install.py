@@ -98,10 +98,10 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
         return _emit(args, target, plan, {"dry_run": False, "outcome": "refused"})
     if not plan.changes:
         return _emit(args, target, plan, {"dry_run": False, "outcome": "nothing to do"})
-    if (args.plan or args.allow_errors) and args.installer == "pip":  # refuse before anything changes
+    if args.plan or args.allow_errors:  # refuse a predicted new error before anything changes
         from cudastack.plan.gate import check_install
 
-        check_install(target, pip_args, allow=args.allow_errors, progress=_say)
+        check_install(target, pip_args, allow=args.allow_errors, progress=_say, installer=args.installer)
     _say(f"plan: {len(plan.changes)} change(s); checking the environment first")
     before = _errors(run_doctor(target))
     touched = sorted({_key(c.name) for c in plan.changes if c.before is not None})

@@ -20,6 +20,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--python", metavar="PATH", help="interpreter of the environment (default: this one)")
     p.add_argument("--gpu", metavar="SM", action="append", default=[], help="judge for this GPU: sm_120, 9.0")
     p.add_argument("--driver", metavar="VERSION", help="judge for this NVIDIA driver version, e.g. 580.65.06")
+    p.add_argument("--installer", choices=("pip", "uv"), default="pip", help="which installer resolves")
     p.add_argument("--search", action="store_true", help="try one candidate set per variant label (--index)")
     p.add_argument(
         "--index",
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("nothing to plan: cudastack plan -- <installer arguments>")
     if args.index and not args.search:
         raise UsageError("--index names the variant labels of --search: add --search")
-    refuse_unmodelled(pip_args, "pip")
+    refuse_unmodelled(pip_args, args.installer)
     labels = parse_indexes(args.index) if args.search else []
     target = build_target(python=args.python, gpus=args.gpu, driver=args.driver)
     if target.python is None:
@@ -63,14 +64,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.search:
         from cudastack.plan.resolve import start_resolve
 
-        _say(f"resolving with pip: {' '.join(pip_args)}")
-        pending = start_resolve(target, pip_args)  # resolves while today's environment is judged
+        _say(f"resolving with {args.installer}: {' '.join(pip_args)}")
+        pending = start_resolve(target, pip_args, args.installer)  # resolves while today's environment is judged
     _say(f"judging today's environment ({target.prefix})")
     today = judge_today(target, gpus=tuple(args.gpu), driver=args.driver)
     cache = WheelCache(progress=_say)
     if args.search:
         bounds = Bounds(count=args.max_candidates, seconds=args.max_seconds, bytes=int(args.max_gb * 1e9))
-        result = search(today, pip_args, labels, cache=cache, progress=_say, bounds=bounds)
+        result = search(today, pip_args, labels, cache=cache, progress=_say, bounds=bounds, installer=args.installer)
         candidates, chosen, not_tried = list(result.candidates), result.chosen, list(result.not_tried)
     else:
         cand = judge_candidate(today, "as given", pip_args, cache=cache, progress=_say, resolution=pending)
@@ -127,7 +128,7 @@ def _emit(args: argparse.Namespace, today: Any, candidates: list[Any], chosen: A
             fail_on=Severity.ERROR,
             stack=today.inventory.stack(),
             extra={
-                "installer": "pip",
+                "installer": args.installer,
                 "search": bool(args.search),
                 "chosen": chosen.label if chosen else None,
                 "install": pinned_install(chosen, python) if chosen else None,
@@ -147,7 +148,7 @@ def _emit(args: argparse.Namespace, today: Any, candidates: list[Any], chosen: A
             continue
         verdict = "accepted" if c.accepted else f"REJECTED ({len(c.new_errors)} new error(s))"
         resolved = ", ".join(f"{f.planned.name}=={f.planned.version}" for f in c.fetched) or "nothing to install"
-        out.append(f"candidate {c.label} (resolved by pip): {verdict}")
+        out.append(f"candidate {c.label} (resolved by {args.installer}): {verdict}")
         out.append(f"  resolves: {resolved}")
         out.extend(f"  + {_line(f)}" for f in c.added if f.severity >= Severity.WARNING)
         out.extend(f"  - {_line(f)}" for f in c.removed if f.severity >= Severity.WARNING)

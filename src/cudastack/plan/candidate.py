@@ -91,6 +91,7 @@ def judge_candidate(
     cache: WheelCache,
     progress: Progress,
     resolution: Resolution | PendingResolution | None = None,
+    installer: str = "pip",
 ) -> Candidate:
     """Resolve ``args`` (unless given), fetch, extract, overlay, doctor, compare."""
     timings: dict[str, float] = {}
@@ -98,8 +99,8 @@ def judge_candidate(
     target = today.target
     if not isinstance(resolution, Resolution):
         if resolution is None:
-            progress(f"[{label}] resolving with pip: {' '.join(args)}")
-            resolution = start_resolve(target, args)
+            progress(f"[{label}] resolving with {installer}: {' '.join(args)}")
+            resolution = start_resolve(target, args, installer)
         try:
             resolution = resolution.result()
         except PlanError as exc:

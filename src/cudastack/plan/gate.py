@@ -20,12 +20,17 @@ class PredictedErrorsError(CudastackError, RuntimeError):
 
 
 def check_install(
-    target: Target, args: list[str], *, allow: Sequence[str], progress: Callable[[str], None]
+    target: Target,
+    args: list[str],
+    *,
+    allow: Sequence[str],
+    progress: Callable[[str], None],
+    installer: str = "pip",
 ) -> tuple[Finding, ...]:
     """The new errors the install is predicted to add that ``allow`` accepts (raises
     :class:`PredictedErrorsError` for any other). A plan that cannot be made (a source build, a
     download failure) refuses nothing: the install's own check after the install still runs."""
-    pending = start_resolve(target, args)  # resolves while today's environment is judged
+    pending = start_resolve(target, args, installer)  # resolves while today's environment is judged
     today = judge_today(target, gpus=(), driver=None)
     cand = judge_candidate(today, "install", args, cache=WheelCache(progress=progress), progress=progress,
                            resolution=pending)  # fmt: skip

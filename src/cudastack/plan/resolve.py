@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.parse
 from dataclasses import dataclass
 
 from cudastack.errors import CudastackError
@@ -73,11 +74,19 @@ class PendingResolution:
     """A dry run started in the background: today's doctor runs meanwhile (no thread: the
     doctor may fork)."""
 
-    def __init__(self, cmd: list[str]) -> None:
+    def __init__(self, cmd: list[str], *, installer: str = "pip", stdin: str | None = None,
+                 target: Target | None = None) -> None:  # fmt: skip
         self.cmd = cmd
+        self.installer = installer
+        self.stdin = stdin
+        self.target = target
         try:
             self.proc: subprocess.Popen[str] | None = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                cmd,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             self.error: str | None = None
         except OSError as exc:
@@ -87,7 +96,7 @@ class PendingResolution:
         if self.proc is None:
             raise PlanError(self.error or "resolution could not start")
         try:
-            out, err = self.proc.communicate(timeout=timeout)
+            out, err = self.proc.communicate(self.stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.communicate()
@@ -97,6 +106,9 @@ class PendingResolution:
                 f"resolution failed (exit {self.proc.returncode}): {' '.join(self.cmd)}: {err.strip()[-800:]}",
                 hint="nothing was changed",
             )
+        if self.installer == "uv":
+            items = parse_pylock(out, self.target)
+            return Resolution(installer="uv", command=tuple(self.cmd), items=items)
         try:
             report = json.loads(out)
         except ValueError as exc:
@@ -104,8 +116,76 @@ class PendingResolution:
         return Resolution(installer="pip", command=tuple(self.cmd), items=parse_pip_report(report))
 
 
-def start_resolve(target: Target, args: list[str]) -> PendingResolution:
+def start_resolve(target: Target, args: list[str], installer: str = "pip") -> PendingResolution:
+    """Start the installer's resolution: pip's dry-run report (pip merges indexes, highest
+    version wins), or ``uv pip compile --format pylock.toml`` for the target's interpreter (uv
+    takes the first index that has a name, ``--extra-index-url`` before ``--index-url``)."""
+    if installer == "uv":
+        from cudastack.install.plan import split_args, uv_binary
+
+        options, reqs = split_args(args)
+        files: list[str] = []
+        plain: list[str] = []
+        it = iter(reqs)
+        for r in it:
+            if r in ("-r", "--requirement"):
+                files.append(next(it, ""))
+            elif r.startswith("--requirement="):
+                files.append(r.partition("=")[2])
+            elif r.startswith("-r"):
+                files.append(r[2:])
+            else:
+                plain.append(r)
+        cmd = [uv_binary(), "pip", "compile", "--quiet", "--format", "pylock.toml", "--python",
+               target.python or sys.executable, *options, *files, *(["-"] if plain else [])]  # fmt: skip
+        return PendingResolution(cmd, installer="uv", stdin="".join(p + "\n" for p in plain) if plain else None,
+                                 target=target)  # fmt: skip
     return PendingResolution([*pip_base(target), "install", "--dry-run", "--quiet", "--report", "-", *args])
+
+
+def parse_pylock(text: str, target: Target | None) -> tuple[Planned, ...]:
+    """``packages`` of a PEP 751 lock file: each package's wheel for the target (the first whose
+    tags the target's interpreter supports), minus what the target already has at that version
+    (``uv pip compile`` locks the whole set, pip installs only the difference)."""
+    import tomllib
+
+    from packaging.tags import Tag, compatible_tags, cpython_tags
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    try:
+        lock = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError(f"uv's pylock.toml cannot be read: {exc}") from None
+    version = tuple(int(x) for x in ((target.python_version if target else None) or "3.11").split(".")[:2])
+    supported: set[Tag] = set(cpython_tags(version)) | set(compatible_tags(version))
+    installed = {}
+    if target is not None:
+        from cudastack.env.inventory import read_inventory
+
+        installed = {k: d.version for k, d in read_inventory(target).dists.items()}
+    out = []
+    for pkg in lock.get("packages", []):
+        name, ver = str(pkg.get("name", "?")), str(pkg.get("version", "?"))
+        if installed.get(str(canonicalize_name(name))) == ver:
+            continue
+        chosen = None
+        for w in pkg.get("wheels", []):
+            url = str(w.get("url") or w.get("path") or "")
+            try:
+                tags = parse_wheel_filename(urllib.parse.unquote(url.rsplit("/", 1)[-1]))[3]
+            except ValueError:
+                continue
+            if tags & supported:
+                chosen = w
+                break
+        if chosen is None:
+            url = str((pkg.get("sdist") or {}).get("url", "") or pkg.get("directory", {}).get("path", ""))
+            out.append(Planned(name=name, version=ver, url=url, sha256=None, is_wheel=False))
+            continue
+        digest = (chosen.get("hashes") or {}).get("sha256")
+        out.append(Planned(name=name, version=ver, url=str(chosen.get("url") or chosen.get("path")),
+                           sha256=digest if isinstance(digest, str) else None))  # fmt: skip
+    return tuple(out)
 
 
 def parse_pip_report(report: object) -> tuple[Planned, ...]:

@@ -91,6 +91,7 @@ def search(
     cache: WheelCache,
     progress: Callable[[str], None],
     bounds: Bounds = Bounds(),
+    installer: str = "pip",
 ) -> SearchResult:
     """Try ``args`` against each label's index alone (``--index-url URL``), in order."""
     ordered, skipped = order_labels(labels, today.driver)
@@ -110,7 +111,8 @@ def search(
         if over:
             not_tried += [(lbl, over) for lbl, _ in ordered[i:]]
             break
-        cand = judge_candidate(today, label, ["--index-url", url, *args], cache=cache, progress=progress)
+        cand = judge_candidate(today, label, ["--index-url", url, *args], cache=cache, progress=progress,
+                               installer=installer)  # fmt: skip
         tried.append(cand)
         if cand.accepted:
             chosen = cand
@@ -124,5 +126,12 @@ def pinned_install(cand: Candidate, python: str | None) -> str:
     distribution the candidate resolved, pinned, with the index it was resolved from."""
     options, _reqs = split_args(list(cand.args))
     pins = [f"{f.planned.name}=={f.planned.version}" for f in cand.fetched]
-    head = ["cudastack", "install", *(["--python", python] if python else []), "--"]
+    uv = cand.resolution is not None and cand.resolution.installer == "uv"
+    head = [
+        "cudastack",
+        "install",
+        *(["--installer", "uv"] if uv else []),
+        *(["--python", python] if python else []),
+        "--",
+    ]
     return shlex.join([*head, *options, *pins])
