@@ -84,3 +84,21 @@ def test_streamed_extraction_gives_the_bytes_zipfile_gives(tmp_path: Path) -> No
     assert got.files == 3 and not got.cached
     again = cache.extract(Fetched(planned=item, path=whl, sha256="b" * 64, size=0, how="cached"))
     assert again.cached and again.files == 3
+
+
+def test_an_overlay_left_by_a_killed_run_is_removed_by_the_next_one(tmp_path: Path) -> None:
+    import os
+
+    from cudastack.plan.overlay import STALE_SECONDS, build_overlay
+
+    real = tmp_path / "site"
+    (real / "pkg").mkdir(parents=True)
+    (real / "pkg" / "__init__.py").write_text("")
+    parent = tmp_path / "overlays"
+    old = build_overlay(real_site=str(real), python_version="3.11", excluded=set(), planned=[], parent=parent)
+    recent = build_overlay(real_site=str(real), python_version="3.11", excluded=set(), planned=[], parent=parent)
+    os.utime(old.root, (1, 1))
+    assert os.path.islink(os.path.join(recent.site, "pkg", "__init__.py"))
+    new = build_overlay(real_site=str(real), python_version="3.11", excluded=set(), planned=[], parent=parent)
+    assert not old.root.exists() and recent.root.exists() and new.root.exists()
+    assert STALE_SECONDS >= 3600  # a running plan's overlay is never this old

@@ -58,6 +58,22 @@ def replaced_paths(inventory: Inventory, keys: Iterable[str], site: str) -> set[
     return out
 
 
+STALE_SECONDS = 6 * 3600
+"""An overlay older than this was left by a run that was killed (a plan takes minutes)."""
+
+
+def remove_stale(parent: Path) -> None:
+    import time
+
+    now = time.time()
+    for old in parent.glob("overlay-*"):
+        try:
+            if now - old.lstat().st_mtime > STALE_SECONDS:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            continue
+
+
 def build_overlay(
     *,
     real_site: str,
@@ -69,6 +85,7 @@ def build_overlay(
     """Link today's ``real_site`` (minus ``excluded``) and each extraction root of ``planned``
     into a new overlay under ``parent``. The caller removes it (:meth:`Overlay.remove`)."""
     parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(parent)
     root = Path(tempfile.mkdtemp(dir=parent, prefix="overlay-"))
     major_minor = ".".join(python_version.split(".")[:2])
     site = os.path.join(root, "lib", f"python{major_minor}", "site-packages")
