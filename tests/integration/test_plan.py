@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -196,19 +197,37 @@ def test_a_package_without_sm_120_kernels_is_rejected_for_an_sm_120_gpu_and_cuob
 
 
 def test_install_refuses_a_predicted_error_before_changing_anything_unless_allowed(
-    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    indexes: dict[str, str],
+    pip_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)  # as on a user's machine
     # install runs the target's own pip
     today = venv_with(tmp_path / "today", pip_env, "--index-url", indexes["cu128"], "--extra-index-url",
                       indexes["pypi"], "minitorch", "kern", with_pip=True)  # fmt: skip
+    for cache in (site_of(today) / "pip").rglob("__pycache__"):
+        shutil.rmtree(cache)  # the target's own pip resolves: it must not compile itself into the venv
     before = tree_state(tmp_path / "today")
+    code, _report, err = plan(
+        capsys, "--python", str(today), "--", "--index-url", indexes["cu130"], "minitorch==2.0.0+cu130"
+    )
+    assert code == 1, err
+    assert tree_state(tmp_path / "today") == before
     argv = ["install", "--plan", "--python", str(today), "--allow", "minitorch"]
     rest = ["--", "--index-url", indexes["cu130"], "minitorch==2.0.0+cu130"]
     code = main([*argv, *rest])
     err = capsys.readouterr().err
     assert code == 4, err
     assert "predicted to add 1 error(s)" in err and "ABI001" in err and "--allow-errors ABI001" in err
-    assert tree_state(tmp_path / "today") == before  # refused before the backup, before pip
+
+    # refused before the backup and before pip installs; install's own dry run (install/plan.py, not
+    # the plan's) runs the target's pip with bytecode writing on, so pip's __pycache__ is left aside
+    def no_pycache(state: dict[str, tuple[object, ...]]) -> dict[str, tuple[object, ...]]:
+        return {p: v for p, v in state.items() if "/__pycache__" not in p}
+
+    assert no_pycache(tree_state(tmp_path / "today")) == no_pycache(before)
     # allowed: the install runs, the doctor after it finds the same error, and it is rolled back (exit 5)
     proc = subprocess.run([sys.executable, "-m", "cudastack", *argv, "--allow-errors", "ABI001", *rest],
                           capture_output=True, text=True, env=pip_env, check=False, timeout=300)  # fmt: skip

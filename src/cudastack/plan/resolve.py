@@ -49,9 +49,15 @@ def pip_base(target: Target) -> list[str]:
     return [sys.executable, "-m", "pip", "--python", python]
 
 
+def quiet_env() -> dict[str, str]:
+    """The environment of the installer's subprocesses: no ``__pycache__`` written into the
+    inspected environment by its own pip (the plan changes nothing there)."""
+    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
 def run_pip(cmd: list[str], *, timeout: float, what: str, env: dict[str, str] | None = None) -> str:
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env or quiet_env())
     except subprocess.TimeoutExpired:
         raise PlanError(f"{what} timed out after {timeout:.0f} s: {' '.join(cmd)}") from None
     except OSError as exc:
@@ -87,6 +93,7 @@ class PendingResolution:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                env=quiet_env(),
             )
             self.error: str | None = None
         except OSError as exc:
