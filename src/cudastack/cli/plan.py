@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -113,7 +114,8 @@ def _emit(args: argparse.Namespace, today: Any, candidates: list[Any], chosen: A
           code: ExitCode) -> int:  # fmt: skip
     from cudastack.plan.search import pinned_install
 
-    python = today.target.python
+    # absolute (symlinks kept: a venv's python is one), so the printed line works from any directory
+    python = os.path.abspath(today.target.python) if today.target.python else None
     shown = chosen or next((c for c in candidates if not c.failure), candidates[0])
     if args.format == "json":
         from cudastack.doctor import describe_target

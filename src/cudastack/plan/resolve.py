@@ -99,6 +99,12 @@ class PendingResolution:
         except OSError as exc:
             self.proc, self.error = None, f"resolution could not start: {' '.join(cmd)}: {exc.strerror or exc}"
 
+    def cancel(self) -> None:
+        """Stop a resolution no longer needed (the search accepted an earlier label)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
     def result(self, *, timeout: float = 1800) -> Resolution:
         if self.proc is None:
             raise PlanError(self.error or "resolution could not start")

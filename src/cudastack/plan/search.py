@@ -14,6 +14,7 @@ from cudastack.errors import UsageError
 from cudastack.install.plan import split_args
 from cudastack.plan.candidate import Candidate, Today, judge_candidate
 from cudastack.plan.fetch import WheelCache
+from cudastack.plan.resolve import PendingResolution, start_resolve
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl/{label}"
 """PyTorch's URL pattern for a variant label (``cu130``, ``cpu``)."""
@@ -93,31 +94,47 @@ def search(
     bounds: Bounds = Bounds(),
     installer: str = "pip",
 ) -> SearchResult:
-    """Try ``args`` against each label's index alone (``--index-url URL``), in order."""
+    """Try ``args`` against each label's index alone (``--index-url URL``), in order; the next
+    label resolves while one is fetched and judged."""
     ordered, skipped = order_labels(labels, today.driver)
     not_tried = list(skipped)
     tried: list[Candidate] = []
     chosen = None
     start = time.monotonic()
     base_bytes = cache.downloaded_bytes
-    for i, (label, url) in enumerate(ordered):
-        over = None
-        if len(tried) >= bounds.count:
-            over = f"past the bound of {bounds.count} candidate(s)"
-        elif time.monotonic() - start > bounds.seconds:
-            over = f"past the time bound of {bounds.seconds:.0f} s"
-        elif cache.downloaded_bytes - base_bytes > bounds.bytes:
-            over = f"past the download bound of {bounds.bytes / 1e9:.1f} GB"
-        if over:
-            not_tried += [(lbl, over) for lbl, _ in ordered[i:]]
-            break
-        cand = judge_candidate(today, label, ["--index-url", url, *args], cache=cache, progress=progress,
-                               installer=installer)  # fmt: skip
-        tried.append(cand)
-        if cand.accepted:
-            chosen = cand
-            not_tried += [(lbl, f"not needed: {label} was accepted first") for lbl, _ in ordered[i + 1 :]]
-            break
+    pending: dict[int, PendingResolution] = {}
+
+    def begin(i: int) -> None:
+        if i < len(ordered) and i not in pending:
+            label, url = ordered[i]
+            progress(f"[{label}] resolving with {installer}: --index-url {url} {' '.join(args)}")
+            pending[i] = start_resolve(today.target, ["--index-url", url, *args], installer)
+
+    try:
+        for i, (label, url) in enumerate(ordered):
+            over = None
+            if len(tried) >= bounds.count:
+                over = f"past the bound of {bounds.count} candidate(s)"
+            elif time.monotonic() - start > bounds.seconds:
+                over = f"past the time bound of {bounds.seconds:.0f} s"
+            elif cache.downloaded_bytes - base_bytes > bounds.bytes:
+                over = f"past the download bound of {bounds.bytes / 1e9:.1f} GB"
+            if over:
+                not_tried += [(lbl, over) for lbl, _ in ordered[i:]]
+                break
+            begin(i)
+            if len(tried) + 1 < bounds.count:
+                begin(i + 1)
+            cand = judge_candidate(today, label, ["--index-url", url, *args], cache=cache, progress=progress,
+                                   installer=installer, resolution=pending.pop(i))  # fmt: skip
+            tried.append(cand)
+            if cand.accepted:
+                chosen = cand
+                not_tried += [(lbl, f"not needed: {label} was accepted first") for lbl, _ in ordered[i + 1 :]]
+                break
+    finally:
+        for p in pending.values():
+            p.cancel()
     return SearchResult(candidates=tuple(tried), chosen=chosen, not_tried=tuple(not_tried))
 
 
