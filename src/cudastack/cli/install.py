@@ -27,6 +27,9 @@ def add_parser(sub: Any) -> None:
         "--keep", metavar="N", type=int, default=3,
         help="keep the backups of this environment's newest N installs (default 3); older ones are pruned",
     )  # fmt: skip
+    p.add_argument("--plan", action="store_true", help="predict first (cudastack plan): refuse a new error, exit 4")
+    p.add_argument("--allow-errors", metavar="CODE", nargs="+", default=[], help="with --plan: install although "
+                   "these new error codes are predicted")  # fmt: skip
     p.add_argument("--format", choices=("human", "json"), default="human")
     p.add_argument("args", nargs=argparse.REMAINDER, help="-- then the installer's arguments")
     p.set_defaults(run=run)
@@ -115,6 +118,10 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
         return _emit(args, target, plan, {"dry_run": False, "outcome": "refused"})
     if not plan.changes:
         return _emit(args, target, plan, {"dry_run": False, "outcome": "nothing to do"})
+    if args.plan or args.allow_errors:  # refuse a predicted new error before anything changes
+        from cudastack.plan.gate import check_install
+
+        check_install(target, pip_args, allow=args.allow_errors, progress=_say, installer=args.installer)
     _say(f"plan: {len(plan.changes)} change(s); checking the environment first")
     before = _errors(run_doctor(target))
     touched = sorted({_key(c.name) for c in plan.changes if c.before is not None})

@@ -1,0 +1,111 @@
+"""``cudastack plan`` side by side: extraction with each inflater, a cold and a warm plan, and the
+alternative a user has today (install the same set into a scratch venv and import it).
+
+    python bench/bench_plan.py [--runs 3] [--python PY] -- <installer arguments>
+    # e.g. -- --find-links ~/.cache/cudastack-test-wheels torch==2.13.0 sgl-kernel==0.3.21
+
+The state directory is a temporary one (cold) kept for the warm runs, then removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from cudastack.plan.fetch import Fetched, WheelCache
+from cudastack.plan.resolve import Planned
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    return time.perf_counter() - t, proc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--python", help="the environment planned into (default: a new empty venv)")
+    ap.add_argument("args", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    pip_args = a.args[1:] if a.args[:1] == ["--"] else a.args
+    work = Path(tempfile.mkdtemp(prefix="bench-plan-"))
+    try:
+        python = a.python
+        if python is None:
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / "env")], check=True)
+            python = str(work / "env" / "bin" / "python")
+        env = {**os.environ, "CUDASTACK_STATE_DIR": str(work / "state")}
+        print(f"{platform.platform()}, {os.cpu_count()} CPUs; plan -- {' '.join(pip_args)}")
+        cmd = [sys.executable, "-m", "cudastack", "plan", "--python", python, "--format", "json", "--", *pip_args]
+        cold, proc = timed(cmd, env)
+        report = json.loads(proc.stdout)
+        cand = report["candidates"][0]
+        print(f"cold plan: {cold:.2f} s  (exit {proc.returncode}; phases {cand['timings']})")
+        warm = []
+        for _ in range(a.runs):
+            t, proc = timed(cmd, env)
+            warm.append(t)
+            phases = json.loads(proc.stdout)["candidates"][0]["timings"]
+        print(f"warm plan (extraction cached): median {statistics.median(warm):.2f} s of {a.runs}; "
+              f"phases {phases}; overlay {cand['overlay_files']} files")  # fmt: skip
+        # the inflaters, on the largest wheel of the plan
+        biggest = max(cand["resolved"], key=lambda r: r["size"])
+        wheel = Path(biggest["url"].removeprefix("file://")) if biggest["fetched"] == "read in place" else None
+        if wheel is None:
+            found = list((work / "state" / "plan" / "wheels" / biggest["sha256"]).glob("*.whl"))
+            wheel = found[0] if found else None
+        if wheel is not None:
+            for name in ("zlib", "zlib-ng", "isal"):
+                os.environ["CUDASTACK_INFLATER"] = name
+                times = []
+                for i in range(a.runs):
+                    cache = WheelCache(work / f"x-{name}-{i}")
+                    item = Planned(name=biggest["name"], version=biggest["version"], url="", sha256=None)
+                    got = cache.extract(Fetched(planned=item, path=wheel, sha256=biggest["sha256"], size=0, how=""))
+                    if got.inflater != name:
+                        break
+                    times.append(got.seconds)
+                    shutil.rmtree(cache.root)
+                if times:
+                    print(f"extract {wheel.name} with {name}: median {statistics.median(times):.2f} s, "
+                          f"{got.bytes_out / 1e6:.0f} MB in {got.files} files")  # fmt: skip
+                else:
+                    print(f"extract with {name}: not installed")
+        # the alternative: install the resolved set into a scratch venv, then import it
+        pins = [f"{r['name']}=={r['version']}" for r in cand["resolved"]]
+        opts = [x for x in pip_args if x.startswith("-") or x.startswith(("/", "file:", "http"))]
+        alt = []
+        for i in range(a.runs):
+            venv = work / f"scratch-{i}"
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+            subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                            "--no-deps", *opts, *pins], check=True, capture_output=True)  # fmt: skip
+            names = [
+                r["name"].replace("-", "_").lower() for r in cand["resolved"] if r["name"] in ("torch", "sgl-kernel")
+            ]
+            subprocess.run([str(venv / "bin" / "python"), "-c", "".join(f"import {n}\n" for n in names)],
+                           capture_output=True, check=False)  # fmt: skip
+            alt.append(time.perf_counter() - t)
+            shutil.rmtree(venv)
+        print(f"scratch venv install + import: median {statistics.median(alt):.2f} s; "
+              f"ratio to the warm plan {statistics.median(alt) / statistics.median(warm):.1f}x, "
+              f"to the cold plan {statistics.median(alt) / cold:.1f}x")  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

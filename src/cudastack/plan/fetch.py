@@ -1,0 +1,228 @@
+"""Wheels in a sha256-addressed cache in cudastack's state directory, and the few files of each
+that the doctor reads, extracted once, streamed, with the fastest inflater installed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from cudastack.env.dists import _NATIVE
+from cudastack.env.versionfiles import VERSION_FILES
+from cudastack.plan.resolve import PlanError, Planned, run_pip
+from cudastack.target import state_root
+
+Progress = Callable[[str], None]
+_CHUNK = 1 << 20
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def find_inflater() -> tuple[str, ModuleType]:
+    """isal (ISA-L) or zlib-ng when installed (PyPI ``isal``, ``zlib-ng``: ``cudastack[fast]``),
+    else the stdlib zlib. ``CUDASTACK_INFLATER=zlib|isal|zlib-ng`` chooses one (the bench does)."""
+    import importlib
+
+    modules = {"isal": "isal.isal_zlib", "zlib-ng": "zlib_ng.zlib_ng", "zlib": "zlib"}
+    wanted = os.environ.get("CUDASTACK_INFLATER")
+    for name in [wanted] if wanted in modules else list(modules):
+        assert name is not None
+        try:
+            return name, importlib.import_module(modules[name])
+        except ImportError:
+            continue
+    import zlib
+
+    return "zlib", zlib
+
+
+def is_read(name: str) -> bool:
+    """Is this wheel member one the doctor reads? dist-info, Python sources (the import model),
+    native files, version files and ``.pth`` files; not headers, stubs or data."""
+    return (
+        ".dist-info/" in name or name.endswith((".py", ".pth")) or bool(_NATIVE.search(name)) or name in VERSION_FILES
+    )
+
+
+def site_path(name: str) -> str | None:
+    """Where a wheel member lands relative to site-packages (``X.data/purelib|platlib/`` too), or
+    ``None`` for what goes elsewhere (scripts, headers, data)."""
+    top, _, rest = name.partition("/")
+    if top.endswith(".data"):
+        kind, _, inner = rest.partition("/")
+        return inner if kind in ("purelib", "platlib") and inner else None
+    return name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fetched:
+    planned: Planned
+    path: Path
+    sha256: str
+    size: int
+    how: str
+    """``cached``, ``downloaded`` or ``read in place`` (a ``file://`` URL)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Extracted:
+    root: Path
+    """A site-packages-relative tree of what the doctor reads."""
+    files: int
+    bytes_out: int
+    seconds: float
+    inflater: str
+    cached: bool
+
+
+class WheelCache:
+    """``<state>/plan/wheels/<sha256>/<file>.whl`` and ``<state>/plan/extract/<sha256>/``."""
+
+    def __init__(self, root: Path | None = None, *, progress: Progress = _quiet) -> None:
+        self.root = root if root is not None else state_root() / "plan"
+        self.progress = progress
+        self.downloaded_bytes = 0
+
+    def cached_wheel(self, sha256: str) -> Path | None:
+        d = self.root / "wheels" / sha256
+        found = sorted(d.glob("*.whl")) if d.is_dir() else []
+        return found[0] if found else None
+
+    def fetch(self, item: Planned, *, pip: list[str], timeout: float = 3600) -> Fetched:
+        """The wheel of ``item``: from the cache, in place for a local file, else ``pip download``
+        (the user's pip configuration, authentication and proxy apply)."""
+        if not item.is_wheel:
+            raise PlanError(
+                f"{item.name} {item.version} would be built from source ({item.url}): plan reads wheels only"
+            )
+        if item.sha256 and (hit := self.cached_wheel(item.sha256)):
+            return Fetched(planned=item, path=hit, sha256=item.sha256, size=hit.stat().st_size, how="cached")
+        parsed = urllib.parse.urlparse(item.url)
+        if parsed.scheme == "file":
+            path = Path(urllib.request.url2pathname(parsed.path))
+            if not path.is_file():
+                raise PlanError(f"{item.name}: {path} does not exist")
+            digest = item.sha256 or self._hash(path)
+            return Fetched(planned=item, path=path, sha256=digest, size=path.stat().st_size, how="read in place")
+        self.root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.root, prefix=".download-") as tmp:
+            self.progress(f"downloading {item.name} {item.version} ({item.url.split('#')[0].rsplit('/', 1)[-1]})")
+            run_pip([*pip, "download", "--no-deps", "--only-binary", ":all:", "--quiet", "-d", tmp, item.url],
+                    timeout=timeout, what=f"downloading {item.name} {item.version}")  # fmt: skip
+            got = sorted(Path(tmp).glob("*.whl"))
+            if len(got) != 1:
+                raise PlanError(f"pip download of {item.url} left {len(got)} wheel(s)")
+            digest = self._hash(got[0])
+            if item.sha256 and digest != item.sha256:
+                raise PlanError(f"{item.name}: downloaded sha256 {digest} differs from the index's {item.sha256}")
+            dest = self.root / "wheels" / digest / got[0].name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(got[0], dest)
+        size = dest.stat().st_size
+        self.downloaded_bytes += size
+        return Fetched(planned=item, path=dest, sha256=digest, size=size, how="downloaded")
+
+    @staticmethod
+    def _hash(path: Path) -> str:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                h.update(chunk)
+        return h.hexdigest()
+
+    def extract(self, fetched: Fetched) -> Extracted:
+        """What the doctor reads of the wheel, under ``extract/<sha256>/`` (reused once complete)."""
+        if not _SHA.match(fetched.sha256):
+            raise PlanError(f"{fetched.path}: not a sha256 digest: {fetched.sha256!r}")
+        dest = self.root / "extract" / fetched.sha256
+        done = dest / ".cudastack-extracted.json"
+        if done.is_file():
+            info = json.loads(done.read_text(encoding="utf-8"))
+            return Extracted(root=dest, files=int(info["files"]), bytes_out=int(info["bytes"]),
+                             seconds=0.0, inflater=str(info["inflater"]), cached=True)  # fmt: skip
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{fetched.sha256[:12]}-"))
+        try:
+            stats = self._extract_into(fetched, tmp)
+            (tmp / done.name).write_text(json.dumps(stats), encoding="utf-8")
+            try:
+                os.rename(tmp, dest)
+            except OSError:  # another run finished it first
+                if not done.is_file():
+                    raise
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        return Extracted(root=dest, files=int(stats["files"]), bytes_out=int(stats["bytes"]),
+                         seconds=float(stats["seconds"]), inflater=str(stats["inflater"]), cached=False)  # fmt: skip
+
+    def _extract_into(self, fetched: Fetched, out: Path) -> dict[str, Any]:
+        name, mod = find_inflater()
+        start = time.perf_counter()
+        n = total = 0
+        try:
+            zf = zipfile.ZipFile(fetched.path)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise PlanError(f"{fetched.path} is not a readable wheel: {exc}") from None
+        with zf, open(fetched.path, "rb") as raw:
+            members = [i for i in zf.infolist() if not i.is_dir() and is_read(i.filename)]
+            want = sum(i.file_size for i in members)
+            self.progress(f"extracting {len(members)} file(s), {want / 1e6:.1f} MB, of {fetched.path.name} ({name})")
+            last = time.monotonic()
+            for info in members:
+                rel = site_path(info.filename)
+                if rel is None or rel.startswith("/") or ".." in rel.split("/"):
+                    continue
+                target = out / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "wb") as fh:
+                    if info.compress_type == zipfile.ZIP_DEFLATED:
+                        _inflate(raw, info, fh, mod)
+                    else:
+                        with zf.open(info) as src:
+                            shutil.copyfileobj(src, fh, _CHUNK)
+                n += 1
+                total += info.file_size
+                if time.monotonic() - last > 2:
+                    last = time.monotonic()
+                    self.progress(f"  {total / 1e6:.0f}/{want / 1e6:.0f} MB")
+        return {"files": n, "bytes": total, "seconds": round(time.perf_counter() - start, 3), "inflater": name}
+
+
+def _inflate(raw: object, info: zipfile.ZipInfo, fh: object, mod: ModuleType) -> None:
+    """Raw deflate of one member, read from its local header on, in 1 MiB chunks."""
+    from typing import BinaryIO, cast
+
+    src = cast(BinaryIO, raw)
+    dst = cast(BinaryIO, fh)
+    src.seek(info.header_offset)
+    header = src.read(30)
+    if header[:4] != b"PK\x03\x04":
+        raise PlanError(f"{info.filename}: bad local header")
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    src.seek(info.header_offset + 30 + name_len + extra_len)
+    d = mod.decompressobj(-15)
+    left = info.compress_size
+    while left > 0:
+        chunk = src.read(min(_CHUNK, left))
+        if not chunk:
+            raise PlanError(f"{info.filename}: truncated")
+        left -= len(chunk)
+        dst.write(d.decompress(chunk))
+    dst.write(d.flush())

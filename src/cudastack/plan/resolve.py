@@ -1,0 +1,228 @@
+"""What the installer would install, from its machine-readable dry run (pip ``--report``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.parse
+from dataclasses import dataclass
+
+from cudastack.errors import CudastackError
+from cudastack.target import Target
+
+
+class PlanError(CudastackError, RuntimeError):
+    """Resolution, download or extraction failed: the plan could not be made (exit 3)."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Planned:
+    """One distribution the installer would install."""
+
+    name: str
+    version: str
+    url: str
+    """Where the installer would take the archive from (``download_info.url``)."""
+    sha256: str | None
+    """The archive's digest as the index gave it, or ``None`` (then it is hashed after download)."""
+    requested: bool = False
+    is_wheel: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolution:
+    installer: str
+    """Which installer resolved (``pip``), and how it merges indexes."""
+    command: tuple[str, ...]
+    items: tuple[Planned, ...]
+
+
+def pip_base(target: Target) -> list[str]:
+    """The target's own pip when it has one, else this interpreter's pip aimed at it (``--python``)."""
+    python = target.python or sys.executable
+    if any(os.path.isdir(os.path.join(d, "pip")) for d in target.site_dirs):
+        return [python, "-m", "pip"]
+    return [sys.executable, "-m", "pip", "--python", python]
+
+
+def quiet_env() -> dict[str, str]:
+    """The environment of the installer's subprocesses: no ``__pycache__`` written into the
+    inspected environment by its own pip (the plan changes nothing there)."""
+    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def run_pip(cmd: list[str], *, timeout: float, what: str, env: dict[str, str] | None = None) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env or quiet_env())
+    except subprocess.TimeoutExpired:
+        raise PlanError(f"{what} timed out after {timeout:.0f} s: {' '.join(cmd)}") from None
+    except OSError as exc:
+        raise PlanError(f"{what} could not start: {' '.join(cmd)}: {exc.strerror or exc}") from None
+    if proc.returncode != 0:
+        raise PlanError(
+            f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}: {proc.stderr.strip()[-800:]}",
+            hint="nothing was changed",
+        )
+    return proc.stdout
+
+
+def resolve(target: Target, args: list[str], *, timeout: float = 1800) -> Resolution:
+    """``pip install --dry-run --report -`` with the user's arguments, for the target's interpreter
+    (pip merges every index it is given and takes the highest version, local label included)."""
+    return start_resolve(target, args).result(timeout=timeout)
+
+
+class PendingResolution:
+    """A dry run started in the background: today's doctor runs meanwhile (no thread: the
+    doctor may fork)."""
+
+    def __init__(self, cmd: list[str], *, installer: str = "pip", stdin: str | None = None,
+                 target: Target | None = None) -> None:  # fmt: skip
+        self.cmd = cmd
+        self.installer = installer
+        self.stdin = stdin
+        self.target = target
+        try:
+            self.proc: subprocess.Popen[str] | None = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=quiet_env(),
+            )
+            self.error: str | None = None
+        except OSError as exc:
+            self.proc, self.error = None, f"resolution could not start: {' '.join(cmd)}: {exc.strerror or exc}"
+
+    def cancel(self) -> None:
+        """Stop a resolution no longer needed (the search accepted an earlier label)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+    def result(self, *, timeout: float = 1800) -> Resolution:
+        if self.proc is None:
+            raise PlanError(self.error or "resolution could not start")
+        try:
+            out, err = self.proc.communicate(self.stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            raise PlanError(f"resolution timed out after {timeout:.0f} s: {' '.join(self.cmd)}") from None
+        if self.proc.returncode != 0:
+            raise PlanError(
+                f"resolution failed (exit {self.proc.returncode}): {' '.join(self.cmd)}: {err.strip()[-800:]}",
+                hint="nothing was changed",
+            )
+        if self.installer == "uv":
+            items = parse_pylock(out, self.target)
+            return Resolution(installer="uv", command=tuple(self.cmd), items=items)
+        try:
+            report = json.loads(out)
+        except ValueError as exc:
+            raise PlanError(f"pip's dry-run report is not JSON: {exc}") from None
+        return Resolution(installer="pip", command=tuple(self.cmd), items=parse_pip_report(report))
+
+
+def start_resolve(target: Target, args: list[str], installer: str = "pip") -> PendingResolution:
+    """Start the installer's resolution: pip's dry-run report (pip merges indexes, highest
+    version wins), or ``uv pip compile --format pylock.toml`` for the target's interpreter (uv
+    takes the first index that has a name, ``--extra-index-url`` before ``--index-url``)."""
+    if installer == "uv":
+        from cudastack.install.plan import split_args, uv_binary
+
+        options, reqs = split_args(args)
+        files: list[str] = []
+        plain: list[str] = []
+        it = iter(reqs)
+        for r in it:
+            if r in ("-r", "--requirement"):
+                files.append(next(it, ""))
+            elif r.startswith("--requirement="):
+                files.append(r.partition("=")[2])
+            elif r.startswith("-r"):
+                files.append(r[2:])
+            else:
+                plain.append(r)
+        cmd = [uv_binary(), "pip", "compile", "--quiet", "--format", "pylock.toml", "--python",
+               target.python or sys.executable, *options, *files, *(["-"] if plain else [])]  # fmt: skip
+        return PendingResolution(cmd, installer="uv", stdin="".join(p + "\n" for p in plain) if plain else None,
+                                 target=target)  # fmt: skip
+    return PendingResolution([*pip_base(target), "install", "--dry-run", "--quiet", "--report", "-", *args])
+
+
+def parse_pylock(text: str, target: Target | None) -> tuple[Planned, ...]:
+    """``packages`` of a PEP 751 lock file: each package's wheel for the target (the first whose
+    tags the target's interpreter supports), minus what the target already has at that version
+    (``uv pip compile`` locks the whole set, pip installs only the difference)."""
+    import tomllib
+
+    from packaging.tags import Tag, compatible_tags, cpython_tags
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    try:
+        lock = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError(f"uv's pylock.toml cannot be read: {exc}") from None
+    version = tuple(int(x) for x in ((target.python_version if target else None) or "3.11").split(".")[:2])
+    supported: set[Tag] = set(cpython_tags(version)) | set(compatible_tags(version))
+    installed = {}
+    if target is not None:
+        from cudastack.env.inventory import read_inventory
+
+        installed = {k: d.version for k, d in read_inventory(target).dists.items()}
+    out = []
+    for pkg in lock.get("packages", []):
+        name, ver = str(pkg.get("name", "?")), str(pkg.get("version", "?"))
+        if installed.get(str(canonicalize_name(name))) == ver:
+            continue
+        chosen = None
+        for w in pkg.get("wheels", []):
+            url = str(w.get("url") or w.get("path") or "")
+            try:
+                tags = parse_wheel_filename(urllib.parse.unquote(url.rsplit("/", 1)[-1]))[3]
+            except ValueError:
+                continue
+            if tags & supported:
+                chosen = w
+                break
+        if chosen is None:
+            url = str((pkg.get("sdist") or {}).get("url", "") or pkg.get("directory", {}).get("path", ""))
+            out.append(Planned(name=name, version=ver, url=url, sha256=None, is_wheel=False))
+            continue
+        digest = (chosen.get("hashes") or {}).get("sha256")
+        out.append(Planned(name=name, version=ver, url=str(chosen.get("url") or chosen.get("path")),
+                           sha256=digest if isinstance(digest, str) else None))  # fmt: skip
+    return tuple(out)
+
+
+def parse_pip_report(report: object) -> tuple[Planned, ...]:
+    """The ``install`` list of pip's installation report (format version 1)."""
+    items = report.get("install") if isinstance(report, dict) else None
+    if not isinstance(items, list):
+        raise PlanError("pip's report has no 'install' list")
+    out = []
+    for item in items:
+        meta = item.get("metadata") or {}
+        info = item.get("download_info") or {}
+        archive = info.get("archive_info") or {}
+        digest = (archive.get("hashes") or {}).get("sha256")
+        if digest is None and str(archive.get("hash", "")).startswith("sha256="):
+            digest = str(archive["hash"]).partition("=")[2]
+        url = str(info.get("url", ""))
+        out.append(
+            Planned(
+                name=str(meta.get("name", "?")),
+                version=str(meta.get("version", "?")),
+                url=url,
+                sha256=digest if isinstance(digest, str) else None,
+                requested=bool(item.get("requested")),
+                is_wheel="archive_info" in info and url.split("#")[0].endswith(".whl"),
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,154 @@
+"""``--search``: one resolution per variant label (never merged indexes), tried in a stated order,
+bounded by count, time and bytes; the first set that adds no error is the plan."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cudastack.cuda.archs import MIN_DRIVER_FOR_MAJOR, format_driver, parse_version
+from cudastack.errors import UsageError
+from cudastack.install.plan import split_args
+from cudastack.plan.candidate import Candidate, Today, judge_candidate
+from cudastack.plan.fetch import WheelCache
+from cudastack.plan.resolve import PendingResolution, start_resolve
+
+PYTORCH_INDEX = "https://download.pytorch.org/whl/{label}"
+"""PyTorch's URL pattern for a variant label (``cu130``, ``cpu``)."""
+DEFAULT_LABELS = ("cu130", "cu128", "cu126", "cpu")
+_CU = re.compile(r"^cu(\d{2,3})$")
+
+
+def parse_indexes(items: list[str]) -> list[tuple[str, str]]:
+    """``--index LABEL=URL`` (``LABEL`` alone: PyTorch's URL for it)."""
+    out = []
+    for item in items:
+        label, sep, url = item.partition("=")
+        label = label.strip()
+        if not label or not re.match(r"^[A-Za-z0-9_.+-]+$", label):
+            raise UsageError(f"--index {item!r}: expected LABEL=URL, e.g. cu130=https://download.pytorch.org/whl/cu130")
+        out.append((label, url.strip() if sep else PYTORCH_INDEX.format(label=label)))
+    return out or [(label, PYTORCH_INDEX.format(label=label)) for label in DEFAULT_LABELS]
+
+
+def label_cuda(label: str) -> tuple[int, int] | None:
+    """``cu130`` → (13, 0), ``cu128`` → (12, 8), ``cu92`` → (9, 2); ``cpu`` and others → None."""
+    m = _CU.match(label)
+    if not m:
+        return None
+    digits = m.group(1)
+    return int(digits[:-1]), int(digits[-1])
+
+
+def order_labels(
+    labels: list[tuple[str, str]], driver: str | None
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(labels to try, newest CUDA first, non-CUDA labels last; labels the driver rules out, each
+    with why). A CUDA major runs on a driver at least its minimum under minor-version
+    compatibility (``MIN_DRIVER_FOR_MAJOR``)."""
+    drv = None
+    if driver:
+        try:
+            drv = parse_version(driver)
+        except ValueError:
+            raise UsageError(f"--driver {driver!r} is not a driver version like 580.65.06") from None
+    keep: list[tuple[str, str]] = []
+    skipped: list[tuple[str, str]] = []
+    for label, url in labels:
+        cuda = label_cuda(label)
+        need = MIN_DRIVER_FOR_MAJOR.get(cuda[0]) if cuda else None
+        if drv is not None and cuda is not None and (need is None or drv < need):
+            why = f"needs driver >= {format_driver(need)}" if need else f"CUDA {cuda[0]} has no known driver"
+            skipped.append((label, f"{why}; the driver is {driver}"))
+        else:
+            keep.append((label, url))
+    keep.sort(key=lambda lu: (label_cuda(lu[0]) is not None, label_cuda(lu[0]) or (0, 0)), reverse=True)
+    return keep, skipped
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bounds:
+    count: int = 8
+    seconds: float = 1800.0
+    bytes: int = 20 << 30
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchResult:
+    candidates: tuple[Candidate, ...]
+    chosen: Candidate | None
+    not_tried: tuple[tuple[str, str], ...]
+    """(label, why) of every label not tried: ruled out by the driver, or past a bound."""
+
+
+def search(
+    today: Today,
+    args: list[str],
+    labels: list[tuple[str, str]],
+    *,
+    cache: WheelCache,
+    progress: Callable[[str], None],
+    bounds: Bounds = Bounds(),
+    installer: str = "pip",
+) -> SearchResult:
+    """Try ``args`` against each label's index alone (``--index-url URL``), in order; the next
+    label resolves while one is fetched and judged."""
+    ordered, skipped = order_labels(labels, today.driver)
+    not_tried = list(skipped)
+    tried: list[Candidate] = []
+    chosen = None
+    start = time.monotonic()
+    base_bytes = cache.downloaded_bytes
+    pending: dict[int, PendingResolution] = {}
+
+    def begin(i: int) -> None:
+        if i < len(ordered) and i not in pending:
+            label, url = ordered[i]
+            progress(f"[{label}] resolving with {installer}: --index-url {url} {' '.join(args)}")
+            pending[i] = start_resolve(today.target, ["--index-url", url, *args], installer)
+
+    try:
+        for i, (label, url) in enumerate(ordered):
+            over = None
+            if len(tried) >= bounds.count:
+                over = f"past the bound of {bounds.count} candidate(s)"
+            elif time.monotonic() - start > bounds.seconds:
+                over = f"past the time bound of {bounds.seconds:.0f} s"
+            elif cache.downloaded_bytes - base_bytes > bounds.bytes:
+                over = f"past the download bound of {bounds.bytes / 1e9:.1f} GB"
+            if over:
+                not_tried += [(lbl, over) for lbl, _ in ordered[i:]]
+                break
+            begin(i)
+            if len(tried) + 1 < bounds.count:
+                begin(i + 1)
+            cand = judge_candidate(today, label, ["--index-url", url, *args], cache=cache, progress=progress,
+                                   installer=installer, resolution=pending.pop(i))  # fmt: skip
+            tried.append(cand)
+            if cand.accepted:
+                chosen = cand
+                not_tried += [(lbl, f"not needed: {label} was accepted first") for lbl, _ in ordered[i + 1 :]]
+                break
+    finally:
+        for p in pending.values():
+            p.cancel()
+    return SearchResult(candidates=tuple(tried), chosen=chosen, not_tried=tuple(not_tried))
+
+
+def pinned_install(cand: Candidate, python: str | None) -> str:
+    """``cudastack install --python PY -- <the candidate's options> name==version …``: every
+    distribution the candidate resolved, pinned, with the index it was resolved from."""
+    options, _reqs = split_args(list(cand.args))
+    pins = [f"{f.planned.name}=={f.planned.version}" for f in cand.fetched]
+    uv = cand.resolution is not None and cand.resolution.installer == "uv"
+    head = [
+        "cudastack",
+        "install",
+        *(["--installer", "uv"] if uv else []),
+        *(["--python", python] if python else []),
+        "--",
+    ]
+    return shlex.join([*head, *options, *pins])

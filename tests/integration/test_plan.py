@@ -1,0 +1,284 @@
+"""``cudastack plan`` against real local indexes (tests/integration/plan_index.py), with reality
+as the oracle: what the plan accepts really installs and imports in a fresh venv, what it
+rejects really fails to import, for the reason the plan gives."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cudastack
+from cudastack.cli import main
+from tests.integration import plan_index
+from tests.venvs import make_venv, site_of
+
+DRIVER = "580.65.06"  # CUDA 13.0's minimum: every label of the fake family is allowed
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return plan_index.build_indexes(tmp_path_factory.mktemp("plan-index"))
+
+
+@pytest.fixture
+def pip_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """Only the test's indexes (this machine's pip.conf names others), a fresh state dir."""
+    for key in list(os.environ):
+        if key.startswith(("PIP_", "UV_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    monkeypatch.setenv("CUDASTACK_STATE_DIR", str(tmp_path / "state"))
+    return dict(os.environ)
+
+
+def plan(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
+    code = main(["plan", "--format", "json", *argv])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out.strip() else {}, err
+
+
+def tree_state(root: Path) -> dict[str, tuple[object, ...]]:
+    """Every entry under ``root``: type, mode, and bytes (digest) or link target."""
+    out: dict[str, tuple[object, ...]] = {}
+    for base, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(base, name)
+            st = p.lstat()
+            if p.is_symlink():
+                out[str(p)] = ("link", os.readlink(p))
+            elif p.is_dir():
+                out[str(p)] = ("dir", st.st_mode)
+            else:
+                out[str(p)] = ("file", st.st_mode, st.st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+def venv_with(path: Path, env: dict[str, str], *args: str, with_pip: bool = False) -> Path:
+    python = make_venv(path, with_pip=with_pip)
+    if args:
+        proc = plan_index.pip_install(python, env, *args)
+        assert proc.returncode == 0, proc.stderr
+    return python
+
+
+def test_a_torch_abi_change_is_rejected_and_installing_it_really_breaks_the_kernel_package(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    today = venv_with(tmp_path / "today", pip_env, "--index-url", indexes["cu128"], "--extra-index-url",
+                      indexes["pypi"], "minitorch", "kern")  # fmt: skip
+    site = site_of(today)
+    before = tree_state(tmp_path / "today")
+    code, report, err = plan(capsys, "--python", str(today), "--driver", DRIVER, "--",
+                             "--index-url", indexes["cu130"], "minitorch==2.0.0+cu130")  # fmt: skip
+    assert tree_state(tmp_path / "today") == before  # the plan changed nothing, not even an mtime
+    assert code == 1, err
+    assert report["command"] == "plan" and report["schema_version"] and report["summary"]["exit_code"] == 1
+    [cand] = report["candidates"]
+    assert cand["verdict"] == "rejected" and cand["installer"] == "pip"
+    assert {(r["name"], r["version"]) for r in cand["resolved"]} == {
+        ("minitorch", "2.0.0+cu130"),
+        ("minicuda-runtime13", "13.0.0"),
+    }
+    assert all(len(r["sha256"]) == 64 and r["size"] > 0 and r["url"].startswith("file:") for r in cand["resolved"])
+    errors = [f for f in cand["findings_added"] if f["severity"] == "error"]
+    assert [(f["code"], f["path"]) for f in errors] == [("ABI001", str(site / "kern" / "_C.abi3.so"))]
+    assert "c10_v1" in errors[0]["message"]
+    assert "extracting" in err  # progress on stderr
+    # reality: the same install, really done, breaks `import kern` for the reason given
+    proc = plan_index.pip_install(today, pip_env, "--index-url", indexes["cu130"], "minitorch==2.0.0+cu130")
+    assert proc.returncode == 0, proc.stderr
+    imp = plan_index.try_import(today, "kern")
+    assert imp.returncode != 0 and "undefined symbol: c10_v1" in imp.stderr
+
+
+def test_search_takes_the_newest_cuda_label_with_no_new_error_and_both_verdicts_are_real(
+    indexes: dict[str, str],
+    pip_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    validate_report: Any,
+) -> None:
+    empty = venv_with(tmp_path / "empty", pip_env)
+    code, report, err = plan(
+        capsys, "--python", str(empty), "--driver", DRIVER, "--search",
+        *[a for label in ("cpu", "cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
+        "--", "--extra-index-url", indexes["pypi"], "minitorch", "kern",
+    )  # fmt: skip
+    assert code == 0, err
+    validate_report(report)  # the shared envelope
+    import jsonschema
+
+    plan_schema = json.loads((Path(cudastack.__file__).parent / "data" / "plan.schema.json").read_text())
+    jsonschema.validate(report, plan_schema, cls=jsonschema.Draft202012Validator)
+    labels = [c["label"] for c in report["candidates"]]
+    assert labels == ["cu130", "cu128"]  # newest CUDA first; cpu was not needed
+    assert report["not_tried"] == [{"label": "cpu", "why": "not needed: cu128 was accepted first"}]
+    rejected, chosen = report["candidates"]
+    assert rejected["verdict"] == "rejected" and chosen["verdict"] == "accepted" and report["chosen"] == "cu128"
+    [err12] = [f for f in rejected["findings_added"] if f["severity"] == "error"]
+    assert err12["code"] == "LDD001" and "libcudart.so.12" in err12["message"]
+    # reality, rejected: the cu130 set installs but `import kern` fails on libcudart.so.12
+    bad = venv_with(tmp_path / "bad", pip_env, "--index-url", indexes["cu130"], "--extra-index-url", indexes["pypi"],
+                    *[f"{r['name']}=={r['version']}" for r in rejected["resolved"]])  # fmt: skip
+    imp = plan_index.try_import(bad, "minitorch", "kern")
+    assert imp.returncode != 0 and "libcudart.so.12: cannot open shared object file" in imp.stderr
+    # reality, chosen: the printed install line's installer arguments install and import cleanly
+    line = shlex.split(report["install"])
+    assert line[:4] == ["cudastack", "install", "--python", str(empty)]
+    pins = line[line.index("--") + 1 :]
+    assert "minitorch==2.0.0+cu128" in pins and "kern==1.0" in pins and indexes["cu128"] in pins
+    good = venv_with(tmp_path / "good", pip_env, *pins)
+    imp = plan_index.try_import(good, "minitorch", "kern")
+    assert imp.returncode == 0, imp.stderr
+
+
+def test_a_second_run_reuses_the_extraction_cache(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = venv_with(tmp_path / "empty", pip_env)
+    argv = ("--python", str(empty), "--", "--index-url", indexes["cpu"], "minitorch")
+    code1, first, _ = plan(capsys, *argv)
+    code2, second, err2 = plan(capsys, *argv)
+    assert code1 == code2 == 0
+    assert [e["cached"] for e in first["candidates"][0]["extracted"]] == [False]
+    assert [e["cached"] for e in second["candidates"][0]["extracted"]] == [True]
+    assert "extracting" not in err2
+    shas = {r["sha256"] for r in first["candidates"][0]["resolved"]}
+    assert {p.name for p in (tmp_path / "state" / "plan" / "extract").iterdir()} == shas
+
+
+def test_a_resolution_failure_exits_3_and_says_so(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = venv_with(tmp_path / "empty", pip_env)
+    code = main(["plan", "--python", str(empty), "--", "--index-url", indexes["cpu"], "no-such-dist"])
+    _, err = capsys.readouterr()
+    assert code == 3
+    assert "resolution failed" in err and "no-such-dist" in err
+
+
+def test_no_installer_arguments_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan"]) == 2
+    assert "nothing to plan" in capsys.readouterr().err
+
+
+def test_a_package_without_sm_120_kernels_is_rejected_for_an_sm_120_gpu_and_cuobjdump_agrees(
+    pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GPU-only reason: the module imports anywhere (static cudart), but a launch on sm_120
+    finds no kernel image. The evidence is cuobjdump's listing of the file the plan rejected."""
+    from tests import cuda_build
+
+    url, built = plan_index.build_gpu_index(tmp_path / "gpu-index", ["sm_90"])
+    empty = venv_with(tmp_path / "empty", pip_env)
+    argv = ("--python", str(empty), "--driver", DRIVER, "--", "--index-url", url, "gkern")
+    code, report, err = plan(capsys, "--gpu", "sm_120", *argv)
+    assert code == 1, err
+    [error] = [f for f in report["candidates"][0]["findings_added"] if f["severity"] == "error"]
+    assert error["code"] == "CUDA001" and "sm_120" in error["message"]
+    assert error["path"] == str(site_of(empty) / "gkern" / "_C.abi3.so")
+    assert set(cuda_build.cuobjdump_list(built)) == {"sm_90"}  # no sm_120 SASS, no PTX to JIT
+    installed = venv_with(tmp_path / "installed", pip_env, "--index-url", url, "gkern")
+    imp = plan_index.try_import(installed, "gkern")
+    assert imp.returncode == 0, imp.stderr  # it imports: only a launch on the GPU fails (no device here)
+    code, report, err = plan(capsys, "--gpu", "sm_90", *argv)
+    assert code == 0, err
+    assert report["chosen"] == "as given"
+
+
+def test_install_refuses_a_predicted_error_before_changing_anything_unless_allowed(
+    indexes: dict[str, str],
+    pip_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)  # as on a user's machine
+    # install runs the target's own pip
+    today = venv_with(tmp_path / "today", pip_env, "--index-url", indexes["cu128"], "--extra-index-url",
+                      indexes["pypi"], "minitorch", "kern", with_pip=True)  # fmt: skip
+    for cache in (site_of(today) / "pip").rglob("__pycache__"):
+        shutil.rmtree(cache)  # the target's own pip resolves: it must not compile itself into the venv
+    before = tree_state(tmp_path / "today")
+    code, _report, err = plan(
+        capsys, "--python", str(today), "--", "--index-url", indexes["cu130"], "minitorch==2.0.0+cu130"
+    )
+    assert code == 1, err
+    assert tree_state(tmp_path / "today") == before
+    argv = ["install", "--plan", "--python", str(today), "--allow", "minitorch"]
+    rest = ["--", "--index-url", indexes["cu130"], "minitorch==2.0.0+cu130"]
+    code = main([*argv, *rest])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "predicted to add 1 error(s)" in err and "ABI001" in err and "--allow-errors ABI001" in err
+
+    # refused before the backup and before pip installs; install's own dry run (install/plan.py, not
+    # the plan's) runs the target's pip with bytecode writing on, so pip's __pycache__ is left aside
+    def no_pycache(state: dict[str, tuple[object, ...]]) -> dict[str, tuple[object, ...]]:
+        return {p: v for p, v in state.items() if "/__pycache__" not in p}
+
+    assert no_pycache(tree_state(tmp_path / "today")) == no_pycache(before)
+    # allowed: the install runs, the doctor after it finds the same error, and it is rolled back (exit 5)
+    proc = subprocess.run([sys.executable, "-m", "cudastack", *argv, "--allow-errors", "ABI001", *rest],
+                          capture_output=True, text=True, env=pip_env, check=False, timeout=300)  # fmt: skip
+    code, err = proc.returncode, proc.stderr
+    assert code == 5, err
+    assert "despite 1 predicted error(s) (--allow-errors): ABI001" in err and "rolling back" in err
+
+
+def test_search_is_bounded_and_says_what_it_did_not_try(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = venv_with(tmp_path / "empty", pip_env)
+    code, report, err = plan(
+        capsys, "--python", str(empty), "--driver", "570.26", "--search", "--max-candidates", "1",
+        *[a for label in ("cpu", "cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
+        "--", "--extra-index-url", indexes["pypi"], "minitorch", "kern",
+    )  # fmt: skip
+    # the driver (CUDA 12.8) rules out cu130; cu128 is tried first and accepted within the bound
+    assert code == 0, err
+    assert [c["label"] for c in report["candidates"]] == ["cu128"]
+    assert report["not_tried"] == [
+        {"label": "cu130", "why": "needs driver >= 580.65.06; the driver is 570.26"},
+        {"label": "cpu", "why": "not needed: cu128 was accepted first"},
+    ]
+    code, report, err = plan(
+        capsys, "--python", str(empty), "--driver", DRIVER, "--search", "--max-candidates", "1",
+        *[a for label in ("cpu", "cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
+        "--", "--extra-index-url", indexes["pypi"], "minitorch", "kern",
+    )  # fmt: skip
+    assert code == 1, err  # the one candidate allowed (cu130) adds an error
+    assert [c["label"] for c in report["candidates"]] == ["cu130"] and report["chosen"] is None
+    assert report["not_tried"] == [
+        {"label": "cu128", "why": "past the bound of 1 candidate(s)"},
+        {"label": "cpu", "why": "past the bound of 1 candidate(s)"},
+    ]
+
+
+def test_pip_and_uv_read_the_same_indexes_differently_and_the_plan_says_which_resolved(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pip merges indexes and takes the highest version (``+cu130`` > ``+cu128``); uv takes the
+    first index that has the name, and puts ``--extra-index-url`` before ``--index-url``."""
+    empty = venv_with(tmp_path / "empty", pip_env)
+    args = ["--index-url", indexes["cu130"], "--extra-index-url", indexes["cu128"], "--extra-index-url",
+            indexes["pypi"], "minitorch", "kern"]  # fmt: skip
+    code, by_pip, err = plan(capsys, "--python", str(empty), "--driver", DRIVER, "--", *args)
+    assert code == 1, err
+    assert by_pip["installer"] == "pip" and by_pip["candidates"][0]["installer"] == "pip"
+    assert {r["name"]: r["version"] for r in by_pip["candidates"][0]["resolved"]}["minitorch"] == "2.0.0+cu130"
+    code, by_uv, err = plan(capsys, "--installer", "uv", "--python", str(empty), "--driver", DRIVER, "--", *args)
+    assert code == 0, err
+    assert by_uv["installer"] == "uv" and by_uv["candidates"][0]["installer"] == "uv"
+    assert {r["name"]: r["version"] for r in by_uv["candidates"][0]["resolved"]}["minitorch"] == "2.0.0+cu128"
+    assert shlex.split(by_uv["install"])[:4] == ["cudastack", "install", "--installer", "uv"]
