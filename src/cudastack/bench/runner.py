@@ -1,0 +1,255 @@
+"""Trials: warm-up, then K measured trials at each concurrency (or at an arrival rate), bounded in
+request count and time; every finished request is kept even when the run is cut short.
+
+The run is recorded in :class:`RunState` while it happens, so a Ctrl-C, a server that dies, or a
+time limit leaves every finished request behind for ``-o run.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cudastack.bench import BenchError
+from cudastack.bench.client import RequestRecord, endpoint, get_json, get_text, make_client, stream_request
+from cudastack.bench.dataset import Prompt, Workload, prompts_for
+
+if TYPE_CHECKING:
+    import httpx
+
+Progress = Callable[[str, int, int], None]
+"""(label, done, total): the cli draws a progress bar on stderr."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchConfig:
+    url: str
+    model: str | None
+    backend: str
+    """``auto``, ``vllm``, ``sglang`` or ``openai``."""
+    endpoint: str
+    """``completions`` or ``chat``."""
+    num_prompts: int
+    concurrency: tuple[int, ...]
+    """One run per value; empty when ``rate`` drives the arrivals."""
+    rate: float | None
+    arrival: str
+    """``poisson`` or ``constant``."""
+    warmup: int
+    trials: int
+    temperature: float
+    ignore_eos: bool
+    seed: int
+    request_timeout: float
+    """Seconds one request may take."""
+    trial_timeout: float
+    """Seconds one trial may take; the rest of its requests are cancelled and the run stops."""
+
+    def arguments(self) -> dict[str, Any]:
+        """What shapes the requests (goes into the workload hash; the URL does not)."""
+        return {
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "num_prompts": self.num_prompts,
+            "concurrency": list(self.concurrency),
+            "rate": self.rate,
+            "arrival": self.arrival,
+            "warmup": self.warmup,
+            "trials": self.trials,
+            "temperature": self.temperature,
+            "ignore_eos": self.ignore_eos,
+            "seed": self.seed,
+        }
+
+
+@dataclass(slots=True)
+class TrialRecord:
+    trial: int
+    load: str
+    """``concurrency=8`` or ``rate=4.0/s poisson``."""
+    duration: float = 0.0
+    metrics_before: str | None = None
+    metrics_after: str | None = None
+    requests: list[RequestRecord] = field(default_factory=list)
+    cut_short: str | None = None
+
+
+@dataclass(slots=True)
+class RunState:
+    """Everything recorded so far; read by the cli even after an interruption."""
+
+    config: BenchConfig
+    model: str | None = None
+    server: dict[str, Any] = field(default_factory=dict)
+    warmup: list[RequestRecord] = field(default_factory=list)
+    trials: list[TrialRecord] = field(default_factory=list)
+    stopped: str | None = None
+    """Why the run stopped early (server down, time limit, interrupted); None when it finished."""
+    server_info_before: Any = None
+    server_info_after: Any = None
+
+
+def _payload(cfg: BenchConfig, model: str, prompt: Prompt) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": prompt.output_len,
+        "temperature": cfg.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    if cfg.endpoint == "chat":
+        msgs = prompt.messages or (("user", prompt.text),)
+        body["messages"] = [{"role": r, "content": c} for r, c in msgs]
+    else:
+        body["prompt"] = prompt.text
+    if cfg.ignore_eos:
+        body["ignore_eos"] = True  # vLLM and SGLang extension; OpenAI's own API rejects it
+    if cfg.backend == "openai":
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _connection_failed(r: RequestRecord) -> bool:
+    return r.error is not None and r.error.startswith("cannot connect")
+
+
+async def _probe(client: httpx.AsyncClient, state: RunState) -> None:
+    cfg = state.config
+    import httpx
+
+    try:
+        resp = await client.get(endpoint(cfg.url, "/v1/models"), timeout=10.0)
+    except httpx.HTTPError as exc:
+        raise BenchError(
+            f"cannot reach the server at {cfg.url}: {type(exc).__name__}: {exc}",
+            hint="start the server first, or check --url",
+        ) from None
+    models: Any = None
+    try:
+        models = resp.json()
+    except ValueError:
+        pass
+    state.server["models"] = models
+    state.server["version"] = await get_json(client, cfg.url, "/version")
+    info = await get_json(client, cfg.url, "/server_info") or await get_json(client, cfg.url, "/get_server_info")
+    state.server["server_info"] = info
+    state.server_info_before = info
+    listed = models.get("data") if isinstance(models, dict) else None
+    ids = [m.get("id") for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
+    state.model = cfg.model or (ids[0] if ids and isinstance(ids[0], str) else None)
+    if state.model is None:
+        raise BenchError(f"the server at {cfg.url} lists no model in /v1/models", hint="pass --model NAME")
+
+
+async def _run_batch(
+    client: httpx.AsyncClient,
+    state: RunState,
+    prompts: list[Prompt],
+    *,
+    trial: int,
+    concurrency: int | None,
+    out: list[RequestRecord],
+    progress: Progress | None,
+    label: str,
+) -> str | None:
+    """Send ``prompts``; finished records go to ``out`` as they finish. Returns why it stopped early."""
+    cfg = state.config
+    assert state.model is not None
+    url = endpoint(cfg.url, "/v1/chat/completions" if cfg.endpoint == "chat" else "/v1/completions")
+    sem = asyncio.Semaphore(concurrency or len(prompts) or 1)
+    t0 = time.perf_counter()
+    rng = random.Random(f"{cfg.seed}:arrival:{trial}")
+    offsets: list[float] = []
+    if cfg.rate and concurrency is None:
+        at = 0.0
+        for _ in prompts:
+            offsets.append(at)
+            at += rng.expovariate(cfg.rate) if cfg.arrival == "poisson" else 1.0 / cfg.rate
+    down = asyncio.Event()
+
+    async def one(i: int, prompt: Prompt) -> None:
+        if offsets:
+            await asyncio.sleep(max(0.0, offsets[i] - (time.perf_counter() - t0)))
+        async with sem:
+            if down.is_set():
+                return
+            rec = await stream_request(
+                client, url, _payload(cfg, state.model or "", prompt), trial=trial, index=i, trial_t0=t0
+            )
+        out.append(rec)
+        if _connection_failed(rec):
+            down.set()
+        if progress:
+            progress(label, len(out), len(prompts))
+
+    tasks = [asyncio.ensure_future(one(i, p)) for i, p in enumerate(prompts)]
+    try:
+        _, pending = await asyncio.wait(tasks, timeout=cfg.trial_timeout)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    if down.is_set():
+        return f"the server at {cfg.url} stopped accepting connections"
+    if pending:
+        return f"trial {trial} hit --trial-timeout {cfg.trial_timeout:g}s with {len(pending)} requests unfinished"
+    return None
+
+
+async def run_benchmark(state: RunState, workload: Workload, progress: Progress | None = None) -> None:
+    """Warm-up and trials; fills ``state`` as it goes (see the module docstring)."""
+    cfg = state.config
+    width = max((*cfg.concurrency, 1)) if cfg.concurrency else max(8, cfg.num_prompts)
+    async with make_client(timeout=cfg.request_timeout, connections=width) as client:
+        await _probe(client, state)
+        if cfg.warmup:
+            prompts = prompts_for(workload, trial=-1, count=cfg.warmup, seed=cfg.seed)
+            why = await _run_batch(
+                client,
+                state,
+                prompts,
+                trial=-1,
+                concurrency=min(width, cfg.warmup),
+                out=state.warmup,
+                progress=progress,
+                label="warm-up",
+            )
+            if why:
+                state.stopped = why
+                return
+        loads: list[int | None] = list(cfg.concurrency) if cfg.concurrency else [None]
+        number = 0
+        for trial in range(cfg.trials):  # loads interleaved inside each trial round: drift hits all alike
+            for conc in loads:
+                prompts = prompts_for(workload, trial=number, count=cfg.num_prompts, seed=cfg.seed, warmup=cfg.warmup)
+                rec = TrialRecord(
+                    trial=number,
+                    load=f"concurrency={conc}" if conc else f"rate={cfg.rate:g}/s {cfg.arrival}",
+                )
+                state.trials.append(rec)
+                rec.metrics_before = await get_text(client, cfg.url, "/metrics")
+                start = time.perf_counter()
+                why = await _run_batch(
+                    client,
+                    state,
+                    prompts,
+                    trial=number,
+                    concurrency=conc,
+                    out=rec.requests,
+                    progress=progress,
+                    label=f"trial {trial + 1}/{cfg.trials} {rec.load}",
+                )
+                rec.duration = time.perf_counter() - start
+                rec.metrics_after = await get_text(client, cfg.url, "/metrics")
+                number += 1
+                if why:
+                    rec.cut_short = why
+                    state.stopped = why
+                    return
+        state.server_info_after = await get_json(client, cfg.url, "/server_info") or await get_json(
+            client, cfg.url, "/get_server_info"
+        )

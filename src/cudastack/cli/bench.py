@@ -1,0 +1,247 @@
+"""``cudastack bench run`` and ``cudastack bench compare``: a serving A/B benchmark tied to the stack.
+
+Exit codes: ``run`` 0 when every request finished, 1 when some failed or the run stopped early
+(what finished is still written), 2 usage, 3 the server could not be reached, 130 interrupted
+(what finished is still written). ``compare`` 0, or 1 when B is really worse than A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from cudastack.findings import ExitCode, Severity
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("bench", help="A/B serving benchmark tied to the exact stack")
+    bsub = p.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
+    bsub.required = True
+    r = bsub.add_parser("run", help="benchmark an OpenAI-compatible server")
+    r.add_argument("--url", required=True, help="the server's base URL (only this origin is contacted)")
+    r.add_argument("--model", help="model name (default: the first of /v1/models)")
+    r.add_argument("--backend", choices=("auto", "vllm", "sglang", "openai"), default="auto")
+    r.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
+    r.add_argument("--dataset", default="random:in=128,out=64", help="random:in=N,out=N | jsonl:PATH | sharegpt:PATH")
+    r.add_argument("--num-prompts", type=int, default=32, help="requests per trial")
+    load = r.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", default=None, help="comma list of concurrencies, e.g. 1,8,32 (default 1)")
+    load.add_argument("--rate", type=float, help="requests per second instead of a fixed concurrency")
+    r.add_argument("--arrival", choices=("poisson", "constant"), default="poisson")
+    r.add_argument("--warmup", type=int, default=2, help="warm-up requests, not measured")
+    r.add_argument("--trials", type=int, default=3, help="measured trials per load (the unit of compare)")
+    r.add_argument("--temperature", type=float, default=0.0)
+    r.add_argument("--ignore-eos", action="store_true", help="generate exactly the requested length (vLLM, SGLang)")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--slo", help="goodput limits, e.g. ttft=500ms,tpot=50ms")
+    r.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request (default 300)")
+    r.add_argument("--trial-timeout", type=float, default=1800.0, help="seconds per trial (default 1800)")
+    snap = r.add_mutually_exclusive_group()
+    snap.add_argument("--server-python", metavar="PY", help="take a cudastack snapshot of the server's environment")
+    snap.add_argument("--server-snapshot", metavar="FILE", help="a `cudastack snapshot -o` file of the server")
+    r.add_argument("-o", "--output", metavar="FILE", help="write the run (raw requests included) to FILE")
+    r.add_argument("--format", choices=("human", "json"), default="human")
+    r.set_defaults(run=run_bench)
+    c = bsub.add_parser("compare", help="is B faster or slower than A? (trial-level intervals)")
+    c.add_argument("a", help="run file A (the baseline)")
+    c.add_argument("b", help="run file B")
+    c.add_argument("--min-effect", default="3%", help="smallest change called real (default 3%%)")
+    c.add_argument("--format", choices=("human", "json"), default="human")
+    c.set_defaults(run=run_compare)
+
+
+def _positive_ints(text: str) -> tuple[int, ...]:
+    from cudastack.errors import UsageError
+
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise UsageError(f"bad --concurrency {text!r}", hint="a comma list of positive integers, e.g. 1,8,32")
+    return values
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    from cudastack.errors import UsageError
+
+    for name in ("num_prompts", "trials"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.warmup < 0 or args.request_timeout <= 0 or args.trial_timeout <= 0:
+        raise UsageError("--warmup must be ≥ 0 and the timeouts > 0")
+    if args.rate is not None and not args.rate > 0:
+        raise UsageError("--rate must be > 0 requests per second")
+
+
+class _Bar:
+    """A one-line progress bar on stderr, only on a terminal."""
+
+    def __init__(self) -> None:
+        self.on = sys.stderr.isatty() and not os.environ.get("NO_COLOR_PROGRESS")
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        if not self.on:
+            return
+        width = 30
+        filled = width * done // max(total, 1)
+        sys.stderr.write(f"\r{label:<32} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _write(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _ms(x: Any) -> str:
+    return "-" if x is None else f"{x * 1000:.1f}"
+
+
+def render_run(result: dict[str, Any]) -> str:
+    lines = [
+        f"server {result['url']}  model {result['model']}  workload {result['workload']['hash'][:12]} "
+        f"({result['workload']['isolation']})"
+    ]
+    lines.append(
+        f"{'trial':>5} {'load':<22} {'ok':>5} {'fail':>4} {'out tok/s':>10} {'peak tok/s':>10} "
+        f"{'req/s':>7} {'goodput':>8} {'TTFT p50':>9} {'TPOT p50':>9}"
+    )
+    for t in result["trials"]:
+        m = t["metrics"]
+        good = "-" if m["goodput"] is None else f"{m['goodput']:.2f}"
+        lines.append(
+            f"{t['trial']:>5} {t['load']:<22} {m['completed']:>5} {m['failed']:>4} {m['output_tps']:>10.1f} "
+            f"{m['peak_output_tps']:>10} {m['request_rate']:>7.2f} {good:>8} {_ms(m['median_ttft']):>9} "
+            f"{_ms(m['median_tpot']):>9}"
+        )
+    lines.append("")
+    lines.append(f"{'ms':<6} {'n':>7} {'mean':>8} {'p50':>8} {'p90':>8} {'p99':>8}")
+    for key in ("ttft", "tpot", "itl", "e2e"):
+        d = result["summary"][key]
+        cells = " ".join(f"{_ms(d[q]):>8}" for q in ("mean", "p50", "p90", "p99"))
+        lines.append(f"{key:<6} {d['n']:>7} {cells}")
+    tpc = result["summary"]["tokens_per_chunk"]
+    if tpc["mean"] is not None:
+        lines.append(f"tokens per chunk: mean {tpc['mean']:.2f}, max {tpc['max']:.0f} (ITL is per token)")
+    tok = result["tokens"]
+    lines.append(
+        f"token counts: {tok['note']}; client count disagreed on {tok['client_count_disagreements']}, "
+        f"{tok['not_requested_length']} not of the requested length"
+    )
+    spec = result["spec"]
+    if spec["source"] == "unavailable":
+        lines.append("spec decoding: unavailable (no server counters); tokens per chunk is the only estimate")
+    else:
+        acc = spec.get("acceptance_length", spec.get("cumulative_acceptance_length"))
+        text = f"{acc:.3f}" if isinstance(acc, int | float) else "-"
+        lines.append(
+            f"spec decoding [{spec['source']}]: acceptance length {text}"
+            + (f", acceptance rate {spec['acceptance_rate']:.3f}" if "acceptance_rate" in spec else "")
+        )
+    lines.extend(f"warning: {w}" for w in spec["warnings"])
+    if result["stopped"]:
+        lines.append(f"stopped early: {result['stopped']}")
+    if result["errors"]:
+        lines.append(f"{result['failed_requests']} requests failed, e.g.: {result['errors'][0]}")
+    return "\n".join(lines) + "\n"
+
+
+def _envelope(command: str, target: dict[str, object], extra: dict[str, object]) -> str:
+    from cudastack.render.json import render_json
+    from cudastack.report import Report
+
+    return render_json(
+        Report(command=command, target=target, findings=(), checks=(), fail_on=Severity.ERROR, extra=extra)
+    )
+
+
+def _server_snapshot(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | None]:
+    from cudastack.snapshot import load_snapshot, take_snapshot
+    from cudastack.target import build_target
+
+    if args.server_snapshot:
+        return load_snapshot(args.server_snapshot), f"file {args.server_snapshot}"
+    if args.server_python:
+        return take_snapshot(build_target(python=args.server_python)), f"live environment of {args.server_python}"
+    return None, None
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from cudastack.bench.client import check_base_url
+    from cudastack.bench.dataset import load_workload
+    from cudastack.bench.metrics import parse_slo
+    from cudastack.bench.result import build_result
+    from cudastack.bench.runner import BenchConfig, RunState, run_benchmark
+    from cudastack.cli import _error
+
+    _check_counts(args)
+    concurrency = _positive_ints(args.concurrency) if args.concurrency else (() if args.rate else (1,))
+    cfg = BenchConfig(
+        url=check_base_url(args.url),
+        model=args.model,
+        backend=args.backend,
+        endpoint=args.endpoint,
+        num_prompts=args.num_prompts,
+        concurrency=concurrency,
+        rate=args.rate,
+        arrival=args.arrival,
+        warmup=args.warmup,
+        trials=args.trials,
+        temperature=args.temperature,
+        ignore_eos=args.ignore_eos,
+        seed=args.seed,
+        request_timeout=args.request_timeout,
+        trial_timeout=args.trial_timeout,
+    )
+    slo = parse_slo(args.slo)
+    workload = load_workload(
+        args.dataset, num_prompts=cfg.num_prompts, trials=cfg.trials * max(1, len(concurrency)), warmup=cfg.warmup
+    )
+    snapshot, snapshot_source = _server_snapshot(args)  # before the run: a bad file fails fast
+    state = RunState(config=cfg)
+    interrupted = False
+    try:
+        asyncio.run(run_benchmark(state, workload, _Bar()))
+    except KeyboardInterrupt:
+        interrupted = True
+        state.stopped = "interrupted (Ctrl-C)"
+    result = build_result(state, workload, slo=slo, snapshot=snapshot, snapshot_source=snapshot_source)
+    text = _envelope("bench run", {"url": cfg.url, "model": state.model}, {"bench": result})
+    saved = len(result["requests"])
+    if args.output:
+        _write(args.output, text)
+        print(f"{saved} finished requests written to {args.output}", file=sys.stderr)
+    if args.format == "json":
+        sys.stdout.write(text)
+    else:
+        sys.stdout.write(render_run(result))
+    kept = f"{saved} finished requests were kept" + (f" in {args.output}" if args.output else "")
+    if interrupted:
+        _error("interrupted", hint=kept)
+        return 130
+    if state.stopped:
+        _error(f"the run stopped early: {state.stopped}", hint=kept)
+        return int(ExitCode.FINDINGS)
+    return int(ExitCode.FINDINGS) if result["failed_requests"] else int(ExitCode.CLEAN)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from cudastack.bench.compare import compare_runs, parse_effect, render_compare
+    from cudastack.bench.result import load_run
+
+    a, b = load_run(args.a), load_run(args.b)
+    verdict = compare_runs(a, b, min_effect=parse_effect(args.min_effect))
+    if args.format == "json":
+        sys.stdout.write(_envelope("bench compare", {"a": args.a, "b": args.b}, {"compare": verdict}))
+    else:
+        sys.stdout.write(render_compare(verdict, args.a, args.b))
+    return int(ExitCode.FINDINGS) if verdict["b_worse"] else int(ExitCode.CLEAN)
