@@ -58,7 +58,10 @@ def _stack_diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "changes": [],
             "note": "no server snapshot in " + " and ".join(n for n, s in (("A", sa), ("B", sb)) if not s),
         }
-    return {"available": True, "changes": [c.as_dict() for c in diff_snapshots(sa, sb)]}
+    try:
+        return {"available": True, "changes": [c.as_dict() for c in diff_snapshots(sa, sb)]}
+    except (KeyError, TypeError, AttributeError) as exc:  # a hand-edited run file: say so, never a traceback
+        return {"available": False, "changes": [], "note": f"a server snapshot is malformed ({exc!r})"}
 
 
 def compare_runs(a: dict[str, Any], b: dict[str, Any], *, min_effect: float, seed: int = 0) -> dict[str, Any]:

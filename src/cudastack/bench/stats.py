@@ -10,9 +10,10 @@ be far too narrow. Two methods, chosen by the number of trials:
 * **Permutation inversion** (fewer trials): the interval is every ratio ``r`` for which a
   two-sided permutation test of "B's trials and ``r`` × A's trials come from one distribution"
   (statistic: difference of medians of logs) is *not* rejected at 5 %. It is exact but coarse:
-  with n and m trials only C(n+m, n) splits exist, so the smallest p-value is 2 / C(n+m, n). With
-  3 + 3 trials that is 0.1: no difference can ever be called real, and the interval is unbounded
-  (``None``). 4 + 4 (p ≥ 0.029) is the least that can decide anything.
+  with n and m trials only C(n+m, n) splits exist, so the smallest p-value is 2 / C(n+m, n), and
+  the median statistic ties on many splits, which raises it further. With 3 + 3 trials it is at
+  least 0.1: no difference can ever be called real, and the interval is unbounded (``None``).
+  4 + 4 (p ≥ 0.029) is the least that can decide anything; 5 + 5 or more is what to plan for.
 """
 
 from __future__ import annotations
