@@ -241,3 +241,40 @@ def test_ctrl_c_keeps_every_finished_request(server: str, tmp_path: Path) -> Non
     reqs = json.loads(out.read_text())["bench"]["requests"]
     assert 0 < len(reqs) < 40
     assert all(r["error"] is None and r["completion_tokens"] == 10 for r in reqs)
+
+
+def test_run_with_a_baseline_exits_1_when_slower(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.unit.test_bench_stats import _run_file
+
+    # The fixture sleeps 30 ms before every write, so its TPOT is at least 30 ms: a baseline at 1 ms
+    # is certainly faster. A bound set by construction, not a measured speed.
+    fast = _run_file(tmp_path / "fast.json", [0.001] * 8, torch="2.13.0")
+    args = [
+        "--url",
+        server,
+        "--dataset",
+        "random:in=4,out=4",
+        "--num-prompts",
+        "4",
+        "--concurrency",
+        "4",
+        "--trials",
+        "4",
+        "--warmup",
+        "0",
+        "--baseline",
+        fast,
+    ]
+    code, _, err = _run(args, tmp_path, capsys)
+    assert code == 1, err
+    assert "B is worse than A" in err and "permutation" in err
+
+
+def test_a_bad_baseline_fails_before_any_request(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"bench": {"format": 1, "trials": [{"trial": 0}]}}')
+    code, data, err = _run(["--url", "http://127.0.0.1:9", "--baseline", str(bad)], tmp_path, capsys)
+    assert code == 2 and "bench.trials[0] needs trial, load and metrics.duration" in err
+    assert data == {}

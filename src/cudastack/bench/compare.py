@@ -116,7 +116,7 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any], *, min_effect: float, see
 def render_compare(v: dict[str, Any], name_a: str, name_b: str) -> str:
     lines = [f"A = {name_a}", f"B = {name_b}", ""]
     lines.append(
-        f"{'load':<22} {'metric':<24} {'n A/B':>6} {'median A':>10} {'median B':>10} {'B/A':>7} {'95% CI':>17}  verdict"
+        f"{'load':<22} {'metric':<29} {'n A/B':>6} {'median A':>10} {'median B':>10} {'B/A':>7} {'95% CI':>17}  verdict"
     )
     for r in v["rows"]:
         scale = 1000.0 if r["metric"] != "output_tps" else 1.0
@@ -126,7 +126,7 @@ def render_compare(v: dict[str, Any], name_a: str, name_b: str) -> str:
         ci = "unbounded" if r["ci"] is None else f"[{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]"
         unit = "" if r["metric"] == "output_tps" else " (ms)"
         lines.append(
-            f"{r['load']:<22} {r['label'] + unit:<24} {r['trials_a']:>2}/{r['trials_b']:<3} {ma:>10} {mb:>10} "
+            f"{r['load']:<22} {r['label'] + unit:<29} {r['trials_a']:>2}/{r['trials_b']:<3} {ma:>10} {mb:>10} "
             f"{ratio:>7} {ci:>17}  {r['verdict']}"
         )
     methods = sorted({r["method"] for r in v["rows"] if r["method"]})

@@ -106,13 +106,27 @@ def load_run(path: str) -> dict[str, Any]:
     from cudastack.report import read_json_report
 
     data = read_json_report(path, "bench run")
-    bench = data.get("bench") if isinstance(data, dict) else None
+    return parse_run(data.get("bench") if isinstance(data, dict) else None, path)
+
+
+def parse_run(bench: Any, path: str) -> dict[str, Any]:
+    """A ``bench`` object (from a file or just measured) with its raw requests as records."""
     if not isinstance(bench, dict) or not isinstance(bench.get("trials"), list):
         raise BenchInputError(f"{path} is not a cudastack bench run (no bench.trials)")
     if bench.get("format") != BENCH_FORMAT:
         raise BenchInputError(f"{path} has bench format {bench.get('format')}, this cudastack reads {BENCH_FORMAT}")
+    for i, t in enumerate(bench["trials"]):  # what compare reads: checked here, never a KeyError there
+        metrics = t.get("metrics") if isinstance(t, dict) else None
+        if not (
+            isinstance(metrics, dict)
+            and isinstance(t.get("trial"), int)
+            and isinstance(t.get("load"), str)
+            and isinstance(metrics.get("duration"), int | float)
+        ):
+            raise BenchInputError(f"{path}: bench.trials[{i}] needs trial, load and metrics.duration")
     try:
-        bench["_records"] = [RequestRecord.from_dict(r) for r in bench.get("requests", [])]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BenchInputError(f"{path}: a request record is malformed: {exc}") from None
-    return bench
+        records = [RequestRecord.from_dict(r) for r in bench.get("requests") or []]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BenchInputError(f"{path}: a request record is malformed: {exc!r}") from None
+    out: dict[str, Any] = {**bench, "_records": records}
+    return out

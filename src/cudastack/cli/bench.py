@@ -42,6 +42,8 @@ def add_parser(sub: Any) -> None:
     snap.add_argument("--server-python", metavar="PY", help="take a cudastack snapshot of the server's environment")
     snap.add_argument("--server-snapshot", metavar="FILE", help="a `cudastack snapshot -o` file of the server")
     r.add_argument("-o", "--output", metavar="FILE", help="write the run (raw requests included) to FILE")
+    r.add_argument("--baseline", metavar="A.json", help="then compare with this run: exit 1 when this one is worse")
+    r.add_argument("--min-effect", default="3%", help="with --baseline: smallest change called real (default 3%%)")
     r.add_argument("--format", choices=("human", "json"), default="human")
     r.set_defaults(run=run_bench)
     c = bsub.add_parser("compare", help="is B faster or slower than A? (trial-level intervals)")
@@ -184,6 +186,12 @@ def run_bench(args: argparse.Namespace) -> int:
     from cudastack.cli import _error
 
     _check_counts(args)
+    baseline = None
+    if args.baseline:
+        from cudastack.bench.compare import parse_effect
+        from cudastack.bench.result import load_run
+
+        baseline = load_run(args.baseline), parse_effect(args.min_effect)  # a bad baseline fails before the run
     concurrency = _positive_ints(args.concurrency) if args.concurrency else (() if args.rate else (1,))
     cfg = BenchConfig(
         url=check_base_url(args.url),
@@ -231,7 +239,16 @@ def run_bench(args: argparse.Namespace) -> int:
     if state.stopped:
         _error(f"the run stopped early: {state.stopped}", hint=kept)
         return int(ExitCode.FINDINGS)
-    return int(ExitCode.FINDINGS) if result["failed_requests"] else int(ExitCode.CLEAN)
+    if result["failed_requests"]:
+        return int(ExitCode.FINDINGS)
+    if baseline is not None:
+        from cudastack.bench.compare import compare_runs, render_compare
+        from cudastack.bench.result import parse_run
+
+        verdict = compare_runs(baseline[0], parse_run(result, "this run"), min_effect=baseline[1])
+        sys.stderr.write(render_compare(verdict, args.baseline, "this run"))
+        return int(ExitCode.FINDINGS) if verdict["b_worse"] else int(ExitCode.CLEAN)
+    return int(ExitCode.CLEAN)
 
 
 def run_compare(args: argparse.Namespace) -> int:
