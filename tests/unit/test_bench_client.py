@@ -122,7 +122,7 @@ def _run(args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_run_counts_spec_counters_over_the_measured_trials_only(
-    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], report_schema: dict[str, Any]
 ) -> None:
     code, data, err = _run(
         [
@@ -143,6 +143,7 @@ def test_run_counts_spec_counters_over_the_measured_trials_only(
         capsys,
     )
     assert code == 0, err
+    assert set(report_schema["required"]) <= set(data)  # the shared envelope (its target is the doctor's)
     bench = data["bench"]
     assert data["command"] == "bench run" and data["schema_version"]
     assert len(bench["trials"]) == 4 and len(bench["requests"]) == 12 and len(bench["warmup_requests"]) == 2

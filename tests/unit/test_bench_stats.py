@@ -121,3 +121,20 @@ def test_compare_refuses_a_file_that_is_not_a_run(tmp_path: Path, capsys: pytest
     bad.write_text('{"command": "doctor"}')
     assert main(["bench", "compare", str(bad), str(bad)]) == 2
     assert "not a cudastack bench run" in capsys.readouterr().err
+
+
+def test_plot_writes_one_cdf_per_metric_for_both_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+    import xml.etree.ElementTree as ET
+
+    a = _run_file(tmp_path / "a.json", [0.010] * 3, torch="2.13.0")
+    b = _run_file(tmp_path / "b.json", [0.020] * 3, torch="2.13.0")
+    out = tmp_path / "p.html"
+    assert main(["bench", "plot", a, b, "-o", str(out)]) == 0
+    svgs = re.findall(r"<svg.*?</svg>", out.read_text(), re.S)
+    assert len(svgs) == 4
+    for svg in svgs:
+        lines = ET.fromstring(svg).findall("{http://www.w3.org/2000/svg}polyline")
+        assert len(lines) == 2  # A and B
+    itl_b = ET.fromstring(svgs[2]).findall("{http://www.w3.org/2000/svg}polyline")[1]
+    assert len(itl_b.get("points", "").split()) == 3 * 4 * 19  # one point per token after the first

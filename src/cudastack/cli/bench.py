@@ -52,6 +52,12 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--min-effect", default="3%", help="smallest change called real (default 3%%)")
     c.add_argument("--format", choices=("human", "json"), default="human")
     c.set_defaults(run=run_compare)
+    pl = bsub.add_parser("plot", help="an HTML page comparing the latency distributions of two runs")
+    pl.add_argument("a", help="run file A")
+    pl.add_argument("b", help="run file B")
+    pl.add_argument("-o", "--output", required=True, metavar="FILE.html")
+    pl.add_argument("--min-effect", default="3%")
+    pl.set_defaults(run=run_plot)
 
 
 def _positive_ints(text: str) -> tuple[int, ...]:
@@ -82,7 +88,7 @@ class _Bar:
     """A one-line progress bar on stderr, only on a terminal."""
 
     def __init__(self) -> None:
-        self.on = sys.stderr.isatty() and not os.environ.get("NO_COLOR_PROGRESS")
+        self.on = sys.stderr.isatty()
 
     def __call__(self, label: str, done: int, total: int) -> None:
         if not self.on:
@@ -262,3 +268,15 @@ def run_compare(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_compare(verdict, args.a, args.b))
     return int(ExitCode.FINDINGS) if verdict["b_worse"] else int(ExitCode.CLEAN)
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from cudastack.bench.compare import compare_runs, parse_effect
+    from cudastack.bench.plot import render_plot_html
+    from cudastack.bench.result import load_run
+
+    a, b = load_run(args.a), load_run(args.b)
+    verdict = compare_runs(a, b, min_effect=parse_effect(args.min_effect))
+    _write(args.output, render_plot_html(a, b, args.a, args.b, verdict))
+    print(f"wrote {args.output}", file=sys.stderr)
+    return int(ExitCode.CLEAN)
