@@ -36,7 +36,7 @@ def _chunk(text: str, usage: int | None, chat: bool, finish: str | None = None, 
     return out
 
 
-def script(prompt: str, max_tokens: int, chat: bool) -> list[bytes] | None:
+def script(prompt: str, max_tokens: int, chat: bool, spec_details: bool = False) -> list[bytes] | None:
     """The writes of one response (None: answer HTTP 500)."""
     done = b"data: [DONE]\n\n"
     final = _event(
@@ -75,6 +75,14 @@ def script(prompt: str, max_tokens: int, chat: bool) -> list[bytes] | None:
             _event(_chunk("!", 2, chat, "length")),
             final.replace(b'"completion_tokens": ' + str(max_tokens).encode(), b'"completion_tokens": 2') + done,
         ]
+    if prompt.startswith("sglang") and spec_details:  # SGLang 0.5: spec details in a choices-less 'sglext' chunk
+        writes = [_event(_chunk("t", i + 1, chat)) for i in range(max_tokens)]
+        ext = {
+            "id": "x",
+            "choices": [],
+            "sglext": {"spec_tokens_details": {"spec_verify_ct": 2, "spec_accept_length": 2.0}},
+        }
+        return [*writes, _event(ext), final + done]
     if prompt.startswith("error"):  # vLLM's shape when the engine dies mid-stream
         return [
             _event(_chunk("a", 1, chat)),
@@ -127,7 +135,7 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
         req = json.loads(body)
         chat = path.endswith("/chat/completions")
         prompt = req["messages"][-1]["content"] if chat else req["prompt"]
-        writes = script(prompt, int(req.get("max_tokens", 4)), chat)
+        writes = script(prompt, int(req.get("max_tokens", 4)), chat, bool(req.get("return_spec_tokens_details")))
         if writes is None:
             msg = b'{"error": "boom"}'
             writer.write(

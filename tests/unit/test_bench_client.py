@@ -279,3 +279,36 @@ def test_a_bad_baseline_fails_before_any_request(tmp_path: Path, capsys: pytest.
     code, data, err = _run(["--url", "http://127.0.0.1:9", "--baseline", str(bad)], tmp_path, capsys)
     assert code == 2 and "bench.trials[0] needs trial, load and metrics.duration" in err
     assert data == {}
+
+
+def test_sglang_per_response_spec_details_are_preferred(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ds = tmp_path / "d.jsonl"
+    ds.write_text(json.dumps({"prompt": "sglang", "max_tokens": 4}) + "\n")
+    code, data, err = _run(
+        [
+            "--url",
+            server,
+            "--backend",
+            "sglang",
+            "--dataset",
+            f"jsonl:{ds}",
+            "--num-prompts",
+            "3",
+            "--trials",
+            "1",
+            "--warmup",
+            "0",
+            "--temperature",
+            "0.7",
+        ],
+        tmp_path,
+        capsys,
+    )
+    assert code == 0, err
+    spec = data["bench"]["spec"]
+    assert spec["source"] == "sglang-response"
+    assert spec["acceptance_length"] == 4 / 2  # completion tokens / verify steps, per request
+    assert any("temperature 0.7" in w for w in spec["warnings"])
+    assert data["bench"]["server"]["backend"] == "sglang"

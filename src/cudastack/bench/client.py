@@ -212,9 +212,12 @@ class _Stream:
                     any_text = True
                 if choice.get("finish_reason"):
                     self.finish = str(choice["finish_reason"])
-            for key in ("spec_verify_ct", "spec_accept_length", "spec_tokens_details"):
-                if key in obj or key in (obj.get("meta_info") or {}):
-                    self.spec = {k: v for k, v in {**obj, **(obj.get("meta_info") or {})}.items() if "spec" in k}
+            ext = obj.get("sglext")
+            details = ext.get("spec_tokens_details") if isinstance(ext, dict) else None
+            if isinstance(details, list):  # n > 1: one per choice; the benchmark sends n = 1
+                details = details[0] if details else None
+            if isinstance(details, dict):  # SGLang >= 0.5 with return_spec_tokens_details
+                self.spec = details
             usage = obj.get("usage")
             if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
                 before = self.completion_tokens or 0

@@ -91,9 +91,11 @@ class RunState:
     """Why the run stopped early (server down, time limit, interrupted); None when it finished."""
     server_info_before: Any = None
     server_info_after: Any = None
+    backend: str = "openai"
+    """The backend asked for, or for ``auto`` the one detected in the probe."""
 
 
-def _payload(cfg: BenchConfig, model: str, prompt: Prompt) -> dict[str, Any]:
+def _payload(cfg: BenchConfig, backend: str, model: str, prompt: Prompt) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": prompt.output_len,
@@ -108,8 +110,10 @@ def _payload(cfg: BenchConfig, model: str, prompt: Prompt) -> dict[str, Any]:
         body["prompt"] = prompt.text
     if cfg.ignore_eos:
         body["ignore_eos"] = True  # vLLM and SGLang extension; OpenAI's own API rejects it
-    if cfg.backend == "openai":
+    if backend == "openai":
         body["stream_options"] = {"include_usage": True}
+    if backend == "sglang":
+        body["return_spec_tokens_details"] = True  # SGLang's per-request spec counts (0.5.23 protocol.py)
     return body
 
 
@@ -138,6 +142,11 @@ async def _probe(client: httpx.AsyncClient, state: RunState) -> None:
     info = await get_json(client, cfg.url, "/server_info") or await get_json(client, cfg.url, "/get_server_info")
     state.server["server_info"] = info
     state.server_info_before = info
+    state.backend = cfg.backend
+    if cfg.backend == "auto":  # /server_info is SGLang's; vLLM serves it only in dev mode, with vllm_config
+        sglang = isinstance(info, dict) and "vllm_config" not in info
+        state.backend = "sglang" if sglang else "vllm"
+    state.server["backend"] = state.backend
     listed = models.get("data") if isinstance(models, dict) else None
     ids = [m.get("id") for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
     state.model = cfg.model or (ids[0] if ids and isinstance(ids[0], str) else None)
@@ -178,7 +187,7 @@ async def _run_batch(
             if down.is_set():
                 return
             rec = await stream_request(
-                client, url, _payload(cfg, state.model or "", prompt), trial=trial, index=i, trial_t0=t0
+                client, url, _payload(cfg, state.backend, state.model or "", prompt), trial=trial, index=i, trial_t0=t0
             )
         out.append(rec)
         if _connection_failed(rec):

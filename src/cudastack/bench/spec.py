@@ -4,8 +4,9 @@
   (``vllm:spec_decode_num_drafts``, ``…_num_draft_tokens``, ``…_num_accepted_tokens``,
   ``…_num_accepted_tokens_per_pos``); acceptance length = 1 + accepted / drafts (each verify step
   emits the accepted drafts plus one token of its own).
-* ``sglang-response``: per-response details (``spec_verify_ct``): acceptance length =
-  completion tokens / verify steps, over the measured requests only.
+* ``sglang-response``: per-response details (``sglext.spec_tokens_details.spec_verify_ct``, sent
+  when the request asks ``return_spec_tokens_details``): acceptance length = completion tokens /
+  verify steps, over the measured requests only. Preferred when present: it is per request.
 * ``sglang-server-info``: ``avg_spec_accept_length`` from ``/server_info`` — a cumulative average
   since the server started, warm-up included; shown with that label, never as the run's own number.
 * ``unavailable``: none of these; the tokens-per-chunk distribution is then the only estimate
@@ -117,7 +118,14 @@ def spec_summary(
     """The spec section of a run: values, their source, and warnings."""
     warnings: list[str] = []
     out: dict[str, Any] = {"source": "unavailable", "tokens_per_chunk_mean": tokens_per_chunk_mean}
-    if vllm_deltas:
+    verify = sum(float(d.get("spec_verify_ct", 0) or 0) for d in response_details)
+    if verify > 0:  # zero verify steps: a server without speculation that still sent the (empty) details
+        out.update(
+            source="sglang-response",
+            acceptance_length=sum(completion_tokens) / verify,
+            verify_steps=verify,
+        )
+    elif vllm_deltas:
         total = add_deltas(vllm_deltas)
         out.update(source="vllm-metrics", counters=total)
         drafts = total["drafts"]
@@ -128,16 +136,6 @@ def spec_summary(
             out["acceptance_per_position"] = [x / drafts for x in total["accepted_per_position"]]
         else:
             warnings.append("speculative decoding is configured but the draft counters did not move during the run")
-    elif response_details:
-        verify = sum(float(d.get("spec_verify_ct", 0) or 0) for d in response_details)
-        if verify > 0:
-            out.update(
-                source="sglang-response",
-                acceptance_length=sum(completion_tokens) / verify,
-                verify_steps=verify,
-            )
-        else:
-            warnings.append("the server returned spec details but no verify step was counted")
     else:
         before, after = server_info
         acc = _sglang_accept(after)
