@@ -312,3 +312,39 @@ def test_sglang_per_response_spec_details_are_preferred(
     assert spec["acceptance_length"] == 4 / 2  # completion tokens / verify steps, per request
     assert any("temperature 0.7" in w for w in spec["warnings"])
     assert data["bench"]["server"]["backend"] == "sglang"
+
+
+def test_two_servers_run_interleaved_and_are_compared(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    code = main(
+        [
+            "bench",
+            "run",
+            "--url",
+            server,
+            "--url-b",
+            server.replace("127.0.0.1", "localhost"),
+            "--dataset",
+            "random:in=4,out=3",
+            "--num-prompts",
+            "2",
+            "--trials",
+            "4",
+            "--warmup",
+            "1",
+            "-o",
+            str(a),
+            "--output-b",
+            str(b),
+            "--min-effect",
+            "99%",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    ta = [t["started"] for t in json.loads(a.read_text())["bench"]["trials"]]
+    tb = [t["started"] for t in json.loads(b.read_text())["bench"]["trials"]]
+    assert ta[0] < tb[0] < tb[1] < ta[1] < ta[2] < tb[2] < tb[3] < ta[3]  # rounds A B, B A, A B, B A
+    assert "B is not worse than A" in out

@@ -52,7 +52,14 @@ def build_result(
         if d is not None:
             deltas.append(d)
         trials.append(
-            {"trial": t.trial, "load": t.load, "cut_short": t.cut_short, "metrics": m.as_dict(), "spec_counters": d}
+            {
+                "trial": t.trial,
+                "load": t.load,
+                "started": round(t.started, 3),
+                "cut_short": t.cut_short,
+                "metrics": m.as_dict(),
+                "spec_counters": d,
+            }
         )
     summary = summarize(measured)
     by_load: dict[str, Any] = {}

@@ -72,6 +72,8 @@ class TrialRecord:
     load: str
     """``concurrency=8`` or ``rate=4.0/s poisson``."""
     duration: float = 0.0
+    started: float = 0.0
+    """Wall-clock time (Unix seconds) the trial started: shows the A/B interleaving."""
     metrics_before: str | None = None
     metrics_after: str | None = None
     requests: list[RequestRecord] = field(default_factory=list)
@@ -93,6 +95,8 @@ class RunState:
     server_info_after: Any = None
     backend: str = "openai"
     """The backend asked for, or for ``auto`` the one detected in the probe."""
+    label: str = ""
+    """Prefix of the progress labels (``A `` / ``B `` in an interleaved run)."""
 
 
 def _payload(cfg: BenchConfig, backend: str, model: str, prompt: Prompt) -> dict[str, Any]:
@@ -209,56 +213,103 @@ async def _run_batch(
     return None
 
 
+def _width(cfg: BenchConfig) -> int:
+    return max((*cfg.concurrency, 1)) if cfg.concurrency else max(8, cfg.num_prompts)
+
+
+async def _prepare(client: httpx.AsyncClient, state: RunState, workload: Workload, progress: Progress | None) -> bool:
+    """Probe and warm up; False when the run cannot go on."""
+    cfg = state.config
+    await _probe(client, state)
+    if cfg.warmup:
+        prompts = prompts_for(workload, trial=-1, count=cfg.warmup, seed=cfg.seed)
+        why = await _run_batch(
+            client,
+            state,
+            prompts,
+            trial=-1,
+            concurrency=min(_width(cfg), cfg.warmup),
+            out=state.warmup,
+            progress=progress,
+            label=f"{state.label}warm-up",
+        )
+        if why:
+            state.stopped = why
+            return False
+    return True
+
+
+async def _round(
+    client: httpx.AsyncClient, state: RunState, workload: Workload, trial: int, progress: Progress | None
+) -> bool:
+    """Trial round ``trial``: every load once, in order (drift hits all alike). False when stopped."""
+    cfg = state.config
+    loads: list[int | None] = list(cfg.concurrency) if cfg.concurrency else [None]
+    for conc in loads:
+        number = len(state.trials)
+        prompts = prompts_for(workload, trial=number, count=cfg.num_prompts, seed=cfg.seed, warmup=cfg.warmup)
+        rec = TrialRecord(trial=number, load=f"concurrency={conc}" if conc else f"rate={cfg.rate:g}/s {cfg.arrival}")
+        state.trials.append(rec)
+        rec.metrics_before = await get_text(client, cfg.url, "/metrics")
+        start = time.perf_counter()
+        rec.started = time.time()
+        why = await _run_batch(
+            client,
+            state,
+            prompts,
+            trial=number,
+            concurrency=conc,
+            out=rec.requests,
+            progress=progress,
+            label=f"{state.label}trial {trial + 1}/{cfg.trials} {rec.load}",
+        )
+        rec.duration = time.perf_counter() - start
+        rec.metrics_after = await get_text(client, cfg.url, "/metrics")
+        if why:
+            rec.cut_short = why
+            state.stopped = why
+            return False
+    return True
+
+
+async def _finish(client: httpx.AsyncClient, state: RunState) -> None:
+    url = state.config.url
+    state.server_info_after = await get_json(client, url, "/server_info") or await get_json(
+        client, url, "/get_server_info"
+    )
+
+
 async def run_benchmark(state: RunState, workload: Workload, progress: Progress | None = None) -> None:
     """Warm-up and trials; fills ``state`` as it goes (see the module docstring)."""
     cfg = state.config
-    width = max((*cfg.concurrency, 1)) if cfg.concurrency else max(8, cfg.num_prompts)
-    async with make_client(timeout=cfg.request_timeout, connections=width) as client:
-        await _probe(client, state)
-        if cfg.warmup:
-            prompts = prompts_for(workload, trial=-1, count=cfg.warmup, seed=cfg.seed)
-            why = await _run_batch(
-                client,
-                state,
-                prompts,
-                trial=-1,
-                concurrency=min(width, cfg.warmup),
-                out=state.warmup,
-                progress=progress,
-                label="warm-up",
-            )
-            if why:
-                state.stopped = why
+    async with make_client(timeout=cfg.request_timeout, connections=_width(cfg)) as client:
+        if not await _prepare(client, state, workload, progress):
+            return
+        for trial in range(cfg.trials):
+            if not await _round(client, state, workload, trial, progress):
                 return
-        loads: list[int | None] = list(cfg.concurrency) if cfg.concurrency else [None]
-        number = 0
-        for trial in range(cfg.trials):  # loads interleaved inside each trial round: drift hits all alike
-            for conc in loads:
-                prompts = prompts_for(workload, trial=number, count=cfg.num_prompts, seed=cfg.seed, warmup=cfg.warmup)
-                rec = TrialRecord(
-                    trial=number,
-                    load=f"concurrency={conc}" if conc else f"rate={cfg.rate:g}/s {cfg.arrival}",
-                )
-                state.trials.append(rec)
-                rec.metrics_before = await get_text(client, cfg.url, "/metrics")
-                start = time.perf_counter()
-                why = await _run_batch(
-                    client,
-                    state,
-                    prompts,
-                    trial=number,
-                    concurrency=conc,
-                    out=rec.requests,
-                    progress=progress,
-                    label=f"trial {trial + 1}/{cfg.trials} {rec.load}",
-                )
-                rec.duration = time.perf_counter() - start
-                rec.metrics_after = await get_text(client, cfg.url, "/metrics")
-                number += 1
-                if why:
-                    rec.cut_short = why
-                    state.stopped = why
+        await _finish(client, state)
+
+
+async def run_interleaved(a: RunState, b: RunState, workload: Workload, progress: Progress | None = None) -> None:
+    """A and B in one run, trial rounds alternating A B, B A, A B … so that the machine's drift and
+    any order effect hit both alike; the same prompts per trial on both servers. Stops both when
+    either stops."""
+    cfg = a.config
+    async with (
+        make_client(timeout=cfg.request_timeout, connections=_width(cfg)) as ca,
+        make_client(timeout=cfg.request_timeout, connections=_width(cfg)) as cb,
+    ):
+        if not (await _prepare(ca, a, workload, progress) and await _prepare(cb, b, workload, progress)):
+            a.stopped = a.stopped or "B could not start"
+            b.stopped = b.stopped or "A could not start"
+            return
+        for trial in range(cfg.trials):
+            order = ((ca, a), (cb, b)) if trial % 2 == 0 else ((cb, b), (ca, a))
+            for client, state in order:
+                if not await _round(client, state, workload, trial, progress):
+                    other = b if state is a else a
+                    other.stopped = other.stopped or f"the other server's run stopped: {state.stopped}"
                     return
-        state.server_info_after = await get_json(client, cfg.url, "/server_info") or await get_json(
-            client, cfg.url, "/get_server_info"
-        )
+        await _finish(ca, a)
+        await _finish(cb, b)

@@ -43,6 +43,10 @@ def add_parser(sub: Any) -> None:
     snap.add_argument("--server-snapshot", metavar="FILE", help="a `cudastack snapshot -o` file of the server")
     r.add_argument("-o", "--output", metavar="FILE", help="write the run (raw requests included) to FILE")
     r.add_argument("--baseline", metavar="A.json", help="then compare with this run: exit 1 when this one is worse")
+    r.add_argument("--url-b", metavar="URL", help="a second server: trials of A and B interleaved, then compared")
+    r.add_argument("--output-b", metavar="FILE", help="with --url-b: the run file of B")
+    r.add_argument("--server-python-b", metavar="PY", help="with --url-b: B's --server-python")
+    r.add_argument("--server-snapshot-b", metavar="FILE", help="with --url-b: B's --server-snapshot")
     r.add_argument("--min-effect", default="3%", help="with --baseline: smallest change called real (default 3%%)")
     r.add_argument("--format", choices=("human", "json"), default="human")
     r.set_defaults(run=run_bench)
@@ -170,34 +174,37 @@ def _envelope(command: str, target: dict[str, object], extra: dict[str, object])
     )
 
 
-def _server_snapshot(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | None]:
+def _server_snapshot(python: str | None, path: str | None) -> tuple[dict[str, Any] | None, str | None]:
     from cudastack.snapshot import load_snapshot, take_snapshot
     from cudastack.target import build_target
 
-    if args.server_snapshot:
-        return load_snapshot(args.server_snapshot), f"file {args.server_snapshot}"
-    if args.server_python:
-        return take_snapshot(build_target(python=args.server_python)), f"live environment of {args.server_python}"
+    if path:
+        return load_snapshot(path), f"file {path}"
+    if python:
+        return take_snapshot(build_target(python=python)), f"live environment of {python}"
     return None, None
 
 
 def run_bench(args: argparse.Namespace) -> int:
     import asyncio
+    import dataclasses
 
     from cudastack.bench.client import check_base_url
+    from cudastack.bench.compare import compare_runs, parse_effect, render_compare
     from cudastack.bench.dataset import load_workload
     from cudastack.bench.metrics import parse_slo
-    from cudastack.bench.result import build_result
-    from cudastack.bench.runner import BenchConfig, RunState, run_benchmark
+    from cudastack.bench.result import build_result, load_run, parse_run
+    from cudastack.bench.runner import BenchConfig, RunState, run_benchmark, run_interleaved
     from cudastack.cli import _error
+    from cudastack.errors import UsageError
 
     _check_counts(args)
-    baseline = None
-    if args.baseline:
-        from cudastack.bench.compare import parse_effect
-        from cudastack.bench.result import load_run
-
-        baseline = load_run(args.baseline), parse_effect(args.min_effect)  # a bad baseline fails before the run
+    if args.url_b and args.baseline:
+        raise UsageError("--url-b compares A and B already; --baseline is for a single server")
+    if args.url_b and not (args.output and args.output_b):
+        raise UsageError("--url-b needs -o A.json and --output-b B.json (one run file per server)")
+    min_effect = parse_effect(args.min_effect)
+    baseline = load_run(args.baseline) if args.baseline else None  # a bad baseline fails before the run
     concurrency = _positive_ints(args.concurrency) if args.concurrency else (() if args.rate else (1,))
     cfg = BenchConfig(
         url=check_base_url(args.url),
@@ -220,41 +227,65 @@ def run_bench(args: argparse.Namespace) -> int:
     workload = load_workload(
         args.dataset, num_prompts=cfg.num_prompts, trials=cfg.trials * max(1, len(concurrency)), warmup=cfg.warmup
     )
-    snapshot, snapshot_source = _server_snapshot(args)  # before the run: a bad file fails fast
-    state = RunState(config=cfg)
+    # Snapshots before the run: a bad file fails fast.
+    sides = [(RunState(config=cfg), args.output, _server_snapshot(args.server_python, args.server_snapshot))]
+    if args.url_b:
+        cfg_b = dataclasses.replace(cfg, url=check_base_url(args.url_b))
+        sides = [
+            (RunState(config=cfg, label="A "), args.output, sides[0][2]),
+            (
+                RunState(config=cfg_b, label="B "),
+                args.output_b,
+                _server_snapshot(args.server_python_b, args.server_snapshot_b),
+            ),
+        ]
     interrupted = False
     try:
-        asyncio.run(run_benchmark(state, workload, _Bar()))
+        if len(sides) == 2:
+            asyncio.run(run_interleaved(sides[0][0], sides[1][0], workload, _Bar()))
+        else:
+            asyncio.run(run_benchmark(sides[0][0], workload, _Bar()))
     except KeyboardInterrupt:
         interrupted = True
-        state.stopped = "interrupted (Ctrl-C)"
-    result = build_result(state, workload, slo=slo, snapshot=snapshot, snapshot_source=snapshot_source)
-    text = _envelope("bench run", {"url": cfg.url, "model": state.model}, {"bench": result})
-    saved = len(result["requests"])
-    if args.output:
-        _write(args.output, text)
-        print(f"{saved} finished requests written to {args.output}", file=sys.stderr)
-    if args.format == "json":
-        sys.stdout.write(text)
-    else:
-        sys.stdout.write(render_run(result))
-    kept = f"{saved} finished requests were kept" + (f" in {args.output}" if args.output else "")
+        for state, _, _ in sides:
+            state.stopped = "interrupted (Ctrl-C)"
+    results = []
+    kept = []
+    for state, output, (snapshot, snapshot_source) in sides:
+        result = build_result(state, workload, slo=slo, snapshot=snapshot, snapshot_source=snapshot_source)
+        results.append(result)
+        text = _envelope("bench run", {"url": state.config.url, "model": state.model}, {"bench": result})
+        saved = len(result["requests"])
+        if output:
+            _write(output, text)
+            print(f"{saved} finished requests written to {output}", file=sys.stderr)
+        kept.append(f"{saved} finished requests were kept" + (f" in {output}" if output else ""))
+        if args.format == "json" and len(sides) == 1:
+            sys.stdout.write(text)
+        elif args.format == "human":
+            sys.stdout.write(state.label + render_run(result))
     if interrupted:
-        _error("interrupted", hint=kept)
+        _error("interrupted", hint="; ".join(kept))
         return 130
-    if state.stopped:
-        _error(f"the run stopped early: {state.stopped}", hint=kept)
+    stopped = [s.stopped for s, _, _ in sides if s.stopped]
+    if stopped:
+        _error(f"the run stopped early: {stopped[0]}", hint="; ".join(kept))
         return int(ExitCode.FINDINGS)
-    if result["failed_requests"]:
+    if any(r["failed_requests"] for r in results):
         return int(ExitCode.FINDINGS)
-    if baseline is not None:
-        from cudastack.bench.compare import compare_runs, render_compare
-        from cudastack.bench.result import parse_run
-
-        verdict = compare_runs(baseline[0], parse_run(result, "this run"), min_effect=baseline[1])
-        sys.stderr.write(render_compare(verdict, args.baseline, "this run"))
-        return int(ExitCode.FINDINGS) if verdict["b_worse"] else int(ExitCode.CLEAN)
-    return int(ExitCode.CLEAN)
+    pair = None
+    if len(results) == 2:
+        pair = (parse_run(results[0], args.output), parse_run(results[1], args.output_b), args.output, args.output_b)
+    elif baseline is not None:
+        pair = (baseline, parse_run(results[0], "this run"), args.baseline, "this run")
+    if pair is None:
+        return int(ExitCode.CLEAN)
+    verdict = compare_runs(pair[0], pair[1], min_effect=min_effect)
+    if args.format == "json" and len(results) == 2:
+        sys.stdout.write(_envelope("bench compare", {"a": pair[2], "b": pair[3]}, {"compare": verdict}))
+    else:
+        (sys.stdout if len(results) == 2 else sys.stderr).write(render_compare(verdict, pair[2], pair[3]))
+    return int(ExitCode.FINDINGS) if verdict["b_worse"] else int(ExitCode.CLEAN)
 
 
 def run_compare(args: argparse.Namespace) -> int:
