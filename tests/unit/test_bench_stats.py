@@ -138,3 +138,36 @@ def test_plot_writes_one_cdf_per_metric_for_both_runs(tmp_path: Path, capsys: py
         assert len(lines) == 2  # A and B
     itl_b = ET.fromstring(svgs[2]).findall("{http://www.w3.org/2000/svg}polyline")[1]
     assert len(itl_b.get("points", "").split()) == 3 * 4 * 19  # one point per token after the first
+
+
+def test_gpu_state_from_nvidia_smi_falls_back_to_the_old_reason_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cudastack.bench.gpu import is_local, read_gpu_state
+
+    # An nvidia-smi of a driver before 535: it rejects clocks_event_reasons, knows clocks_throttle_reasons.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in *clocks_event_reasons*) echo "Field \\"clocks_event_reasons.active\\" is not a valid field" >&2;'
+        " exit 2;; esac\n"
+        "echo '0, 1980, 2619, 350.12, 61, 0x0000000000000004'\n"
+        "echo '1, 1410, 2619, [N/A], 55, 0x0000000000000060'\n"
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("CUDASTACK_NVIDIA_SMI", str(smi))
+    state = read_gpu_state()
+    assert state["gpus"][0] == {
+        "index": 0,
+        "sm_clock_mhz": 1980.0,
+        "mem_clock_mhz": 2619.0,
+        "power_w": 350.12,
+        "temperature_c": 61.0,
+        "clock_event_reasons": ["sw_power_cap"],
+    }
+    assert state["gpus"][1]["power_w"] is None
+    assert state["gpus"][1]["clock_event_reasons"] == ["sw_thermal_slowdown", "hw_thermal_slowdown"]
+    monkeypatch.setenv("CUDASTACK_NVIDIA_SMI", str(tmp_path / "absent"))
+    assert "unavailable" in read_gpu_state()
+    assert is_local("http://127.0.0.1:8000") and is_local("http://localhost:1") and is_local("http://[::1]:80")
+    assert not is_local("http://10.0.0.5:8000")

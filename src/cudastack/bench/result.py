@@ -59,6 +59,7 @@ def build_result(
                 "cut_short": t.cut_short,
                 "metrics": m.as_dict(),
                 "spec_counters": d,
+                "gpu": {"before": t.gpu_before, "after": t.gpu_after},
             }
         )
     summary = summarize(measured)

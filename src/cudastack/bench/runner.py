@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cudastack.bench import BenchError
 from cudastack.bench.client import RequestRecord, endpoint, get_json, get_text, make_client, stream_request
 from cudastack.bench.dataset import Prompt, Workload, prompts_for
+from cudastack.bench.gpu import is_local, read_gpu_state
 
 if TYPE_CHECKING:
     import httpx
@@ -76,6 +77,9 @@ class TrialRecord:
     """Wall-clock time (Unix seconds) the trial started: shows the A/B interleaving."""
     metrics_before: str | None = None
     metrics_after: str | None = None
+    gpu_before: dict[str, Any] | None = None
+    """GPU clocks, power, throttle reasons before the trial (server on this machine only)."""
+    gpu_after: dict[str, Any] | None = None
     requests: list[RequestRecord] = field(default_factory=list)
     cut_short: str | None = None
 
@@ -251,6 +255,8 @@ async def _round(
         rec = TrialRecord(trial=number, load=f"concurrency={conc}" if conc else f"rate={cfg.rate:g}/s {cfg.arrival}")
         state.trials.append(rec)
         rec.metrics_before = await get_text(client, cfg.url, "/metrics")
+        if is_local(cfg.url):
+            rec.gpu_before = await asyncio.to_thread(read_gpu_state)
         start = time.perf_counter()
         rec.started = time.time()
         why = await _run_batch(
@@ -265,6 +271,8 @@ async def _round(
         )
         rec.duration = time.perf_counter() - start
         rec.metrics_after = await get_text(client, cfg.url, "/metrics")
+        if is_local(cfg.url):
+            rec.gpu_after = await asyncio.to_thread(read_gpu_state)
         if why:
             rec.cut_short = why
             state.stopped = why
