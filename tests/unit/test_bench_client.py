@@ -207,6 +207,16 @@ def test_mid_run_errors_are_saved_with_every_finished_request(
     assert data["bench"]["failed_requests"] == 2
 
 
+def served(url: str) -> int:
+    """Requests the fixture server has finished (its drafts counter moves by 2 per request)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    line = next(x for x in text.splitlines() if x.startswith("vllm:spec_decode_num_drafts_total"))
+    return int(float(line.rsplit(" ", 1)[1])) // 2
+
+
 def test_ctrl_c_keeps_every_finished_request(server: str, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     proc = subprocess.Popen(
@@ -234,7 +244,10 @@ def test_ctrl_c_keeps_every_finished_request(server: str, tmp_path: Path) -> Non
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(4.0)  # ~0.3 s a request: several have finished, most have not
+    start = served(server)
+    deadline = time.monotonic() + 60
+    while served(server) < start + 2 and time.monotonic() < deadline:  # ~0.3 s a request: 2 done, most not
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
