@@ -361,3 +361,69 @@ def test_two_servers_run_interleaved_and_are_compared(
     tb = [t["started"] for t in json.loads(b.read_text())["bench"]["trials"]]
     assert ta[0] < tb[0] < tb[1] < ta[1] < ta[2] < tb[2] < tb[3] < ta[3]  # rounds A B, B A, A B, B A
     assert "B is not worse than A" in out
+
+
+def test_rate_mode_sends_on_the_arrival_schedule(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, data, err = _run(
+        [
+            "--url",
+            server,
+            "--dataset",
+            "random:in=4,out=2",
+            "--num-prompts",
+            "5",
+            "--rate",
+            "20",
+            "--arrival",
+            "constant",
+            "--trials",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        tmp_path,
+        capsys,
+    )
+    assert code == 0, err
+    bench = data["bench"]
+    assert [t["load"] for t in bench["trials"]] == ["rate=20/s constant"]
+    starts = sorted((r["index"], r["start"]) for r in bench["requests"])
+    # constant arrivals every 50 ms: request i is sent no earlier than i * 0.05 s (a schedule, not a speed)
+    assert all(start >= i * 0.05 - 1e-3 for i, start in starts)
+
+
+def test_compare_of_runs_with_no_common_load_is_a_usage_error(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = []
+    for conc in ("1", "2"):
+        out = tmp_path / f"c{conc}.json"
+        assert (
+            main(
+                [
+                    "bench",
+                    "run",
+                    "--url",
+                    server,
+                    "--dataset",
+                    "random:in=4,out=2",
+                    "--num-prompts",
+                    "1",
+                    "--concurrency",
+                    conc,
+                    "--trials",
+                    "1",
+                    "--warmup",
+                    "0",
+                    "-o",
+                    str(out),
+                ]
+            )
+            == 0
+        )
+        files.append(str(out))
+    capsys.readouterr()
+    assert main(["bench", "compare", *files]) == 2
+    assert "share no load" in capsys.readouterr().err

@@ -97,7 +97,11 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any], *, min_effect: float, see
             row.update(ratio=ratio, ci=list(ci) if ci else None, method=method, verdict=verdict)
             rows.append(row)
     if not rows:
-        warnings.append("A and B share no load (concurrency or rate): nothing to compare")
+        loads_a, loads_b = ", ".join(ta) or "none", ", ".join(tb) or "none"
+        raise BenchInputError(
+            f"A and B share no load (A: {loads_a}; B: {loads_b}): nothing to compare",
+            hint="run both with the same --concurrency or --rate",
+        )
     for name, run in (("A", a), ("B", b)):
         for w in run.get("spec", {}).get("warnings", []):
             warnings.append(f"{name}: {w}")
