@@ -258,3 +258,90 @@ def test_the_shared_torch_base_is_intact() -> None:
             if base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode() != row[1][len("sha256=") :]:
                 changed.append(row[0])
     assert checked > 1000 and changed == []
+
+
+# --- PKG008: severity follows what bitsandbytes' own code loads (issue 11, the audit) -------------
+
+_BNB_PICKS = r"""
+import torch, bitsandbytes.cextension as c
+from bitsandbytes.cuda_specs import CUDASpecs
+cuda = torch.version.cuda
+spec = CUDASpecs(highest_compute_capability=(9, 0), cuda_version_string=cuda.replace(".", ""),
+                 cuda_version_tuple=tuple(int(x) for x in cuda.split(".")[:2]))
+path = c.get_cuda_bnb_library_path(spec)
+print(path.name, path.exists())
+"""
+
+
+def _bnb_doctor(python: Path, *env: str) -> dict[str, object]:
+    args = [a for e in env for a in ("-e", e)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
+        + ["--select", "PKG008", "-e", f"PATH={os.environ.get('PATH', '')}", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    findings = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "PKG008"]
+    assert len(findings) == 1, findings
+    return dict(findings[0])
+
+
+def _bnb_picks(python: Path, *env: str) -> tuple[str, bool]:
+    """Reality: bitsandbytes' own selection (``get_cuda_bnb_library_path``) in a fresh interpreter,
+    for torch's CUDA (no GPU here, so its CUDASpecs are built from ``torch.version.cuda``)."""
+    proc = subprocess.run(
+        ["env", "-i", f"PATH={os.environ.get('PATH', '')}", *env, str(python), "-c", _BNB_PICKS],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    name, exists = proc.stdout.split()[-2:]
+    return name, exists == "True"
+
+
+def _bnb_python() -> Path:
+    try:
+        return corpus.build(corpus.BY_NAME["transformers-accelerate-bnb"])
+    except corpus.UnavailableError as e:
+        oracles.missing(str(e))
+
+
+def test_pkg008_is_an_error_when_no_binary_will_load() -> None:
+    """``BNB_CUDA_VERSION=125`` beside bitsandbytes 0.50.2, which ships no cuda125: its own code
+    returns the absent path (the override bypasses the fallback), the load error is caught at
+    import and every CUDA call raises. Error, with where it is caught."""
+    python = _bnb_python()
+    name, exists = _bnb_picks(python, "BNB_CUDA_VERSION=125")
+    assert (name, exists) == ("libbitsandbytes_cuda125.so", False)
+    imports = subprocess.run(
+        ["env", "-i", "BNB_CUDA_VERSION=125", str(python), "-c", "import bitsandbytes"],
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
+    assert imports.returncode == 0
+    f = _bnb_doctor(python, "BNB_CUDA_VERSION=125")
+    assert f["severity"] == "error"
+    assert any("catches the load error at import" in e for e in f["evidence"]), f["evidence"]  # type: ignore[attr-defined]
+
+
+def test_pkg008_is_a_warning_when_bitsandbytes_falls_back_within_the_major(tmp_path: Path) -> None:
+    """The same bitsandbytes without its cuda130 binary (a hard-linked copy of the stack, the file
+    and its RECORD row removed: what a torch on a CUDA minor bitsandbytes does not ship meets):
+    its own code falls back to cuda132 and loads it. A warning that names it."""
+    stack = _bnb_python()
+    python = make_venv(tmp_path / "env")
+    site = site_of(python)
+    subprocess.run(["cp", "-al", f"{site_of(stack)}/.", str(site)], check=True)
+    (site / "bitsandbytes" / "libbitsandbytes_cuda130.so").unlink()
+    record = next(site.glob("bitsandbytes-*.dist-info")) / "RECORD"
+    rows = [r for r in record.read_text().splitlines(keepends=True) if "libbitsandbytes_cuda130.so" not in r]
+    record.unlink()  # a hard link: the stack's own RECORD keeps its bytes
+    record.write_text("".join(rows))
+    assert _bnb_picks(python) == ("libbitsandbytes_cuda132.so", True)
+    f = _bnb_doctor(python)
+    assert f["severity"] == "warning"
+    assert any("libbitsandbytes_cuda132.so" in e for e in f["evidence"]), f["evidence"]  # type: ignore[attr-defined]

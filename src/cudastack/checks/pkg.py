@@ -856,6 +856,16 @@ def bitsandbytes_binary(ctx: Context) -> Iterator[Finding]:
     The `libbitsandbytes_cudaXYZ.so` files bitsandbytes installed (RECORD) against the CUDA
     version it will look for: `BNB_CUDA_VERSION` in the target's environment, else torch's CUDA.
 
+    Severity follows what bitsandbytes' own code will do (its `cextension.py`, read, not run):
+    - `error` when no binary will be loaded: the exact one is missing and either
+      `BNB_CUDA_VERSION` is set (the override bypasses every fallback) or the installed release
+      has no fallback, or it has one (0.50: the packaged binary of the same CUDA major, the newest
+      older minor first) and none of that major is installed. `import bitsandbytes` still works
+      (the load error is caught and logged), but every CUDA operation raises `No compatible CUDA
+      binary found` on its first call; the evidence names where the error is caught.
+    - `warning` when the exact binary is missing but the installed release's own fallback loads
+      another binary of the same CUDA major: the evidence names it and the line of the fallback.
+
     ## Why is this bad?
     bitsandbytes fails at import or first use with `Could not find the bitsandbytes CUDA binary at
     .../libbitsandbytes_cuda130.so`.
@@ -886,20 +896,77 @@ def bitsandbytes_binary(ctx: Context) -> Iterator[Finding]:
     have = sorted({m.group(1) for p in bnb.native_files() if (m := fam.BNB_LIBRARY.search(p))}, key=int)
     if want in have:
         return
+    source = _bnb_source(bnb)
+    fallback = None if override else _bnb_fallback(want, have, source)
+    evidence = [f"RECORD of {bnb.meta_dir} lists CUDA binaries: {', '.join('cuda' + h for h in have) or 'none'}", why]
+    if fallback is not None:
+        picked, where = fallback
+        evidence.append(
+            f"warning, not error: {where} falls back to the packaged binary of the same CUDA major, "
+            f"libbitsandbytes_cuda{picked}.so, and logs 'No prebuilt binary for CUDA ...'"
+        )
+        severity = Severity.WARNING
+    else:
+        if override:
+            evidence.append(f"{fam.BNB_ENV} bypasses bitsandbytes' own choice: it loads exactly that binary")
+        elif source is not None and _BNB_FALLBACK in source[1]:
+            evidence.append(f"{source[0]}: the fallback stays within the CUDA major, and none of it is installed")
+        caught = _line_of(source, "bitsandbytes library load error") if source else None
+        evidence.append(
+            f"{caught} catches the load error at import: `import bitsandbytes` works, every CUDA operation "
+            "raises on its first call"
+            if caught
+            else "bitsandbytes fails to load its CUDA binary (at import or at the first CUDA operation)"
+        )
+        severity = Severity.ERROR
     yield Finding(
         code="PKG008",
-        severity=Severity.ERROR,
+        severity=severity,
         message=f"bitsandbytes {bnb.version} has no libbitsandbytes_cuda{want}.so ({why})",
         subject=bnb.key,
         distribution=bnb.key,
-        evidence=(
-            f"RECORD of {bnb.meta_dir} lists CUDA binaries: {', '.join('cuda' + h for h in have) or 'none'}",
-            why,
-        ),
+        evidence=tuple(evidence),
         fix=ctx.install_fix(
             f"Install a bitsandbytes release with a CUDA {want} binary", ["bitsandbytes"], extra_args=("--upgrade",)
         ),
     )
+
+
+# bitsandbytes >= 0.50 (cextension.py, get_cuda_bnb_library_path): without an exact binary it loads
+# the newest packaged one of the same CUDA major below the runtime's minor, else the lowest above.
+_BNB_FALLBACK = "No prebuilt binary for"
+
+
+def _bnb_source(bnb: Distribution) -> tuple[str, str] | None:
+    """(path, text) of the installed ``bitsandbytes/cextension.py``, ``None`` when unreadable."""
+    for e in bnb.record or ():
+        if e.path == "bitsandbytes/cextension.py":
+            path = bnb.abspath(e.path)
+            try:
+                return path, read_bytes(path, 1 << 20).data.decode("utf-8", "replace")
+            except OSError:
+                return None
+    return None
+
+
+def _line_of(source: tuple[str, str], needle: str) -> str | None:
+    i = source[1].find(needle)
+    return None if i < 0 else f"{source[0]}:{source[1].count(chr(10), 0, i) + 1}"
+
+
+def _bnb_fallback(want: str, have: list[str], source: tuple[str, str] | None) -> tuple[str, str] | None:
+    """(binary version it loads, ``file:line`` of the fallback) when the installed release's own
+    code falls back from the missing ``want`` to a packaged binary of the same CUDA major (CUDA's
+    major is always two digits in these names: ``132`` is 13.2)."""
+    where = _line_of(source, _BNB_FALLBACK) if source else None
+    if where is None or len(want) < 3 or not want.isdigit():
+        return None
+    major, minor = want[:2], int(want[2:])
+    same = sorted((int(h[2:]), h) for h in have if h[:2] == major and len(h) >= 3)
+    lower = [h for m, h in same if m < minor]
+    higher = [h for m, h in same if m > minor]
+    picked = lower[-1] if lower else higher[0] if higher else None
+    return None if picked is None else (picked, where)
 
 
 def _nvidia_major(dist: Distribution) -> tuple[int | None, str]:
