@@ -345,3 +345,60 @@ def test_pkg008_is_a_warning_when_bitsandbytes_falls_back_within_the_major(tmp_p
     f = _bnb_doctor(python)
     assert f["severity"] == "warning"
     assert any("libbitsandbytes_cuda132.so" in e for e in f["evidence"]), f["evidence"]  # type: ignore[attr-defined]
+
+
+# --- PKG003: a jit-cache for another CUDA than torch is judged by whether its kernels load --------
+
+
+@pytest.mark.parametrize(
+    ("runtime", "target", "severity"),
+    [("dynamic", "--python", "error"), ("static", "--python", "warning"), ("static", "--site-packages", "error")],
+)
+def test_pkg003_follows_whether_the_kernels_load(tmp_path: Path, runtime: str, target: str, severity: str) -> None:
+    """flashinfer-jit-cache 0.7.4+cu128 beside torch 2.14.1+cu130 (the CUDA torch stack, hard-linked):
+    a kernel library that needs ``libcudart.so.12`` (not on this host, not in the stack) really
+    fails to dlopen — error, naming it; one built with the static runtime (no cudart dependency)
+    really loads — warning, saying why. With ``--site-packages`` alone there is no loader
+    prediction to contradict the label: error, and the evidence says it is the table alone."""
+    from tests import native, wheels
+
+    try:
+        base = corpus.build(corpus.BY_NAME["torch-cu130"])
+    except corpus.UnavailableError as e:
+        oracles.missing(str(e))
+    python = make_venv(tmp_path / "env")
+    site = site_of(python)
+    subprocess.run(["cp", "-al", f"{site_of(base)}/.", str(site)], check=True)
+    src = "int fmha_run(int x) { return x + 1; }\n"
+    if runtime == "dynamic":
+        stub = native.build(tmp_path / "stub" / "libcudart.so.12", "int cudaFree(void *p) { return 0; }\n",
+                            flags=("-Wl,-soname,libcudart.so.12",))  # fmt: skip
+        kernel = native.build(tmp_path / "k" / "fmha.so", src, flags=("-Wl,--no-as-needed", f"-L{stub.parent}"),
+                              libs=("-l:libcudart.so.12",))  # fmt: skip
+    else:
+        kernel = native.build(tmp_path / "k" / "fmha.so", src)
+    files = {
+        "flashinfer_jit_cache/__init__.py": b"",
+        "flashinfer_jit_cache/jit_cache/fmha/fmha.so": kernel.read_bytes(),
+    }
+    wheels.make_wheel(tmp_path / "wheels", "flashinfer-jit-cache", "0.7.4+cu128", files)
+    wheels.pip_install(python, tmp_path / "wheels", "flashinfer-jit-cache", extra=("--no-deps",))
+    installed = site / "flashinfer_jit_cache" / "jit_cache" / "fmha" / "fmha.so"
+    [(_, loads, why)] = native.real_dlopen([str(installed)])
+    assert loads == (runtime == "static"), why
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudastack", "doctor", target, str(python if target == "--python" else site)]
+        + ["--format", "json", "--select", "PKG003", "-e", f"PATH={os.environ.get('PATH', '')}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    [f] = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "PKG003"]
+    assert f["severity"] == severity, f
+    if target == "--site-packages":
+        assert any(e.startswith("error from the table alone") for e in f["evidence"]), f["evidence"]
+    elif runtime == "dynamic":
+        assert any("libcudart.so.12" in e for e in f["evidence"]), f["evidence"]
+    else:
+        assert any("every kernel library" in e for e in f["evidence"]), f["evidence"]

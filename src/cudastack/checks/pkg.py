@@ -264,7 +264,26 @@ def consequence(ctx: Context, keys: set[str], label: str | None = None) -> tuple
     loads = loads_evidence(ctx, keys, label)
     if loads:
         return Severity.WARNING, (f"warning, not error: {loads}",)
-    return Severity.ERROR, ()
+    alone = unjudged(ctx, keys)
+    return Severity.ERROR, (alone,) if alone else ()
+
+
+def unjudged(ctx: Context, keys: set[str]) -> str | None:
+    """The evidence line of a table or metadata finding that stays an ``error`` because no loader
+    prediction can confirm or contradict it (``--site-packages`` without ``--python``, an
+    interpreter that would not start, or a native file of ``keys`` it could not read); ``None``
+    when there is a prediction for ``keys``."""
+    pred = ctx.prediction
+    if pred.skipped:
+        why = pred.skipped
+    elif unread := [path for path, dist, _why in pred.unreadable if dist in keys]:
+        why = f"{len(unread)} native file(s) of it could not be read, e.g. {unread[0]}"
+    else:
+        return None
+    return (
+        f"error from the table alone: no loader prediction can show whether it loads ({why}); "
+        "with --python the run judges it by what loads"
+    )
 
 
 def _shown_break(ctx: Context, dist: Distribution, dep: Distribution) -> list[str]:
@@ -514,6 +533,13 @@ def flashinfer_jit_cache_cuda(ctx: Context) -> Iterator[Finding]:
     The `+cuXYZ` local label of `flashinfer-jit-cache` against the CUDA version torch was built
     with (`torch/version.py`).
 
+    Severity follows what loads: an `error` when the run's loader analysis predicts a kernel
+    library of the jit-cache fails to load (at import, or when flashinfer loads it on first use:
+    `libcudart.so.12` missing beside a CUDA-13 torch), or when there is no loader prediction
+    (`--site-packages` without `--python`: the label is all the evidence, and the finding says
+    so); a `warning` when the same run predicts every one of them loads (kernels built with the
+    static runtime do): flashinfer's import compares only the jit-cache's version, not its label.
+
     ## Why is this bad?
     The jit-cache holds precompiled kernels for one CUDA; with another torch CUDA they are
     compiled against the wrong runtime and fail to load, or flashinfer recompiles everything.
@@ -538,18 +564,47 @@ def flashinfer_jit_cache_cuda(ctx: Context) -> Iterator[Finding]:
         raise SkipCheck(f"flashinfer-jit-cache {jit.version} carries no +cuXYZ label")
     if label == torch.cuda_label:
         return
+    evidence = [f"{jit.name} {jit.version} ({jit.meta_dir})", f"torch cuda = {torch.cuda!r} ({torch.source})"]
+    failures = _kernel_failures(ctx, jit)
+    severity = Severity.ERROR
+    if failures:
+        evidence.extend(failures[:5])
+    elif failures is None:
+        evidence.append(unjudged(ctx, {jit.key}) or "error from the label alone")
+    else:
+        judged = sum(1 for f in ctx.prediction.files if f.distribution == jit.key)
+        severity = Severity.WARNING
+        evidence.append(
+            f"warning, not error: the loader analysis of this run predicts every kernel library of {jit.name} "
+            f"loads ({judged} judged); flashinfer compares only the version of the jit-cache at import, not "
+            "its CUDA label, so its kernels run against another CUDA than torch's"
+        )
     yield Finding(
         code="PKG003",
-        severity=Severity.ERROR,
+        severity=severity,
         message=f"flashinfer-jit-cache {jit.version} is for {label}; torch {torch.version} uses CUDA {torch.cuda}",
         subject=jit.key,
         distribution=jit.key,
-        evidence=(f"{jit.name} {jit.version} ({jit.meta_dir})", f"torch cuda = {torch.cuda!r} ({torch.source})"),
+        evidence=tuple(evidence),
         fix=ctx.install_fix(
             f"Install flashinfer-jit-cache for {torch.cuda_label}",
             [f"flashinfer-jit-cache=={jit.public_version}+{torch.cuda_label}"],
             index_url=fam.FLASHINFER_INDEX.format(cuda_label=torch.cuda_label),
         ),
+    )
+
+
+def _kernel_failures(ctx: Context, jit: Distribution) -> tuple[str, ...] | None:
+    """One line per native file of the jit-cache the run's prediction says fails to load, at
+    import or when flashinfer loads it on first use (on demand); ``()`` when every one loads,
+    ``None`` when there is no prediction for them."""
+    if unjudged(ctx, {jit.key}) is not None:
+        return None
+    return tuple(
+        f"loader: {f.path} fails to load ({'at import' if f.predicted == 'fails' else 'when flashinfer loads it'}): "
+        f"{f.problems[0].message}"
+        for f in ctx.prediction.files
+        if f.distribution == jit.key and f.problems and f.predicted in ("fails", "on-demand") and not f.optional
     )
 
 
@@ -620,7 +675,8 @@ def _companion_check(
         distribution=key,
         evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})")
         + (failures or ())
-        + ((f"warning, not error: {loads} against the installed torch",) if loads else ()),
+        + ((f"warning, not error: {loads} against the installed torch",) if loads else ())
+        + ((alone,) if failures is None and (alone := unjudged(ctx, {key})) else ()),
         fix=ctx.install_fix(
             f"Reinstall {name} from the same index and variant as torch",
             [want],
@@ -1063,7 +1119,8 @@ def cuda_major_mixed(ctx: Context) -> Iterator[Finding]:
             evidence=tuple(f"{d.name} {d.version}: CUDA {m}, {why}" for d, m, why in items)
             + ((f"torch {torch.version} uses CUDA {torch.cuda}",) if torch and torch.cuda else ())
             + (failures or ())[:5]
-            + ((f"warning, not error: {loads}, whichever major each picks",) if loads else ()),
+            + ((f"warning, not error: {loads}, whichever major each picks",) if loads else ())
+            + ((alone,) if failures is None and (alone := unjudged(ctx, {d.key for d, _, _ in items})) else ()),
             fix=ctx.uninstall_fix(
                 "Uninstall the variant that does not match torch's CUDA" if stray else "Keep one CUDA major",
                 stray or [d.name for d, _, _ in items],
