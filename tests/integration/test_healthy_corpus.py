@@ -50,6 +50,12 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "no rule: matplotlib_inline/__init__.py imports matplotlib, which matplotlib-inline does not declare "
         "and which sglang's resolution does not install (ModuleNotFoundError)"
     ),
+    ("torchcodec-on-cpu-torch", "torchcodec"): (
+        "import model (env/native_loads.py): torchcodec/__init__ -> _core/ops.py calls load_image_library() at "
+        "import, which runs torch.ops.load_library(_get_extension_path('libtorchcodec_image')); that library "
+        "links libtorch_cuda.so / libc10_cuda.so (a CUDA build from PyPI) and CPU torch has neither: the load is "
+        "not followed, so the library is judged on-demand (info) and no error names torchcodec"
+    ),
 }
 
 
@@ -402,3 +408,37 @@ def test_pkg003_follows_whether_the_kernels_load(tmp_path: Path, runtime: str, t
         assert any("libcudart.so.12" in e for e in f["evidence"]), f["evidence"]
     else:
         assert any("every kernel library" in e for e in f["evidence"]), f["evidence"]
+
+
+def test_a_module_that_fails_when_loaded_later_is_not_said_to_load() -> None:
+    """xformers 0.0.35 as pip resolves it beside torch 2.14.1+cu130: ``import xformers`` works, but
+    its ``_C.so`` needs ``libcudart.so.12`` and really fails to load when xformers asks for it
+    (``torch.ops.load_library``; xformers catches that and warns). PKG006 is a warning (the import
+    works); its evidence said "every native module of xformers loads (1 judged)", now it names
+    the module that fails when loaded later."""
+    try:
+        python = corpus.build(corpus.BY_NAME["xformers"])
+    except corpus.UnavailableError as e:
+        oracles.missing(str(e))
+    so = site_of(python) / "xformers" / "_C.so"
+    real = subprocess.run(
+        ["env", "-i", f"PATH={os.environ.get('PATH', '')}", str(python), "-c"]
+        + [f"import torch, xformers; torch.ops.load_library({str(so)!r})"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert real.returncode != 0 and "libcudart.so.12" in real.stderr, real.stderr[-600:]
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
+        + ["--select", "PKG006", "-e", f"PATH={os.environ.get('PATH', '')}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    [f] = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "PKG006"]
+    assert f["severity"] == "warning", f
+    said = " ".join(f["evidence"])
+    assert "every native module" not in said and "_C.so (libcudart.so.12" in said, f["evidence"]

@@ -245,6 +245,13 @@ def loads_evidence(ctx: Context, keys: set[str], label: str | None = None) -> st
     names = label or ", ".join(sorted(keys))
     if not mods:
         return f"the loader analysis of this run finds no native module of {names} to fail at import"
+    later = [f for f in mods if f.predicted == "on-demand" and f.problems and not f.optional]
+    if later:  # they do not load when the package asks for them later: a feature lost, not a failed import
+        where = ", ".join(f"{os.path.basename(f.path)} ({f.problems[0].message})" for f in later[:3])
+        return (
+            f"the loader analysis of this run predicts no native module of {names} fails at import "
+            f"({len(mods)} judged); {len(later)} fail when loaded later, a feature lost: {where}"
+        )
     if guarded:
         where = ", ".join(f"{os.path.basename(f.path)} (guarded at {f.optional})" for f in guarded[:3])
         return (
