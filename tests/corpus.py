@@ -79,6 +79,11 @@ STACKS: tuple[Stack, ...] = (
     Stack(name="flashinfer", requirements=(CUDA_TORCH, "flashinfer-python", "flashinfer-cubin"), base="torch-cu130"),
     Stack(name="torchao", requirements=(CUDA_TORCH, "torchao"), base="torch-cu130"),
     Stack(name="sglang", requirements=(CUDA_TORCH, "sglang"), base="torch-cu130"),
+    # issue 11's hunt (docs/validation.md): xformers 0.0.35 is built against CUDA 12.8 (its _C.so needs
+    # libcudart.so.12) and catches the failed load; torchcodec from PyPI is a CUDA build that CPU torch
+    # cannot load, and its __init__ loads it
+    Stack(name="xformers", requirements=(CUDA_TORCH, "xformers"), base="torch-cu130"),
+    Stack(name="torchcodec-on-cpu-torch", requirements=(CPU_TORCH, "torchcodec"), base="torch-cpu"),
 )
 BY_NAME = {s.name: s for s in STACKS}
 

@@ -50,6 +50,12 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "no rule: matplotlib_inline/__init__.py imports matplotlib, which matplotlib-inline does not declare "
         "and which sglang's resolution does not install (ModuleNotFoundError)"
     ),
+    ("torchcodec-on-cpu-torch", "torchcodec"): (
+        "import model (env/native_loads.py): torchcodec/__init__ -> _core/ops.py calls load_image_library() at "
+        "import, which runs torch.ops.load_library(_get_extension_path('libtorchcodec_image')); that library "
+        "links libtorch_cuda.so / libc10_cuda.so (a CUDA build from PyPI) and CPU torch has neither: the load is "
+        "not followed, so the library is judged on-demand (info) and no error names torchcodec"
+    ),
 }
 
 
@@ -258,3 +264,181 @@ def test_the_shared_torch_base_is_intact() -> None:
             if base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode() != row[1][len("sha256=") :]:
                 changed.append(row[0])
     assert checked > 1000 and changed == []
+
+
+# --- PKG008: severity follows what bitsandbytes' own code loads (issue 11, the audit) -------------
+
+_BNB_PICKS = r"""
+import torch, bitsandbytes.cextension as c
+from bitsandbytes.cuda_specs import CUDASpecs
+cuda = torch.version.cuda
+spec = CUDASpecs(highest_compute_capability=(9, 0), cuda_version_string=cuda.replace(".", ""),
+                 cuda_version_tuple=tuple(int(x) for x in cuda.split(".")[:2]))
+path = c.get_cuda_bnb_library_path(spec)
+print(path.name, path.exists())
+"""
+
+
+def _bnb_doctor(python: Path, *env: str) -> dict[str, object]:
+    args = [a for e in env for a in ("-e", e)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
+        + ["--select", "PKG008", "-e", f"PATH={os.environ.get('PATH', '')}", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    findings = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "PKG008"]
+    assert len(findings) == 1, findings
+    return dict(findings[0])
+
+
+def _bnb_picks(python: Path, *env: str) -> tuple[str, bool]:
+    """Reality: bitsandbytes' own selection (``get_cuda_bnb_library_path``) in a fresh interpreter,
+    for torch's CUDA (no GPU here, so its CUDASpecs are built from ``torch.version.cuda``)."""
+    proc = subprocess.run(
+        ["env", "-i", f"PATH={os.environ.get('PATH', '')}", *env, str(python), "-c", _BNB_PICKS],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    name, exists = proc.stdout.split()[-2:]
+    return name, exists == "True"
+
+
+def _bnb_python() -> Path:
+    try:
+        return corpus.build(corpus.BY_NAME["transformers-accelerate-bnb"])
+    except corpus.UnavailableError as e:
+        oracles.missing(str(e))
+
+
+def test_pkg008_is_an_error_when_no_binary_will_load() -> None:
+    """``BNB_CUDA_VERSION=125`` beside bitsandbytes 0.50.2, which ships no cuda125: its own code
+    returns the absent path (the override bypasses the fallback), the load error is caught at
+    import and every CUDA call raises. Error, with where it is caught."""
+    python = _bnb_python()
+    name, exists = _bnb_picks(python, "BNB_CUDA_VERSION=125")
+    assert (name, exists) == ("libbitsandbytes_cuda125.so", False)
+    imports = subprocess.run(
+        ["env", "-i", "BNB_CUDA_VERSION=125", str(python), "-c", "import bitsandbytes"],
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
+    assert imports.returncode == 0
+    f = _bnb_doctor(python, "BNB_CUDA_VERSION=125")
+    assert f["severity"] == "error"
+    assert any("catches the load error at import" in e for e in f["evidence"]), f["evidence"]  # type: ignore[attr-defined]
+
+
+def test_pkg008_is_a_warning_when_bitsandbytes_falls_back_within_the_major(tmp_path: Path) -> None:
+    """The same bitsandbytes without its cuda130 binary (a hard-linked copy of the stack, the file
+    and its RECORD row removed: what a torch on a CUDA minor bitsandbytes does not ship meets):
+    its own code falls back to cuda132 and loads it. A warning that names it."""
+    stack = _bnb_python()
+    python = make_venv(tmp_path / "env")
+    site = site_of(python)
+    subprocess.run(["cp", "-al", f"{site_of(stack)}/.", str(site)], check=True)
+    (site / "bitsandbytes" / "libbitsandbytes_cuda130.so").unlink()
+    record = next(site.glob("bitsandbytes-*.dist-info")) / "RECORD"
+    rows = [r for r in record.read_text().splitlines(keepends=True) if "libbitsandbytes_cuda130.so" not in r]
+    record.unlink()  # a hard link: the stack's own RECORD keeps its bytes
+    record.write_text("".join(rows))
+    assert _bnb_picks(python) == ("libbitsandbytes_cuda132.so", True)
+    f = _bnb_doctor(python)
+    assert f["severity"] == "warning"
+    assert any("libbitsandbytes_cuda132.so" in e for e in f["evidence"]), f["evidence"]  # type: ignore[attr-defined]
+
+
+# --- PKG003: a jit-cache for another CUDA than torch is judged by whether its kernels load --------
+
+
+@pytest.mark.parametrize(
+    ("runtime", "target", "severity"),
+    [("dynamic", "--python", "error"), ("static", "--python", "warning"), ("static", "--site-packages", "error")],
+)
+def test_pkg003_follows_whether_the_kernels_load(tmp_path: Path, runtime: str, target: str, severity: str) -> None:
+    """flashinfer-jit-cache 0.7.4+cu128 beside torch 2.14.1+cu130 (the CUDA torch stack, hard-linked):
+    a kernel library that needs ``libcudart.so.12`` (not on this host, not in the stack) really
+    fails to dlopen — error, naming it; one built with the static runtime (no cudart dependency)
+    really loads — warning, saying why. With ``--site-packages`` alone there is no loader
+    prediction to contradict the label: error, and the evidence says it is the table alone."""
+    from tests import native, wheels
+
+    try:
+        base = corpus.build(corpus.BY_NAME["torch-cu130"])
+    except corpus.UnavailableError as e:
+        oracles.missing(str(e))
+    python = make_venv(tmp_path / "env")
+    site = site_of(python)
+    subprocess.run(["cp", "-al", f"{site_of(base)}/.", str(site)], check=True)
+    src = "int fmha_run(int x) { return x + 1; }\n"
+    if runtime == "dynamic":
+        stub = native.build(tmp_path / "stub" / "libcudart.so.12", "int cudaFree(void *p) { return 0; }\n",
+                            flags=("-Wl,-soname,libcudart.so.12",))  # fmt: skip
+        kernel = native.build(tmp_path / "k" / "fmha.so", src, flags=("-Wl,--no-as-needed", f"-L{stub.parent}"),
+                              libs=("-l:libcudart.so.12",))  # fmt: skip
+    else:
+        kernel = native.build(tmp_path / "k" / "fmha.so", src)
+    files = {
+        "flashinfer_jit_cache/__init__.py": b"",
+        "flashinfer_jit_cache/jit_cache/fmha/fmha.so": kernel.read_bytes(),
+    }
+    wheels.make_wheel(tmp_path / "wheels", "flashinfer-jit-cache", "0.7.4+cu128", files)
+    wheels.pip_install(python, tmp_path / "wheels", "flashinfer-jit-cache", extra=("--no-deps",))
+    installed = site / "flashinfer_jit_cache" / "jit_cache" / "fmha" / "fmha.so"
+    [(_, loads, why)] = native.real_dlopen([str(installed)])
+    assert loads == (runtime == "static"), why
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudastack", "doctor", target, str(python if target == "--python" else site)]
+        + ["--format", "json", "--select", "PKG003", "-e", f"PATH={os.environ.get('PATH', '')}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    [f] = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "PKG003"]
+    assert f["severity"] == severity, f
+    if target == "--site-packages":
+        assert any(e.startswith("error from the table alone") for e in f["evidence"]), f["evidence"]
+    elif runtime == "dynamic":
+        assert any("libcudart.so.12" in e for e in f["evidence"]), f["evidence"]
+    else:
+        assert any("every kernel library" in e for e in f["evidence"]), f["evidence"]
+
+
+def test_a_module_that_fails_when_loaded_later_is_not_said_to_load() -> None:
+    """xformers 0.0.35 as pip resolves it beside torch 2.14.1+cu130: ``import xformers`` works, but
+    its ``_C.so`` needs ``libcudart.so.12`` and really fails to load when xformers asks for it
+    (``torch.ops.load_library``; xformers catches that and warns). PKG006 is a warning (the import
+    works); its evidence said "every native module of xformers loads (1 judged)", now it names
+    the module that fails when loaded later."""
+    try:
+        python = corpus.build(corpus.BY_NAME["xformers"])
+    except corpus.UnavailableError as e:
+        oracles.missing(str(e))
+    so = site_of(python) / "xformers" / "_C.so"
+    real = subprocess.run(
+        ["env", "-i", f"PATH={os.environ.get('PATH', '')}", str(python), "-c"]
+        + [f"import torch, xformers; torch.ops.load_library({str(so)!r})"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert real.returncode != 0 and "libcudart.so.12" in real.stderr, real.stderr[-600:]
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
+        + ["--select", "PKG006", "-e", f"PATH={os.environ.get('PATH', '')}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    [f] = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "PKG006"]
+    assert f["severity"] == "warning", f
+    said = " ".join(f["evidence"])
+    assert "every native module" not in said and "_C.so (libcudart.so.12" in said, f["evidence"]

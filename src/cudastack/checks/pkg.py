@@ -245,6 +245,13 @@ def loads_evidence(ctx: Context, keys: set[str], label: str | None = None) -> st
     names = label or ", ".join(sorted(keys))
     if not mods:
         return f"the loader analysis of this run finds no native module of {names} to fail at import"
+    later = [f for f in mods if f.predicted == "on-demand" and f.problems and not f.optional]
+    if later:  # they do not load when the package asks for them later: a feature lost, not a failed import
+        where = ", ".join(f"{os.path.basename(f.path)} ({f.problems[0].message})" for f in later[:3])
+        return (
+            f"the loader analysis of this run predicts no native module of {names} fails at import "
+            f"({len(mods)} judged); {len(later)} fail when loaded later, a feature lost: {where}"
+        )
     if guarded:
         where = ", ".join(f"{os.path.basename(f.path)} (guarded at {f.optional})" for f in guarded[:3])
         return (
@@ -264,7 +271,26 @@ def consequence(ctx: Context, keys: set[str], label: str | None = None) -> tuple
     loads = loads_evidence(ctx, keys, label)
     if loads:
         return Severity.WARNING, (f"warning, not error: {loads}",)
-    return Severity.ERROR, ()
+    alone = unjudged(ctx, keys)
+    return Severity.ERROR, (alone,) if alone else ()
+
+
+def unjudged(ctx: Context, keys: set[str]) -> str | None:
+    """The evidence line of a table or metadata finding that stays an ``error`` because no loader
+    prediction can confirm or contradict it (``--site-packages`` without ``--python``, an
+    interpreter that would not start, or a native file of ``keys`` it could not read); ``None``
+    when there is a prediction for ``keys``."""
+    pred = ctx.prediction
+    if pred.skipped:
+        why = pred.skipped
+    elif unread := [path for path, dist, _why in pred.unreadable if dist in keys]:
+        why = f"{len(unread)} native file(s) of it could not be read, e.g. {unread[0]}"
+    else:
+        return None
+    return (
+        f"error from the table alone: no loader prediction can show whether it loads ({why}); "
+        "with --python the run judges it by what loads"
+    )
 
 
 def _shown_break(ctx: Context, dist: Distribution, dep: Distribution) -> list[str]:
@@ -514,6 +540,13 @@ def flashinfer_jit_cache_cuda(ctx: Context) -> Iterator[Finding]:
     The `+cuXYZ` local label of `flashinfer-jit-cache` against the CUDA version torch was built
     with (`torch/version.py`).
 
+    Severity follows what loads: an `error` when the run's loader analysis predicts a kernel
+    library of the jit-cache fails to load (at import, or when flashinfer loads it on first use:
+    `libcudart.so.12` missing beside a CUDA-13 torch), or when there is no loader prediction
+    (`--site-packages` without `--python`: the label is all the evidence, and the finding says
+    so); a `warning` when the same run predicts every one of them loads (kernels built with the
+    static runtime do): flashinfer's import compares only the jit-cache's version, not its label.
+
     ## Why is this bad?
     The jit-cache holds precompiled kernels for one CUDA; with another torch CUDA they are
     compiled against the wrong runtime and fail to load, or flashinfer recompiles everything.
@@ -538,18 +571,47 @@ def flashinfer_jit_cache_cuda(ctx: Context) -> Iterator[Finding]:
         raise SkipCheck(f"flashinfer-jit-cache {jit.version} carries no +cuXYZ label")
     if label == torch.cuda_label:
         return
+    evidence = [f"{jit.name} {jit.version} ({jit.meta_dir})", f"torch cuda = {torch.cuda!r} ({torch.source})"]
+    failures = _kernel_failures(ctx, jit)
+    severity = Severity.ERROR
+    if failures:
+        evidence.extend(failures[:5])
+    elif failures is None:
+        evidence.append(unjudged(ctx, {jit.key}) or "error from the label alone")
+    else:
+        judged = sum(1 for f in ctx.prediction.files if f.distribution == jit.key)
+        severity = Severity.WARNING
+        evidence.append(
+            f"warning, not error: the loader analysis of this run predicts every kernel library of {jit.name} "
+            f"loads ({judged} judged); flashinfer compares only the version of the jit-cache at import, not "
+            "its CUDA label, so its kernels run against another CUDA than torch's"
+        )
     yield Finding(
         code="PKG003",
-        severity=Severity.ERROR,
+        severity=severity,
         message=f"flashinfer-jit-cache {jit.version} is for {label}; torch {torch.version} uses CUDA {torch.cuda}",
         subject=jit.key,
         distribution=jit.key,
-        evidence=(f"{jit.name} {jit.version} ({jit.meta_dir})", f"torch cuda = {torch.cuda!r} ({torch.source})"),
+        evidence=tuple(evidence),
         fix=ctx.install_fix(
             f"Install flashinfer-jit-cache for {torch.cuda_label}",
             [f"flashinfer-jit-cache=={jit.public_version}+{torch.cuda_label}"],
             index_url=fam.FLASHINFER_INDEX.format(cuda_label=torch.cuda_label),
         ),
+    )
+
+
+def _kernel_failures(ctx: Context, jit: Distribution) -> tuple[str, ...] | None:
+    """One line per native file of the jit-cache the run's prediction says fails to load, at
+    import or when flashinfer loads it on first use (on demand); ``()`` when every one loads,
+    ``None`` when there is no prediction for them."""
+    if unjudged(ctx, {jit.key}) is not None:
+        return None
+    return tuple(
+        f"loader: {f.path} fails to load ({'at import' if f.predicted == 'fails' else 'when flashinfer loads it'}): "
+        f"{f.problems[0].message}"
+        for f in ctx.prediction.files
+        if f.distribution == jit.key and f.problems and f.predicted in ("fails", "on-demand") and not f.optional
     )
 
 
@@ -620,7 +682,8 @@ def _companion_check(
         distribution=key,
         evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})")
         + (failures or ())
-        + ((f"warning, not error: {loads} against the installed torch",) if loads else ()),
+        + ((f"warning, not error: {loads} against the installed torch",) if loads else ())
+        + ((alone,) if failures is None and (alone := unjudged(ctx, {key})) else ()),
         fix=ctx.install_fix(
             f"Reinstall {name} from the same index and variant as torch",
             [want],
@@ -856,6 +919,16 @@ def bitsandbytes_binary(ctx: Context) -> Iterator[Finding]:
     The `libbitsandbytes_cudaXYZ.so` files bitsandbytes installed (RECORD) against the CUDA
     version it will look for: `BNB_CUDA_VERSION` in the target's environment, else torch's CUDA.
 
+    Severity follows what bitsandbytes' own code will do (its `cextension.py`, read, not run):
+    - `error` when no binary will be loaded: the exact one is missing and either
+      `BNB_CUDA_VERSION` is set (the override bypasses every fallback) or the installed release
+      has no fallback, or it has one (0.50: the packaged binary of the same CUDA major, the newest
+      older minor first) and none of that major is installed. `import bitsandbytes` still works
+      (the load error is caught and logged), but every CUDA operation raises `No compatible CUDA
+      binary found` on its first call; the evidence names where the error is caught.
+    - `warning` when the exact binary is missing but the installed release's own fallback loads
+      another binary of the same CUDA major: the evidence names it and the line of the fallback.
+
     ## Why is this bad?
     bitsandbytes fails at import or first use with `Could not find the bitsandbytes CUDA binary at
     .../libbitsandbytes_cuda130.so`.
@@ -886,20 +959,77 @@ def bitsandbytes_binary(ctx: Context) -> Iterator[Finding]:
     have = sorted({m.group(1) for p in bnb.native_files() if (m := fam.BNB_LIBRARY.search(p))}, key=int)
     if want in have:
         return
+    source = _bnb_source(bnb)
+    fallback = None if override else _bnb_fallback(want, have, source)
+    evidence = [f"RECORD of {bnb.meta_dir} lists CUDA binaries: {', '.join('cuda' + h for h in have) or 'none'}", why]
+    if fallback is not None:
+        picked, where = fallback
+        evidence.append(
+            f"warning, not error: {where} falls back to the packaged binary of the same CUDA major, "
+            f"libbitsandbytes_cuda{picked}.so, and logs 'No prebuilt binary for CUDA ...'"
+        )
+        severity = Severity.WARNING
+    else:
+        if override:
+            evidence.append(f"{fam.BNB_ENV} bypasses bitsandbytes' own choice: it loads exactly that binary")
+        elif source is not None and _BNB_FALLBACK in source[1]:
+            evidence.append(f"{source[0]}: the fallback stays within the CUDA major, and none of it is installed")
+        caught = _line_of(source, "bitsandbytes library load error") if source else None
+        evidence.append(
+            f"{caught} catches the load error at import: `import bitsandbytes` works, every CUDA operation "
+            "raises on its first call"
+            if caught
+            else "bitsandbytes fails to load its CUDA binary (at import or at the first CUDA operation)"
+        )
+        severity = Severity.ERROR
     yield Finding(
         code="PKG008",
-        severity=Severity.ERROR,
+        severity=severity,
         message=f"bitsandbytes {bnb.version} has no libbitsandbytes_cuda{want}.so ({why})",
         subject=bnb.key,
         distribution=bnb.key,
-        evidence=(
-            f"RECORD of {bnb.meta_dir} lists CUDA binaries: {', '.join('cuda' + h for h in have) or 'none'}",
-            why,
-        ),
+        evidence=tuple(evidence),
         fix=ctx.install_fix(
             f"Install a bitsandbytes release with a CUDA {want} binary", ["bitsandbytes"], extra_args=("--upgrade",)
         ),
     )
+
+
+# bitsandbytes >= 0.50 (cextension.py, get_cuda_bnb_library_path): without an exact binary it loads
+# the newest packaged one of the same CUDA major below the runtime's minor, else the lowest above.
+_BNB_FALLBACK = "No prebuilt binary for"
+
+
+def _bnb_source(bnb: Distribution) -> tuple[str, str] | None:
+    """(path, text) of the installed ``bitsandbytes/cextension.py``, ``None`` when unreadable."""
+    for e in bnb.record or ():
+        if e.path == "bitsandbytes/cextension.py":
+            path = bnb.abspath(e.path)
+            try:
+                return path, read_bytes(path, 1 << 20).data.decode("utf-8", "replace")
+            except OSError:
+                return None
+    return None
+
+
+def _line_of(source: tuple[str, str], needle: str) -> str | None:
+    i = source[1].find(needle)
+    return None if i < 0 else f"{source[0]}:{source[1].count(chr(10), 0, i) + 1}"
+
+
+def _bnb_fallback(want: str, have: list[str], source: tuple[str, str] | None) -> tuple[str, str] | None:
+    """(binary version it loads, ``file:line`` of the fallback) when the installed release's own
+    code falls back from the missing ``want`` to a packaged binary of the same CUDA major (CUDA's
+    major is always two digits in these names: ``132`` is 13.2)."""
+    where = _line_of(source, _BNB_FALLBACK) if source else None
+    if where is None or len(want) < 3 or not want.isdigit():
+        return None
+    major, minor = want[:2], int(want[2:])
+    same = sorted((int(h[2:]), h) for h in have if h[:2] == major and len(h) >= 3)
+    lower = [h for m, h in same if m < minor]
+    higher = [h for m, h in same if m > minor]
+    picked = lower[-1] if lower else higher[0] if higher else None
+    return None if picked is None else (picked, where)
 
 
 def _nvidia_major(dist: Distribution) -> tuple[int | None, str]:
@@ -996,7 +1126,8 @@ def cuda_major_mixed(ctx: Context) -> Iterator[Finding]:
             evidence=tuple(f"{d.name} {d.version}: CUDA {m}, {why}" for d, m, why in items)
             + ((f"torch {torch.version} uses CUDA {torch.cuda}",) if torch and torch.cuda else ())
             + (failures or ())[:5]
-            + ((f"warning, not error: {loads}, whichever major each picks",) if loads else ()),
+            + ((f"warning, not error: {loads}, whichever major each picks",) if loads else ())
+            + ((alone,) if failures is None and (alone := unjudged(ctx, {d.key for d, _, _ in items})) else ()),
             fix=ctx.uninstall_fix(
                 "Uninstall the variant that does not match torch's CUDA" if stray else "Keep one CUDA major",
                 stray or [d.name for d, _, _ in items],
