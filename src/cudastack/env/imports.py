@@ -229,15 +229,26 @@ def _shape(t: type) -> tuple[bool, tuple[str, ...]]:
     return shape
 
 
-def _static_test(test: ast.expr) -> bool | None:
+def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool | None:
     """The value an ``if`` test has at import whatever the environment, else None:
     ``TYPE_CHECKING`` / ``typing.TYPE_CHECKING`` (False at run time), ``__name__ == "__main__"``
-    (False at import), and ``not`` of either."""
+    (False at import), and ``not`` of either; given ``known`` parameter values of the function
+    (a constant passed by the call: humming's ``DeviceInfo(-1)``), ``p == c``, ``p != c``,
+    ``p is None`` and ``p is not None``."""
     t = type(test)
+    if known and t is ast.Compare and len(test.ops) == 1:  # type: ignore[attr-defined]
+        left, right, op = test.left, test.comparators[0], type(test.ops[0])  # type: ignore[attr-defined]
+        literal = _literal(right)
+        if type(left) is ast.Name and left.id in known and literal:
+            v, c = known[left.id], literal[0]
+            if op is ast.Eq or op is ast.Is:
+                return v == c if op is ast.Eq else v is c
+            if op is ast.NotEq or op is ast.IsNot:
+                return v != c if op is ast.NotEq else v is not c
     if (t is ast.Name and test.id == "TYPE_CHECKING") or (t is ast.Attribute and test.attr == "TYPE_CHECKING"):  # type: ignore[attr-defined]
         return False
     if t is ast.UnaryOp and type(test.op) is ast.Not:  # type: ignore[attr-defined]
-        inner = _static_test(test.operand)  # type: ignore[attr-defined]
+        inner = _static_test(test.operand, known)  # type: ignore[attr-defined]
         return None if inner is None else not inner
     if t is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Eq:  # type: ignore[attr-defined]
         sides = [test.left, test.comparators[0]]  # type: ignore[attr-defined]
@@ -245,6 +256,45 @@ def _static_test(test: ast.expr) -> bool | None:
             type(s) is ast.Constant and s.value == "__main__" for s in sides
         ):
             return False
+    return None
+
+
+def _cut(block: list[ast.stmt], known: dict[str, object] | None) -> list[ast.stmt]:
+    """The statements of ``block`` that can run: none after an ``if`` that is statically true and
+    whose body ends in ``return`` or ``raise``."""
+    for i, stmt in enumerate(block):
+        if (
+            type(stmt) is ast.If
+            and stmt.body
+            and type(stmt.body[-1]) in (ast.Return, ast.Raise)
+            and _static_test(stmt.test, known) is True
+        ):
+            return block[: i + 1]
+    return block
+
+
+def _constant_args(f: Any, call: ast.Call | None, skip_first: bool) -> dict[str, object] | None:
+    """The parameters of ``f`` that ``call`` passes a constant (``DeviceInfo(-1)`` → ``index``)."""
+    if call is None or type(f) not in (ast.FunctionDef, ast.AsyncFunctionDef):
+        return None
+    if any(type(a) is ast.Starred for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    params = [p.arg for p in (*f.args.posonlyargs, *f.args.args)][1 if skip_first else 0 :]
+    out: dict[str, object] = {}
+    for name, a in [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]:
+        literal = _literal(a)
+        if literal and name:
+            out[name] = literal[0]
+    return out or None
+
+
+def _literal(node: ast.AST) -> tuple[object] | None:
+    """``(value,)`` of a constant, ``-1`` included (an operator applied to 1); else None."""
+    if type(node) is ast.Constant:
+        return (node.value,)
+    if type(node) is ast.UnaryOp and type(node.op) is ast.USub and type(node.operand) is ast.Constant:
+        v = node.operand.value
+        return (-v,) if isinstance(v, int | float) and not isinstance(v, bool) else None
     return None
 
 
@@ -270,6 +320,15 @@ class _Scope:
 
 
 _IMPORTERS = ("import_module", "__import__")
+_CONSTRUCTION = ("__new__", "__init__", "__post_init__")
+
+
+def _constant_args_key(call: ast.Call | None) -> list[str]:
+    if call is None:
+        return []
+    return [ast.dump(a) for a in call.args] + [f"{k.arg}={ast.dump(k.value)}" for k in call.keywords]
+
+
 _EMPTY = _Scope(names={}, stars=[], strings={})
 _STMT_BLOCKS = ("body", "orelse", "finalbody", "handlers")
 
@@ -357,11 +416,18 @@ class _Walk:
         self.factories: set[int] = set()
         """Decorator calls (``@register(...)``): what they return is called with the function."""
 
-    def run(self, path: str, roots: list[ast.stmt], into: list[ast.AST], scope: Any = None) -> None:
+    def run(
+        self,
+        path: str,
+        roots: list[ast.stmt],
+        into: list[ast.AST],
+        scope: Any = None,
+        known: dict[str, object] | None = None,
+    ) -> None:
         """Walk ``roots``, appending to ``into`` what the questions need: statements, import
         statements and the string constants a call is given (a module name passed to
         ``import_module``; a string elsewhere loads nothing)."""
-        stack: list[Any] = list(roots)  # Any: dispatch is on type(node) is X, for speed
+        stack: list[Any] = list(_cut(roots, known))  # Any: dispatch is on type(node) is X, for speed
         events, keep = self.events.append, into.append
         # local names for the node types: this loop runs once per node of a package's Python
         FuncDef, AsyncDef, ClassDef = ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef  # noqa: N806
@@ -385,12 +451,12 @@ class _Walk:
                 continue  # a docstring or bare string: naming a module there loads nothing
             if t is If:
                 keep(node)
-                known = _static_test(node.test)
-                if known is None:
+                value = _static_test(node.test, known)
+                if value is None:
                     stack.append(node.test)
-                if known is not False:
-                    stack.extend(node.body)
-                if known is not True:
+                if value is not False:
+                    stack.extend(_cut(node.body, known))
+                if value is not True:
                     stack.extend(node.orelse)
                 continue
             if t is Call:
@@ -407,8 +473,10 @@ class _Walk:
                         for v in keep_parts:
                             if type(v) is Constant and type(v.value) is str:
                                 keep(v)
-                if node.args and type(node.args[0]) is JoinedStr:
-                    keep(node)  # import_module(f".{subdir}", __package__): see _computed
+                if node.args and (
+                    type(node.args[0]) is JoinedStr or (type(node.args[0]) is Name and node.args[0].id == "__path__")
+                ):
+                    keep(node)  # import_module(f".{subdir}", __package__), iter_modules(__path__): see _computed
             elif t is ClassDef:
                 events(("class", path, scope, node))
                 self._decorators(path, scope, node)
@@ -483,16 +551,16 @@ class ImportTime:
         self._walk = _Walk()
         self._seen: set[str] = set()
         self._packages: dict[str, str] = {}
-        self._expanded: set[int] = set()
+        self._expanded: set[Any] = set()
         self._scopes: dict[Any, _Scope | None] = {}
         self._parent: dict[int, Any] = {}
         """Function or class node → the function whose body defines it (None: the module)."""
         self._class_path: dict[int, str] = {}
         self._live: dict[int, tuple[str, ast.ClassDef]] = {}
-        self._instantiated: set[int] = set()
+        self._instantiated: set[Any] = set()
         self._wanted: set[str] = set()
         """Method names called on objects of unknown type."""
-        self._getattr_done: set[str] = set()
+        self._getattr_done: set[tuple[str, str]] = set()
         self._getattr_modules: set[str] = set()
         self._event = 0
         self._attr_event = 0
@@ -626,7 +694,7 @@ class ImportTime:
             if found:
                 return found
         if "__getattr__" in scope.names:
-            self._module_getattr(module)
+            self._module_getattr(module, name)
         return []
 
     def _resolve(self, path: str, scope: Any, expr: Any, depth: int = 0) -> list[_Target] | None:
@@ -648,14 +716,12 @@ class ImportTime:
                 out.extend(("func", p, m) for p, m in self._methods(where, node, expr.attr))
         return out
 
-    def _methods(self, path: str, cls: ast.ClassDef, name: str | None, depth: int = 0) -> list[tuple[str, Any]]:
-        """Methods of ``cls`` and its bases (resolved) called ``name`` (every dunder when None)."""
+    def _methods(self, path: str, cls: ast.ClassDef, name: str, depth: int = 0) -> list[tuple[str, Any]]:
+        """Methods of ``cls`` and its bases (resolved) called ``name``, its own first."""
         out: list[tuple[str, Any]] = []
         parent = self._parent.get(id(cls))
         for m in cls.body:
-            if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef) and (
-                m.name == name if name is not None else m.name.startswith("__")  # type: ignore[attr-defined]
-            ):
+            if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef) and m.name == name:  # type: ignore[attr-defined]
                 self._parent[id(m)] = parent
                 out.append((path, m))
         if depth < 8:
@@ -683,24 +749,31 @@ class ImportTime:
         for p, base in self._bases(path, cls):
             self._make_live(p, base, depth + 1)
 
-    def _instantiate(self, path: str, cls: ast.ClassDef) -> None:
-        if id(cls) in self._instantiated:
+    def _instantiate(self, path: str, cls: ast.ClassDef, call: ast.Call | None = None, factory: bool = False) -> None:
+        """Calling a class runs its construction methods (``__new__``, ``__init__``, a dataclass's
+        ``__post_init__``; ``__call__`` too when the instance is a decorator), its own or its
+        bases'. Its other dunders (``__getattr__``, ``__getitem__`` …) run when used, not here."""
+        key = (id(cls), factory, repr(sorted(_constant_args_key(call))))
+        if key in self._instantiated:
             return
-        self._instantiated.add(id(cls))
+        self._instantiated.add(key)
         self._make_live(path, cls)
-        for p, m in self._methods(path, cls, None):
-            self._expand(p, m)
+        for name in (*_CONSTRUCTION, *(("__call__",) if factory else ())):
+            for i, (p, m) in enumerate(self._methods(path, cls, name)):  # own first, then the bases'
+                self._expand(p, m, known=_constant_args(m, call, skip_first=True) if i == 0 else None)
 
-    def _expand(self, path: str, f: Any, factory: bool = False) -> None:
-        """Run a function's body (once)."""
-        if id(f) not in self._expanded:
-            self._expanded.add(id(f))
+    def _expand(self, path: str, f: Any, factory: bool = False, known: dict[str, object] | None = None) -> None:
+        """Run a function's body (once; once more for each set of constant arguments that prunes
+        its branches, unless it already ran whole)."""
+        key: Any = id(f) if not known else (id(f), repr(sorted(known.items(), key=lambda kv: kv[0])))
+        if id(f) not in self._expanded and key not in self._expanded:
+            self._expanded.add(key)
             module = self._module_of.get(path)
             if module and module not in self._seen:
                 self._queue.append(module)
             new: list[ast.AST] = []
             self._function_scope(path, f)  # its nested definitions know their parent
-            self._walk.run(path, f.body, new, f)
+            self._walk.run(path, f.body, new, f, known)
             self._add(path, new)
         if factory:  # ``@register(...)``: the function it returns is called with the decorated one
             scope = self._function_scope(path, f)
@@ -710,23 +783,30 @@ class ImportTime:
                         if b[0] == "def" and type(b[1]) is not ast.ClassDef:
                             self._expand(path, b[1])
 
-    def _call(self, targets: list[_Target], factory: bool = False, classes: bool = True) -> None:
+    def _call(
+        self, targets: list[_Target], factory: bool = False, classes: bool = True, call: ast.Call | None = None
+    ) -> None:
         for kind, path, node in targets:
             if kind == "func":
-                self._expand(path, node, factory)
+                plain = call is not None and type(call.func) is ast.Name  # (not a method: no self)
+                self._expand(path, node, factory, _constant_args(node, call, False) if plain else None)
             elif kind == "class" and classes:
-                self._instantiate(path, node)
+                self._instantiate(path, node, call, factory)
 
-    def _module_getattr(self, module: str) -> None:
-        """Running code asked ``module`` for a name it does not bind: its ``__getattr__`` runs, and
-        the modules its strings name (vllm's ``".engine.arg_utils:AsyncEngineArgs"``) count as
-        imported."""
-        if module in self._getattr_done:
+    def _module_getattr(self, module: str, name: str) -> None:
+        """Running code asked ``module`` for ``name``, which it does not bind: its ``__getattr__``
+        runs with that name (cupy's ``if key == 'jitify':`` branches are pruned by it), and the
+        modules its strings name count as imported — of a table indexed by constants (vllm's
+        ``MODULE_ATTRS``: ``".engine.arg_utils:AsyncEngineArgs"``), the entry for ``name`` only."""
+        if (module, name) in self._getattr_done:
             return
-        self._getattr_done.add(module)
+        self._getattr_done.add((module, name))
         path = self._files[module]
         found = self._lookup(module, "__getattr__")
-        self._call(found)
+        for kind, p, f in found:
+            if kind == "func":
+                params = _params(f)
+                self._expand(p, f, known={params[0]: name} if params else None)
         tree = self.tree(path)
         package = self._package_of(path)
         funcs = [node for kind, _p, node in found if kind == "func"]
@@ -747,7 +827,13 @@ class ImportTime:
                 type(t) is ast.Name and t.id in read for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
             )
         ]
-        for node in [*body, *(c for v in values if v is not None for c in ast.walk(v))]:
+        picked: list[ast.expr] = []
+        for v in values:
+            if type(v) is ast.Dict and v.keys and all(type(k) is ast.Constant for k in v.keys):
+                picked.extend(val for k, val in zip(v.keys, v.values, strict=True) if k.value == name)  # type: ignore[union-attr]
+            elif v is not None:
+                picked.append(v)
+        for node in [*body, *(c for v in picked for c in ast.walk(v))]:
             if type(node) is ast.Constant and type(node.value) is str and 0 < len(node.value) < 200:
                 s = node.value.split(":", 1)[0]
                 if s.startswith("."):
@@ -757,7 +843,9 @@ class ImportTime:
                     s = f"{base}.{s[level:]}" if s[level:] else base
                 if s in self._files:
                     self._queue.append(s)
+                if s in self._files or s in self._extensions:
                     self._imported.add(s)
+                    self.named.add(s.rsplit(".", 1)[-1])
 
     def _resolve_events(self) -> bool:
         """Resolve the calls, decorators, callbacks and class statements recorded since the last
@@ -774,7 +862,7 @@ class ImportTime:
                 if targets is None and type(f) is ast.Attribute:
                     self._want(f.attr)
                 elif targets:
-                    self._call(targets, factory=id(node) in walk.factories)
+                    self._call(targets, factory=id(node) in walk.factories, call=node)
             elif kind == "deco":
                 self._call(self._resolve(path, scope, node) or [])
             elif kind == "arg":
@@ -910,7 +998,8 @@ class ImportTime:
             elif isinstance(node, ast.Call):
                 chosen = [n for n in _computed(node, package, files) if n not in seen]
                 out.extend(chosen)
-                grafted = [n for n in chosen if files[n].endswith("__init__.py")]
+                walked = isinstance(node.args[0], ast.Name)  # iter_modules(__path__): no graft
+                grafted = [n for n in chosen if files[n].endswith("__init__.py") and not walked]
                 for n in grafted:
                     self._grafts.setdefault(n.rpartition(".")[0], set()).add(n.rpartition(".")[2])
                 if grafted:
@@ -948,6 +1037,16 @@ def _computed(call: ast.Call, package: str, files: dict[str, str]) -> list[str]:
     Taken as importing every direct child of that package — each one could be the one chosen."""
     f = call.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if name in ("iter_modules", "walk_packages") and call.args:
+        # triton.language.extra: ``for … in pkgutil.iter_modules(__path__, …)`` then exec_module
+        a = call.args[0]
+        if isinstance(a, ast.Name) and a.id == "__path__":
+            return [
+                n
+                for n in files
+                if n.startswith(package + ".") and (name == "walk_packages" or n.count(".") == package.count(".") + 1)
+            ]
+        return []
     if name not in ("import_module", "__import__"):
         return []
     parts = call.args[0].values if isinstance(call.args[0], ast.JoinedStr) else []
