@@ -36,7 +36,8 @@ CASES: dict[str, tuple[str, dict[str, str], bool]] = {
         False,
     ),
     "a-method-whose-name-a-foreign-module-calls": (
-        "import subprocess\n\n\nclass Runner:\n    def run(self):\n" + FAST.replace("    ", "        ")
+        "import subprocess\n\n\nclass Runner:\n    def run(self):\n"
+        + FAST.replace("    ", "        ")
         + "\n\nsubprocess.run(['true'])\n",
         {},
         False,
@@ -58,7 +59,8 @@ CASES: dict[str, tuple[str, dict[str, str], bool]] = {
     ),
     # --- code that runs, found through what a call is bound to ---
     "a-decorator-factory": (
-        "def register(name):\n    def deco(fn):\n" + FAST.replace("    ", "        ")
+        "def register(name):\n    def deco(fn):\n"
+        + FAST.replace("    ", "        ")
         + "        return fn\n    return deco\n\n\n@register('x')\ndef f():\n    pass\n",
         {},
         True,
@@ -93,14 +95,16 @@ CASES: dict[str, tuple[str, dict[str, str], bool]] = {
         True,
     ),
     "a-subclass-hook-of-a-base": (
-        "class Base:\n    def __init_subclass__(cls):\n" + FAST.replace("    ", "        ")
+        "class Base:\n    def __init_subclass__(cls):\n"
+        + FAST.replace("    ", "        ")
         + "\n\nclass Child(Base):\n    pass\n",
         {},
         True,
     ),
     "a-constant-argument-that-returns-early": (  # humming's `current_device = DeviceInfo(-1)`
         "class DeviceInfo:\n    def __new__(cls, index=None):\n        if index == -1:\n"
-        "            return super().__new__(cls)\n" + FAST.replace("    ", "        ")
+        "            return super().__new__(cls)\n"
+        + FAST.replace("    ", "        ")
         + "        return super().__new__(cls)\n\n    def __getattr__(self, name):\n"
         + FAST.replace("    ", "        ")
         + "\n\ncurrent = DeviceInfo(-1)\n",
@@ -109,7 +113,8 @@ CASES: dict[str, tuple[str, dict[str, str], bool]] = {
     ),
     "the-same-constructor-with-another-argument": (
         "class DeviceInfo:\n    def __new__(cls, index=None):\n        if index == -1:\n"
-        "            return super().__new__(cls)\n" + FAST.replace("    ", "        ")
+        "            return super().__new__(cls)\n"
+        + FAST.replace("    ", "        ")
         + "        return super().__new__(cls)\n\n\ncurrent = DeviceInfo(-1)\nfirst = DeviceInfo(0)\n",
         {},
         True,
