@@ -1,6 +1,13 @@
 """What "does `import pkg` load this failing module?" costs, next to really importing the package.
 
     python bench/bench_imports.py /path/to/env/bin/python [RUNS]
+    python bench/bench_imports.py --reach /path/to/env/bin/python --baseline /work/main/src DIST...
+
+``--reach``: for each distribution, the files of its own that the import model says `import`
+runs (this checkout and the baseline's, side by side), against the modules of that distribution a
+real import of its top-level packages leaves in ``sys.modules`` (a fresh interpreter, ``env -i``),
+with the CPU seconds of the model's fixed point (the collector paused, as the doctor runs it).
+"Missed" is a module the real import loads that the model does not reach.
 
 For every distribution of the environment with an extension module that fails to load (the
 doctor's `modules` list: `fails` or `on-demand`), times in fresh processes:
@@ -37,7 +44,66 @@ print(time.perf_counter() - t)
 """
 
 
+REACH = r"""
+import json, sys, time
+from cudastack.doctor import paused_gc
+from cudastack.env.imports import ImportTime
+from cudastack.env.inventory import read_inventory
+from cudastack.target import build_target
+inv = read_inventory(build_target(python=sys.argv[1], detect_gpus=False))
+run = ImportTime(inv.dists[sys.argv[2]])
+t = time.process_time()
+with paused_gc():
+    while run.advance():
+        pass
+cpu = time.process_time() - t
+name = {path: mod for mod, path in run._files.items()}
+reached = sorted({name[p] for p in run.order} | {n for n in run._seen if n in run._files})
+print(json.dumps({"reached": reached, "cpu": cpu, "all": sorted(run._files), "roots": run.roots}))
+"""
+
+REAL = r"""
+import importlib, json, sys
+before = set(sys.modules)
+for r in sys.argv[1:]:
+    try:
+        importlib.import_module(r)
+    except BaseException:
+        pass
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def reach(argv: list[str]) -> None:
+    python, baseline, dists = argv[0], argv[2], argv[3:]
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    print(f"environment: {python}; model CPU seconds (fixed point, collector paused), one run each\n")
+    print("| distribution | files | real import loads | reached (baseline) | missed (baseline) "
+          "| CPU s (baseline) | reached (this) | missed (this) | CPU s (this) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for dist in dists:
+        out = {}
+        for label, src in (("baseline", baseline), ("this", here)):
+            env = {**os.environ, "PYTHONPATH": src, "CUDASTACK_NO_CACHE": "1"}
+            proc = subprocess.run([sys.executable, "-c", REACH, python, dist], capture_output=True, text=True,
+                                  env=env, check=True)  # fmt: skip
+            out[label] = json.loads(proc.stdout)
+        roots = [r for r in out["this"]["roots"] if not r.endswith("__main__")]
+        real_run = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", python, "-c", REAL, *roots],
+                                  capture_output=True, text=True, check=True)  # fmt: skip
+        files = len(out["this"]["all"])
+        real = set(json.loads(real_run.stdout)) & set(out["this"]["all"])  # its Python modules only
+        b, h = set(out["baseline"]["reached"]), set(out["this"]["reached"])
+        print(f"| {dist} | {files} | {len(real)} | {len(b)} | {len(real - b)} | {out['baseline']['cpu']:.2f} "
+              f"| {len(h)} | {len(real - h)} | {out['this']['cpu']:.2f} |")  # fmt: skip
+        for m in sorted(real - h)[:10]:
+            print(f"<!-- missed by this model: {m} -->")
+
+
 def main() -> None:
+    if sys.argv[1] == "--reach":
+        reach(sys.argv[2:])
+        return
     python = sys.argv[1]
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")

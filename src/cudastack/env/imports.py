@@ -229,23 +229,210 @@ def _shape(t: type) -> tuple[bool, tuple[str, ...]]:
     return shape
 
 
+def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool | None:
+    """The value an ``if`` test has at import whatever the environment, else None:
+    ``TYPE_CHECKING`` / ``typing.TYPE_CHECKING`` (False at run time), ``__name__ == "__main__"``
+    (False at import), and ``not`` of either; given ``known`` parameter values of the function
+    (a constant passed by the call: humming's ``DeviceInfo(-1)``), ``p == c``, ``p != c``,
+    ``p is None`` and ``p is not None``."""
+    t = type(test)
+    if known and t is ast.Compare and len(test.ops) == 1:  # type: ignore[attr-defined]
+        left, right, op = test.left, test.comparators[0], type(test.ops[0])  # type: ignore[attr-defined]
+        literal = _literal(right)
+        if type(left) is ast.Name and left.id in known and literal:
+            v, c = known[left.id], literal[0]
+            if op is ast.Eq or op is ast.Is:
+                return v == c if op is ast.Eq else v is c
+            if op is ast.NotEq or op is ast.IsNot:
+                return v != c if op is ast.NotEq else v is not c
+    if (t is ast.Name and test.id == "TYPE_CHECKING") or (t is ast.Attribute and test.attr == "TYPE_CHECKING"):  # type: ignore[attr-defined]
+        return False
+    if t is ast.UnaryOp and type(test.op) is ast.Not:  # type: ignore[attr-defined]
+        inner = _static_test(test.operand, known)  # type: ignore[attr-defined]
+        return None if inner is None else not inner
+    if t is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Eq:  # type: ignore[attr-defined]
+        sides = [test.left, test.comparators[0]]  # type: ignore[attr-defined]
+        if any(type(s) is ast.Name and s.id == "__name__" for s in sides) and any(
+            type(s) is ast.Constant and s.value == "__main__" for s in sides
+        ):
+            return False
+    return None
+
+
+def _cut(block: list[ast.stmt], known: dict[str, object] | None) -> list[ast.stmt]:
+    """The statements of ``block`` that can run: none after an ``if`` that is statically true and
+    whose body ends in ``return`` or ``raise``."""
+    for i, stmt in enumerate(block):
+        if (
+            type(stmt) is ast.If
+            and stmt.body
+            and type(stmt.body[-1]) in (ast.Return, ast.Raise)
+            and _static_test(stmt.test, known) is True
+        ):
+            return block[: i + 1]
+    return block
+
+
+def _constant_args(f: Any, call: ast.Call | None, skip_first: bool) -> dict[str, object] | None:
+    """The parameters of ``f`` that ``call`` passes a constant (``DeviceInfo(-1)`` → ``index``)."""
+    if call is None or type(f) not in (ast.FunctionDef, ast.AsyncFunctionDef):
+        return None
+    if any(type(a) is ast.Starred for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    params = [p.arg for p in (*f.args.posonlyargs, *f.args.args)][1 if skip_first else 0 :]
+    out: dict[str, object] = {}
+    for name, a in [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]:
+        literal = _literal(a)
+        if literal and name:
+            out[name] = literal[0]
+    return out or None
+
+
+def _literal(node: ast.AST) -> tuple[object] | None:
+    """``(value,)`` of a constant, ``-1`` included (an operator applied to 1); else None."""
+    if type(node) is ast.Constant:
+        return (node.value,)
+    if type(node) is ast.UnaryOp and type(node.op) is ast.USub and type(node.operand) is ast.Constant:
+        v = node.operand.value
+        return (-v,) if isinstance(v, int | float) and not isinstance(v, bool) else None
+    return None
+
+
+_Binding = tuple[str, Any, Any]
+"""How a scope binds a name: ("def", node, None) — a function or class defined there;
+("mod", dotted, None) — ``import a.b`` (binds ``a``) or ``import a.b as x``; ("from", module,
+name) — ``from module import name``; ("alias", other, None) — ``x = other``; ("param", None,
+None) — a parameter, unknown at import."""
+_Target = tuple[str, str, Any]
+"""What a name or attribute resolves to: ("func" | "class", file path, node) or ("module",
+dotted name, None)."""
+
+
+@dataclass(slots=True)
+class _Scope:
+    """The names one scope (a module or a function body) binds, read from its statements."""
+
+    names: dict[str, list[_Binding]]
+    stars: list[str]
+    """Modules ``from m import *`` copies names from."""
+    strings: dict[str, list[ast.Constant]]
+    """Names assigned string constants (``NAME = 'pkg.backend'``)."""
+
+
+_IMPORTERS = ("import_module", "__import__")
+_CONSTRUCTION = ("__new__", "__init__", "__post_init__")
+
+
+def _constant_args_key(call: ast.Call | None) -> list[str]:
+    if call is None:
+        return []
+    return [ast.dump(a) for a in call.args] + [f"{k.arg}={ast.dump(k.value)}" for k in call.keywords]
+
+
+_EMPTY = _Scope(names={}, stars=[], strings={})
+_STMT_BLOCKS = ("body", "orelse", "finalbody", "handlers")
+
+
+def _scope_of(body: list[ast.stmt], package: str, params: Iterable[str] = ()) -> _Scope:
+    """The bindings of a module or function body, not looking into nested functions or classes
+    (whose own names are bound, not their contents); ``if TYPE_CHECKING:`` binds nothing."""
+    names: dict[str, list[_Binding]] = {p: [("param", None, None)] for p in params}
+    stars: list[str] = []
+    strings: dict[str, list[ast.Constant]] = {}
+    stack: list[Any] = list(body)
+    while stack:
+        n = stack.pop()
+        t = type(n)
+        if t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.ClassDef:
+            names.setdefault(n.name, []).append(("def", n, None))
+        elif t is ast.Import:
+            for a in n.names:
+                if a.asname:
+                    names.setdefault(a.asname, []).append(("mod", a.name, None))
+                else:
+                    top = a.name.split(".", 1)[0]
+                    names.setdefault(top, []).append(("mod", top, None))
+        elif t is ast.ImportFrom:
+            base = _absolute(n, package)[0]
+            for a in n.names:
+                if a.name == "*":
+                    stars.append(base)
+                else:
+                    names.setdefault(a.asname or a.name, []).append(("from", base, a.name))
+        elif t is ast.Assign or t is ast.AnnAssign:
+            targets = n.targets if t is ast.Assign else [n.target]
+            v = n.value
+            for target in targets:
+                if type(target) is not ast.Name or v is None:
+                    continue
+                if type(v) is ast.Name:
+                    names.setdefault(target.id, []).append(("alias", v.id, None))
+                consts = [v] if type(v) is ast.Constant else list(v.elts) if type(v) in (ast.Tuple, ast.List) else []
+                found = [c for c in consts if type(c) is ast.Constant and type(c.value) is str]
+                if found:
+                    strings.setdefault(target.id, []).extend(found)
+        elif t is ast.If:
+            known = _static_test(n.test)
+            if known is not False:
+                stack.extend(n.body)
+            if known is not True:
+                stack.extend(n.orelse)
+        elif t is ast.Match:
+            for case in n.cases:
+                stack.extend(case.body)
+        else:
+            for field in _STMT_BLOCKS:
+                block = getattr(n, field, None)
+                if type(block) is list:
+                    stack.extend(block)
+            if t is ast.ExceptHandler:
+                stack.extend(n.body)
+    return _Scope(names=names, stars=stars, strings=strings)
+
+
+def _parents(name: str) -> list[str]:
+    """``a.b.c`` → ``a``, ``a.b``."""
+    parts = name.split(".")
+    return [".".join(parts[:k]) for k in range(1, len(parts))]
+
+
+def _params(f: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    a = f.args
+    out = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    out += [p.arg for p in (a.vararg, a.kwarg) if p is not None]
+    return out
+
+
 class _Walk:
     """The nodes of one file that run: everything outside function bodies (class bodies,
-    decorators and default values run when the file is imported), and the bodies of functions
-    once a call names them. Records the definitions and the names called as it goes."""
+    decorators and default values run when the file is imported, ``if TYPE_CHECKING:`` and
+    ``if __name__ == "__main__":`` do not), and the bodies of functions once a call reaches them.
+    Records, for :class:`ImportTime` to resolve, each call and each class statement that runs, in
+    its scope."""
 
     def __init__(self) -> None:
-        self.defs: dict[str, list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]]] = {}
-        self.calls: set[str] = set()
+        self.events: list[tuple[str, str, Any, Any]] = []
+        """("call" | "deco" | "arg" | "class" | "attr", file, scope (function node or None), node)."""
+        self.factories: set[int] = set()
+        """Decorator calls (``@register(...)``): what they return is called with the function."""
 
-    def run(self, path: str, roots: list[ast.stmt], into: list[ast.AST]) -> None:
+    def run(
+        self,
+        path: str,
+        roots: list[ast.stmt],
+        into: list[ast.AST],
+        scope: Any = None,
+        known: dict[str, object] | None = None,
+    ) -> None:
         """Walk ``roots``, appending to ``into`` what the questions need: statements, import
-        statements and string constants (not every expression node: 5x fewer, and faster)."""
-        stack: list[Any] = list(roots)  # Any: dispatch is on type(node) is X, for speed
-        defs, calls, keep = self.defs, self.calls, into.append
+        statements and the string constants a call is given (a module name passed to
+        ``import_module``; a string elsewhere loads nothing)."""
+        stack: list[Any] = list(_cut(roots, known))  # Any: dispatch is on type(node) is X, for speed
+        events, keep = self.events.append, into.append
         # local names for the node types: this loop runs once per node of a package's Python
         FuncDef, AsyncDef, ClassDef = ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef  # noqa: N806
         Call, Name, Attribute, Constant, Lambda = ast.Call, ast.Name, ast.Attribute, ast.Constant, ast.Lambda  # noqa: N806
+        If, Expr, JoinedStr = ast.If, ast.Expr, ast.JoinedStr  # noqa: N806
         shapes = _SHAPES
         while stack:
             node = stack.pop()
@@ -254,28 +441,47 @@ class _Walk:
             t = type(node)
             if t is FuncDef or t is AsyncDef:
                 keep(node)
-                defs.setdefault(node.name, []).append((path, node))
                 a = node.args
                 stack.extend([*node.decorator_list, *a.defaults, *(d for d in a.kw_defaults if d is not None)])
+                self._decorators(path, scope, node)
                 continue
-            if t is Lambda:
+            if t is Lambda or t is Constant:
                 continue
-            if t is ast.Expr and type(node.value) is Constant:
+            if t is Expr and type(node.value) is Constant:
                 continue  # a docstring or bare string: naming a module there loads nothing
-            if t is Constant:
-                if type(node.value) is str:
-                    keep(node)
+            if t is If:
+                keep(node)
+                value = _static_test(node.test, known)
+                if value is None:
+                    stack.append(node.test)
+                if value is not False:
+                    stack.extend(_cut(node.body, known))
+                if value is not True:
+                    stack.extend(node.orelse)
                 continue
             if t is Call:
-                f = node.func
-                if type(f) is Name:
-                    calls.add(f.id)
-                elif type(f) is Attribute and not f.attr.startswith("__"):
-                    calls.add(f.attr)  # (``super().__init__()`` runs no unrelated __init__)
-                if node.args and type(node.args[0]) is ast.JoinedStr:
-                    keep(node)  # import_module(f".{subdir}", __package__): see _computed
+                events(("call", path, scope, node))
+                for arg in (*node.args, *(k.value for k in node.keywords)):
+                    ta = type(arg)
+                    if ta is Constant:
+                        if type(arg.value) is str:
+                            keep(arg)
+                    elif ta is Name:
+                        events(("arg", path, scope, arg))
+                    elif ta is JoinedStr or ta is ast.Tuple or ta is ast.List:
+                        keep_parts = [v for v in arg.values] if ta is JoinedStr else arg.elts
+                        for v in keep_parts:
+                            if type(v) is Constant and type(v.value) is str:
+                                keep(v)
+                if node.args and (
+                    type(node.args[0]) is JoinedStr or (type(node.args[0]) is Name and node.args[0].id == "__path__")
+                ):
+                    keep(node)  # import_module(f".{subdir}", __package__), iter_modules(__path__): see _computed
             elif t is ClassDef:
-                defs.setdefault(node.name, []).append((path, node))
+                events(("class", path, scope, node))
+                self._decorators(path, scope, node)
+            elif t is Attribute and type(node.value) is Name:
+                events(("attr", path, scope, node))
             shape = shapes.get(t) or _shape(t)
             if shape[0]:
                 keep(node)
@@ -286,21 +492,38 @@ class _Walk:
                 elif v is not None:
                     stack.append(v)
 
+    def _decorators(self, path: str, scope: Any, node: Any) -> None:
+        for d in node.decorator_list:
+            if type(d) is ast.Call:
+                self.factories.add(id(d))  # the call itself is walked as any call
+            else:
+                self.events.append(("deco", path, scope, d))
+
 
 class ImportTime:
     """What importing a distribution's top-level packages runs, as far as ``ast`` can tell: the
     Python files (following imports inside the distribution) and, in each, the nodes that run.
 
-    A function's body counts as run when some code that runs calls its name, in any of these
-    files (``__init__`` calling ``_load()`` imported from ``load_utils``; calling a class runs its
-    and its bases' dunder methods, a method runs once a call names it). Matching by bare name
-    over-approximates — a name clash makes code count as run — which errs towards reporting a
-    module as loaded at import, never towards hiding a failure that import would hit, except
-    through calls ``ast`` cannot see (``getattr``, callbacks).
+    A function's body counts as run when code that runs calls it: the call's name is resolved as
+    Python resolves it, through the scopes of the calling code (a nested function, the module's
+    own definitions, ``from .load_utils import _load``, ``import pkg.mod as m`` then
+    ``m.f()``, ``from m import *``, ``x = f``), and a function handed to a call as an argument
+    (``map(f, …)``, a callback) counts as called. Calling a class runs its and its bases'
+    dunder methods and makes it *live*; a method called on an object of unknown type
+    (``self.setup()``, ``obj.run()``) runs in every live class that has it. A class statement
+    runs its bases' ``__init_subclass__`` and its metaclass. A decorator runs, and what a
+    decorator factory returns runs too. A module-level ``__getattr__`` (PEP 562) runs only when
+    running code asks the module for a name it does not bind (``from m import X``, ``m.X``), and
+    then the modules its strings name count as imported. ``if TYPE_CHECKING:`` never runs; a
+    string loads a module only when handed to a call (``import_module(NAME)``).
+
+    What ``ast`` cannot see is not run: ``getattr(obj, name)()``, a function stored in a dict or
+    returned and called elsewhere. On vllm 0.33 this reaches the files a real ``import vllm``
+    imports and few more (``bench/bench_imports.py``).
 
     Worked out lazily, one file or one round of called functions at a time, and only as far as a
     question needs: "does import run X" stops at the first sighting (torch's ``__init__`` names
-    ``torch._C``); only "no" needs everything (1,678 files for torch: 40 s on a 2-core machine)."""
+    ``torch._C``); only "no" needs everything."""
 
     def __init__(self, dist: Distribution, roots: Sequence[str] | None = None) -> None:
         self.trees: dict[str, ast.Module | None] = {}
@@ -315,15 +538,37 @@ class ImportTime:
                 rel = entry.path[:-3]
                 name = rel[: -len("/__init__")] if rel.endswith("/__init__") else rel
                 self._files[name.replace("/", ".")] = dist.abspath(entry.path)
+        self._module_of = {path: name for name, path in self._files.items()}
+        self._extensions = {
+            name.replace("/", ".")
+            for e in dist.record or ()
+            if e.path.endswith(".so") and not e.path.startswith("..")
+            for name in [e.path.split(".", 1)[0].removesuffix("/__init__")]
+        }
+        """Extension modules (``from cupy.cuda import common`` names ``common.cpython-….so``)."""
         self.has_python = bool(self._files)
         self._dist = dist
         self._walk = _Walk()
         self._seen: set[str] = set()
         self._packages: dict[str, str] = {}
-        self._expanded: set[int] = set()
+        self._expanded: set[Any] = set()
+        self._scopes: dict[Any, _Scope | None] = {}
+        self._parent: dict[int, Any] = {}
+        """Function or class node → the function whose body defines it (None: the module)."""
+        self._class_path: dict[int, str] = {}
+        self._live: dict[int, tuple[str, ast.ClassDef]] = {}
+        self._instantiated: set[Any] = set()
+        self._wanted: set[str] = set()
+        """Method names called on objects of unknown type."""
+        self._getattr_done: set[tuple[str, str]] = set()
+        self._getattr_modules: set[str] = set()
+        self._event = 0
+        self._attr_event = 0
         # what importing the distribution means: its top-level packages and modules, and for a
         # namespace package without __init__ (cuda-core's cuda/core) the first packages that have one
-        self._queue = sorted(n for n in self._files if n.rpartition(".")[0] not in self._files)
+        # (a directory without __init__ inside a regular package, as vllm/third_party, is not one:
+        # `import vllm` never imports it)
+        self._queue = sorted(n for n in self._files if not any(p in self._files for p in _parents(n)))
         if roots is not None:  # importing these packages (and so their parents) instead
             self._queue = sorted(r for r in roots if r in self._files)
         self.roots = sorted(self._queue)
@@ -336,10 +581,17 @@ class ImportTime:
         self._imported: set[str] = set()
         """Every module name imported so far: looked for again whenever a graft appears."""
 
+    def _package_of(self, path: str) -> str:
+        pkg = self._packages.get(path)
+        if pkg is None:
+            name = self._module_of.get(path, "")
+            pkg = self._packages[path] = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+        return pkg
+
     def _add(self, path: str, new: list[ast.AST]) -> None:
         self.running.setdefault(path, set()).update(map(id, new))
         self.named |= _named(new)
-        self._queue.extend(self._imports(new, self._packages[path]))
+        self._queue.extend(self._imports(new, self._package_of(path)))
 
     def advance(self) -> bool:
         """Run one more file, or one round of newly called functions; False once nothing is left."""
@@ -356,26 +608,316 @@ class ImportTime:
             tree = self.tree(path)
             if tree is None:
                 continue
-            self._packages[path] = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+            self._package_of(path)
             self.order.append(path)
+            if "__getattr__" in (self._module_scope(name) or _EMPTY).names:
+                self._getattr_modules.add(name)
+                self._attr_event = 0  # attribute reads seen before may now ask it
             new: list[ast.AST] = []
             self._walk.run(path, tree.body, new)
             self._add(path, new)
             return True
-        # the bodies of functions that running code calls, and then the files those import
-        walk, grew = self._walk, False
-        for name in walk.calls & walk.defs.keys():
-            for path, d in walk.defs[name]:
-                if id(d) in self._expanded:
-                    continue
-                self._expanded.add(id(d))
-                grew = True
-                new = []
-                for body in _bodies(d, walk.defs):
-                    walk.run(path, body, new)
-                self._add(path, new)
+        # the functions that running code calls, and then the files those import
+        grew = self._resolve_events()
         self._done = not grew and not self._queue
         return not self._done
+
+    # --- resolution -------------------------------------------------------------------------
+
+    def _module_scope(self, module: str) -> _Scope | None:
+        path = self._files.get(module)
+        if path is None:
+            return None
+        if path not in self._scopes:
+            tree = self.tree(path)
+            self._scopes[path] = _scope_of(tree.body, self._package_of(path)) if tree is not None else None
+        return self._scopes[path]
+
+    def _function_scope(self, path: str, f: Any) -> _Scope:
+        key = id(f)
+        scope = self._scopes.get(key)
+        if scope is None:
+            params = _params(f) if type(f) is not ast.Lambda else []
+            scope = self._scopes[key] = _scope_of(f.body, self._package_of(path), params)
+            for bs in scope.names.values():
+                for kind, node, _x in bs:
+                    if kind == "def":
+                        self._parent[id(node)] = f
+        return scope
+
+    def _bound(self, kind: str, node: Any, extra: Any, path: str, scope: Any, depth: int) -> list[_Target]:
+        if kind == "def":
+            if type(node) is ast.ClassDef:
+                self._class_path[id(node)] = path
+                return [("class", path, node)]
+            return [("func", path, node)]
+        if kind == "mod":
+            return [("module", node, None)]
+        if kind == "from":
+            return self._lookup(node, extra, depth + 1)
+        if kind == "alias":
+            return self._resolve_name(path, scope, node, depth + 1)
+        return []
+
+    def _resolve_name(self, path: str, scope: Any, name: str, depth: int = 0) -> list[_Target]:
+        """What ``name`` means in code of file ``path`` running in function ``scope``."""
+        if depth > 12:
+            return []
+        s = scope
+        while s is not None:
+            bs = self._function_scope(path, s).names.get(name)
+            if bs:
+                return [t for b in bs for t in self._bound(*b, path, s, depth)]
+            s = self._parent.get(id(s))
+        module = self._module_of.get(path)
+        return self._lookup(module, name, depth) if module else []
+
+    def _lookup(self, module: str, name: str, depth: int = 0) -> list[_Target]:
+        """What ``module.name`` is: a submodule, or what the module binds ``name`` to."""
+        if depth > 12:
+            return []
+        sub = f"{module}.{name}"
+        if sub in self._files or sub in self._extensions:
+            return [("module", sub, None)]
+        scope = self._module_scope(module)
+        if scope is None:
+            return []
+        path = self._files[module]
+        bs = scope.names.get(name)
+        if bs:
+            for _k, node, _x in bs:
+                if _k == "def":
+                    self._parent.setdefault(id(node), None)
+            return [t for b in bs for t in self._bound(*b, path, None, depth)]
+        for star in scope.stars:
+            found = self._lookup(star, name, depth + 1)
+            if found:
+                return found
+        if "__getattr__" in scope.names:
+            self._module_getattr(module, name)
+        return []
+
+    def _resolve(self, path: str, scope: Any, expr: Any, depth: int = 0) -> list[_Target] | None:
+        """What an expression names; None when it is an object ``ast`` cannot type."""
+        t = type(expr)
+        if t is ast.Name:
+            return self._resolve_name(path, scope, expr.id, depth)
+        if t is not ast.Attribute or depth > 12:
+            return None
+        recv = self._resolve(path, scope, expr.value, depth + 1)
+        if not recv:
+            return None
+        out: list[_Target] = []
+        for kind, where, node in recv:
+            if kind == "module":
+                out.extend(self._lookup(where, expr.attr, depth + 1))
+            elif kind == "class":
+                self._make_live(where, node)
+                out.extend(("func", p, m) for p, m in self._methods(where, node, expr.attr))
+        return out
+
+    def _methods(self, path: str, cls: ast.ClassDef, name: str, depth: int = 0) -> list[tuple[str, Any]]:
+        """Methods of ``cls`` and its bases (resolved) called ``name``, its own first."""
+        out: list[tuple[str, Any]] = []
+        parent = self._parent.get(id(cls))
+        for m in cls.body:
+            if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef) and m.name == name:  # type: ignore[attr-defined]
+                self._parent[id(m)] = parent
+                out.append((path, m))
+        if depth < 8:
+            for p, base in self._bases(path, cls):
+                out.extend(self._methods(p, base, name, depth + 1))
+        return out
+
+    def _bases(self, path: str, cls: ast.ClassDef) -> list[tuple[str, ast.ClassDef]]:
+        parent = self._parent.get(id(cls))
+        out = []
+        for b in cls.bases:
+            for kind, p, node in self._resolve(path, parent, b) or ():
+                if kind == "class" and node is not cls:
+                    self._parent.setdefault(id(node), None)
+                    out.append((p, node))
+        return out
+
+    def _make_live(self, path: str, cls: ast.ClassDef, depth: int = 0) -> None:
+        if id(cls) in self._live or depth > 8:
+            return
+        self._live[id(cls)] = (path, cls)
+        for name in self._wanted:
+            for p, m in self._methods(path, cls, name, 8):
+                self._expand(p, m)
+        for p, base in self._bases(path, cls):
+            self._make_live(p, base, depth + 1)
+
+    def _instantiate(self, path: str, cls: ast.ClassDef, call: ast.Call | None = None, factory: bool = False) -> None:
+        """Calling a class runs its construction methods (``__new__``, ``__init__``, a dataclass's
+        ``__post_init__``; ``__call__`` too when the instance is a decorator), its own or its
+        bases'. Its other dunders (``__getattr__``, ``__getitem__`` …) run when used, not here."""
+        key = (id(cls), factory, repr(sorted(_constant_args_key(call))))
+        if key in self._instantiated:
+            return
+        self._instantiated.add(key)
+        self._make_live(path, cls)
+        for name in (*_CONSTRUCTION, *(("__call__",) if factory else ())):
+            for i, (p, m) in enumerate(self._methods(path, cls, name)):  # own first, then the bases'
+                self._expand(p, m, known=_constant_args(m, call, skip_first=True) if i == 0 else None)
+
+    def _expand(self, path: str, f: Any, factory: bool = False, known: dict[str, object] | None = None) -> None:
+        """Run a function's body (once; once more for each set of constant arguments that prunes
+        its branches, unless it already ran whole)."""
+        key: Any = id(f) if not known else (id(f), repr(sorted(known.items(), key=lambda kv: kv[0])))
+        if id(f) not in self._expanded and key not in self._expanded:
+            self._expanded.add(key)
+            module = self._module_of.get(path)
+            if module and module not in self._seen:
+                self._queue.append(module)
+            new: list[ast.AST] = []
+            self._function_scope(path, f)  # its nested definitions know their parent
+            self._walk.run(path, f.body, new, f, known)
+            self._add(path, new)
+        if factory:  # ``@register(...)``: the function it returns is called with the decorated one
+            scope = self._function_scope(path, f)
+            for stmt in ast.walk(ast.Module(body=f.body, type_ignores=[])):
+                if type(stmt) is ast.Return and type(stmt.value) is ast.Name:
+                    for b in scope.names.get(stmt.value.id, ()):
+                        if b[0] == "def" and type(b[1]) is not ast.ClassDef:
+                            self._expand(path, b[1])
+
+    def _call(
+        self, targets: list[_Target], factory: bool = False, classes: bool = True, call: ast.Call | None = None
+    ) -> None:
+        for kind, path, node in targets:
+            if kind == "func":
+                plain = call is not None and type(call.func) is ast.Name  # (not a method: no self)
+                self._expand(path, node, factory, _constant_args(node, call, False) if plain else None)
+            elif kind == "class" and classes:
+                self._instantiate(path, node, call, factory)
+
+    def _module_getattr(self, module: str, name: str) -> None:
+        """Running code asked ``module`` for ``name``, which it does not bind: its ``__getattr__``
+        runs with that name (cupy's ``if key == 'jitify':`` branches are pruned by it), and the
+        modules its strings name count as imported — of a table indexed by constants (vllm's
+        ``MODULE_ATTRS``: ``".engine.arg_utils:AsyncEngineArgs"``), the entry for ``name`` only."""
+        if (module, name) in self._getattr_done:
+            return
+        self._getattr_done.add((module, name))
+        path = self._files[module]
+        found = self._lookup(module, "__getattr__")
+        for kind, p, f in found:
+            if kind == "func":
+                params = _params(f)
+                self._expand(p, f, known={params[0]: name} if params else None)
+        tree = self.tree(path)
+        package = self._package_of(path)
+        funcs = [node for kind, _p, node in found if kind == "func"]
+        body = [n for f in funcs for n in ast.walk(f)]
+        if tree is None or not any(
+            type(n) in (ast.Import, ast.ImportFrom)
+            or (type(n) is ast.Call and getattr(n.func, "attr", getattr(n.func, "id", "")) in _IMPORTERS)
+            for n in body
+        ):
+            return  # (vllm.envs' __getattr__ evaluates settings: its ".config" is a directory)
+        # the strings of the function and of the module-level names it reads (vllm's MODULE_ATTRS)
+        read = {n.id for n in body if type(n) is ast.Name}
+        values = [
+            n.value
+            for n in tree.body
+            if isinstance(n, ast.Assign | ast.AnnAssign)
+            and any(
+                type(t) is ast.Name and t.id in read for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            )
+        ]
+        picked: list[ast.expr] = []
+        for v in values:
+            if type(v) is ast.Dict and v.keys and all(type(k) is ast.Constant for k in v.keys):
+                picked.extend(val for k, val in zip(v.keys, v.values, strict=True) if k.value == name)  # type: ignore[union-attr]
+            elif v is not None:
+                picked.append(v)
+        for node in [*body, *(c for v in picked for c in ast.walk(v))]:
+            if type(node) is ast.Constant and type(node.value) is str and 0 < len(node.value) < 200:
+                s = node.value.split(":", 1)[0]
+                if s.startswith("."):
+                    level = len(s) - len(s.lstrip("."))
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - (level - 1)]) if level > 1 else package
+                    s = f"{base}.{s[level:]}" if s[level:] else base
+                if s in self._files:
+                    self._queue.append(s)
+                if s in self._files or s in self._extensions:
+                    self._imported.add(s)
+                    self.named.add(s.rsplit(".", 1)[-1])
+
+    def _resolve_events(self) -> bool:
+        """Resolve the calls, decorators, callbacks and class statements recorded since the last
+        round (new ones may be recorded while doing so: all are done). True when anything ran."""
+        walk, grew = self._walk, False
+        before = len(self._expanded)
+        events = walk.events
+        while self._event < len(events):
+            kind, path, scope, node = events[self._event]
+            self._event += 1
+            if kind == "call":
+                f = node.func
+                targets = self._resolve(path, scope, f)
+                if targets is None and type(f) is ast.Attribute:
+                    self._want(f.attr)
+                elif targets:
+                    self._call(targets, factory=id(node) in walk.factories, call=node)
+            elif kind == "deco":
+                self._call(self._resolve(path, scope, node) or [])
+            elif kind == "arg":
+                targets = self._resolve_name(path, scope, node.id)
+                self._call(targets, classes=False)  # a callback handed over may be called now
+                self._strings(path, scope, node.id)
+            elif kind == "class":
+                self._class_statement(path, scope, node)
+        if self._getattr_modules:
+            while self._attr_event < len(events):
+                kind, path, scope, node = events[self._attr_event]
+                self._attr_event += 1
+                if kind == "attr":
+                    for k, module, _n in self._resolve_name(path, scope, node.value.id):
+                        if k == "module" and module in self._getattr_modules:
+                            self._lookup(module, node.attr)
+        grew = len(self._expanded) > before or bool(self._queue)
+        return grew
+
+    def _want(self, name: str) -> None:
+        if name in self._wanted or name.startswith("__"):
+            return  # (``super().__init__()`` runs the dunders of live classes: already run)
+        self._wanted.add(name)
+        for path, cls in list(self._live.values()):
+            for p, m in self._methods(path, cls, name, 8):
+                self._expand(p, m)
+
+    def _strings(self, path: str, scope: Any, name: str) -> None:
+        """``import_module(NAME)``: the strings assigned to ``NAME`` count as handed to the call."""
+        s = scope
+        found: list[ast.Constant] | None = None
+        while s is not None and found is None:
+            found = self._function_scope(path, s).strings.get(name)
+            s = self._parent.get(id(s))
+        if found is None:
+            module = self._module_of.get(path)
+            found = (self._module_scope(module) or _EMPTY).strings.get(name) if module else None
+        if found:
+            new: list[ast.AST] = list(found)
+            self._add(path, new)
+
+    def _class_statement(self, path: str, scope: Any, cls: ast.ClassDef) -> None:
+        """A class statement runs: its bases' ``__init_subclass__`` and the metaclasses."""
+        self._parent.setdefault(id(cls), scope)
+        self._class_path[id(cls)] = path
+        for p, m in self._methods(path, cls, "__init_subclass__"):
+            if m not in cls.body:
+                self._expand(p, m)
+        metas = [k.value for k in cls.keywords if k.arg == "metaclass"]
+        for meta in metas:
+            self._call(self._resolve(path, scope, meta) or [])
+        for p, base in self._bases(path, cls):
+            for k in base.keywords:
+                if k.arg == "metaclass":
+                    self._call(self._resolve(p, self._parent.get(id(base)), k.value) or [])
 
     def tree(self, path: str, needle: bytes = b"") -> ast.Module | None:
         """The parsed file (one parse per file, shared by every question: node identities count);
@@ -444,6 +986,8 @@ class ImportTime:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in files:
                 out.append(node.value)  # pyzmq: select_backend("zmq.backend.cython") → import_module
             elif isinstance(node, ast.Import | ast.ImportFrom):
+                if isinstance(node, ast.ImportFrom):
+                    self._from_getattr(node, package)
                 for imp in _absolute(node, package):
                     self._imported.add(imp)  # a grafted path may hold it too, even first
                     out.extend(self._grafted(imp, files))
@@ -454,12 +998,25 @@ class ImportTime:
             elif isinstance(node, ast.Call):
                 chosen = [n for n in _computed(node, package, files) if n not in seen]
                 out.extend(chosen)
-                grafted = [n for n in chosen if files[n].endswith("__init__.py")]
+                walked = isinstance(node.args[0], ast.Name)  # iter_modules(__path__): no graft
+                grafted = [n for n in chosen if files[n].endswith("__init__.py") and not walked]
                 for n in grafted:
                     self._grafts.setdefault(n.rpartition(".")[0], set()).add(n.rpartition(".")[2])
                 if grafted:
                     out.extend(r for u in sorted(self._imported) for r in self._grafted(u, files))
         return out
+
+    def _from_getattr(self, node: ast.ImportFrom, package: str) -> None:
+        """``from m import X``, X neither bound by ``m`` nor a submodule: ``m.__getattr__`` runs."""
+        base = _absolute(node, package)[0]
+        path = self._files.get(base)
+        if path is None or self.tree(path, b"__getattr__") is None:
+            return
+        scope = self._module_scope(base)
+        if scope is not None and "__getattr__" in scope.names:
+            for a in node.names:
+                if a.name != "*":
+                    self._lookup(base, a.name)
 
     def _grafted(self, name: str, known: Container[str]) -> list[str]:
         """Where ``name`` is found once its package's ``__path__`` includes a grafted subpackage
@@ -480,6 +1037,16 @@ def _computed(call: ast.Call, package: str, files: dict[str, str]) -> list[str]:
     Taken as importing every direct child of that package — each one could be the one chosen."""
     f = call.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if name in ("iter_modules", "walk_packages") and call.args:
+        # triton.language.extra: ``for … in pkgutil.iter_modules(__path__, …)`` then exec_module
+        a = call.args[0]
+        if isinstance(a, ast.Name) and a.id == "__path__":
+            return [
+                n
+                for n in files
+                if n.startswith(package + ".") and (name == "walk_packages" or n.count(".") == package.count(".") + 1)
+            ]
+        return []
     if name not in ("import_module", "__import__"):
         return []
     parts = call.args[0].values if isinstance(call.args[0], ast.JoinedStr) else []
@@ -589,25 +1156,6 @@ def _is_extension(path: str) -> bool:
     """A Python extension module (``x.cpython-312-x86_64-linux-gnu.so``, ``x.abi3.so``, ``x.so``),
     not a versioned shared library (``libfoo.so.1``)."""
     return path.endswith(".so") and not os.path.basename(path).startswith("lib")
-
-
-def _bodies(
-    d: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef,
-    defs: dict[str, list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]]],
-    depth: int = 0,
-) -> list[list[ast.stmt]]:
-    """What calling ``d`` runs: a function's body; for a class, the bodies of its dunder methods
-    (``__init__``, ``__new__``, ``__post_init__`` …) and of its bases' (found by name)."""
-    if not isinstance(d, ast.ClassDef):
-        return [d.body]
-    out = [m.body for m in d.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name.startswith("__")]
-    if depth < 8:
-        for base in d.bases:
-            if isinstance(base, ast.Name):
-                for _p, b in defs.get(base.id, ()):
-                    if isinstance(b, ast.ClassDef) and b is not d:
-                        out.extend(_bodies(b, defs, depth + 1))
-    return out
 
 
 def import_time(dist: Distribution) -> ImportTime | None:

@@ -1,0 +1,147 @@
+"""The import model (``env/imports.py``): which code a real ``import pkg`` runs.
+
+Each case is a small package whose ``__init__`` reaches the failing extension module
+``optpkg/_fast`` (its library is gone) in one way, or only seems to: a real import in a fresh
+interpreter says which, and the doctor must say the same — LDD001 (error) when ``import optpkg``
+fails, LDD005 (on demand, info) when it works.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_optional_modules import _doctor, _make
+from tests.venvs import site_of
+
+FAST = "    from optpkg import _fast\n"
+
+CASES: dict[str, tuple[str, dict[str, str], bool]] = {
+    # --- code that looks as if it ran, and does not ---
+    "type-checking-block": (
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n" + FAST,
+        {},
+        False,
+    ),
+    "typing-dot-type-checking-else-branch-runs": (
+        "import typing\n\nif typing.TYPE_CHECKING:\n" + FAST + "else:\n    X = 1\n",
+        {},
+        False,
+    ),
+    "a-function-of-the-same-name-elsewhere": (
+        "from optpkg.a import load\n\nload()\nfrom optpkg import b\n",
+        {"a.py": "def load():\n    return 1\n", "b.py": "def load():\n" + FAST},
+        False,
+    ),
+    "a-method-whose-name-a-foreign-module-calls": (
+        "import subprocess\n\n\nclass Runner:\n    def run(self):\n"
+        + FAST.replace("    ", "        ")
+        + "\n\nsubprocess.run(['true'])\n",
+        {},
+        False,
+    ),
+    "a-string-naming-the-module-in-a-table": (
+        "BACKENDS = {'fast': 'optpkg._fast', 'slow': None}\n",
+        {},
+        False,
+    ),
+    "a-directory-without-init-inside-the-package": (
+        "X = 1\n",
+        {"vendor/lib/__init__.py": "from optpkg import _fast\n"},
+        False,
+    ),
+    "a-main-guard": (
+        "def main():\n" + FAST + "\n\nif __name__ == '__main__':\n    main()\n",
+        {},
+        False,
+    ),
+    # --- code that runs, found through what a call is bound to ---
+    "a-decorator-factory": (
+        "def register(name):\n    def deco(fn):\n"
+        + FAST.replace("    ", "        ")
+        + "        return fn\n    return deco\n\n\n@register('x')\ndef f():\n    pass\n",
+        {},
+        True,
+    ),
+    "a-function-handed-to-a-call": (
+        "def _init(_x):\n" + FAST + "\n\nlist(map(_init, [0]))\n",
+        {},
+        True,
+    ),
+    "a-method-a-constructor-calls-on-self": (
+        "class Backend:\n    def __init__(self):\n        self.setup()\n\n    def setup(self):\n"
+        + FAST.replace("    ", "        ")
+        + "\n\nDEFAULT = Backend()\n",
+        {},
+        True,
+    ),
+    "star-import-then-call": (
+        "from optpkg.impl import *\n\nload()\n",
+        {"impl.py": "def load():\n" + FAST},
+        True,
+    ),
+    "module-alias-then-attribute-call": (
+        "import optpkg.impl as impl\n\nimpl.load()\n",
+        {"impl.py": "def load():\n" + FAST},
+        True,
+    ),
+    "a-module-getattr-asked-at-import": (
+        "import importlib\n\n_ATTRS = {'Fast': '._fast', 'Slow': '.slow'}\n\n\n"
+        "def __getattr__(name):\n    return importlib.import_module(_ATTRS[name], __package__)\n\n\n"
+        "from optpkg.user import X\n",
+        {"user.py": "from optpkg import Fast as X\n", "slow.py": "Y = 1\n"},
+        True,
+    ),
+    "a-subclass-hook-of-a-base": (
+        "class Base:\n    def __init_subclass__(cls):\n"
+        + FAST.replace("    ", "        ")
+        + "\n\nclass Child(Base):\n    pass\n",
+        {},
+        True,
+    ),
+    "a-constant-argument-that-returns-early": (  # humming's `current_device = DeviceInfo(-1)`
+        "class DeviceInfo:\n    def __new__(cls, index=None):\n        if index == -1:\n"
+        "            return super().__new__(cls)\n"
+        + FAST.replace("    ", "        ")
+        + "        return super().__new__(cls)\n\n    def __getattr__(self, name):\n"
+        + FAST.replace("    ", "        ")
+        + "\n\ncurrent = DeviceInfo(-1)\n",
+        {},
+        False,
+    ),
+    "the-same-constructor-with-another-argument": (
+        "class DeviceInfo:\n    def __new__(cls, index=None):\n        if index == -1:\n"
+        "            return super().__new__(cls)\n"
+        + FAST.replace("    ", "        ")
+        + "        return super().__new__(cls)\n\n\ncurrent = DeviceInfo(-1)\nfirst = DeviceInfo(0)\n",
+        {},
+        True,
+    ),
+    "every-subpackage-by-iter-modules": (  # triton.language.extra
+        "import importlib, pkgutil\n\nfor _f, name, _p in pkgutil.iter_modules(__path__, __name__ + '.'):\n"
+        "    importlib.import_module(name)\n",
+        {"backend/__init__.py": "from optpkg import _fast\n"},
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize(("init", "extra", "fails"), list(CASES.values()), ids=list(CASES))
+def test_the_doctor_runs_what_import_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], init: str, extra: dict[str, str], fails: bool
+) -> None:
+    python = _make(tmp_path, init)
+    site = site_of(python)
+    record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
+    for rel, text in extra.items():
+        (site / "optpkg" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / "optpkg" / rel).write_text(text)
+        record.write_text(record.read_text() + f"optpkg/{rel},,\n")
+    real = subprocess.run(["env", "-i", str(python), "-c", "import optpkg"], capture_output=True, text=True)
+    assert (real.returncode != 0) == fails, real.stderr
+    if fails:
+        assert "libmissing.so" in real.stderr
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == ((1, ["LDD001"]) if fails else (0, ["LDD005"]))
