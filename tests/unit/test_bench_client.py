@@ -427,3 +427,78 @@ def test_compare_of_runs_with_no_common_load_is_a_usage_error(
     capsys.readouterr()
     assert main(["bench", "compare", *files]) == 2
     assert "share no load" in capsys.readouterr().err
+
+
+def test_multi_token_chunks_without_spec_counters_are_flagged(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ds = tmp_path / "d.jsonl"
+    ds.write_text(json.dumps({"prompt": "coalesced", "max_tokens": 4}) + "\n")
+    code, data, err = _run(
+        ["--url", server, "--dataset", f"jsonl:{ds}", "--num-prompts", "2", "--trials", "1", "--warmup", "0"],
+        tmp_path,
+        capsys,
+    )
+    assert code == 0, err
+    spec = data["bench"]["spec"]
+    assert spec["source"] == "vllm-metrics"  # the fixture's counters moved: explained, no warning
+    assert not any("fell behind" in w for w in spec["warnings"])
+    from cudastack.bench.spec import spec_summary
+
+    alone = spec_summary(
+        vllm_deltas=[],
+        response_details=[],
+        completion_tokens=[],
+        server_info=(None, None),
+        tokens_per_chunk_mean=data["bench"]["summary"]["tokens_per_chunk"]["mean"],
+        temperature=0,
+    )
+    assert alone["source"] == "unavailable"
+    assert any("2.00 tokens on average" in w and "fell behind" in w for w in alone["warnings"])
+
+
+def test_goodput_counts_requests_within_the_slo(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The fixture's TPOT is at least 30 ms by construction (it sleeps before every write).
+    runs = {}
+    for slo in ("tpot=1ms", "tpot=60s,ttft=60s"):
+        code, data, err = _run(
+            [
+                "--url",
+                server,
+                "--dataset",
+                "random:in=4,out=3",
+                "--num-prompts",
+                "2",
+                "--trials",
+                "1",
+                "--warmup",
+                "0",
+                "--slo",
+                slo,
+            ],
+            tmp_path,
+            capsys,
+        )
+        assert code == 0, err
+        runs[slo] = data["bench"]["trials"][0]["metrics"]
+    assert runs["tpot=1ms"]["goodput"] == 0
+    loose = runs["tpot=60s,ttft=60s"]
+    assert loose["goodput"] == pytest.approx(loose["request_rate"]) and loose["goodput"] > 0
+
+
+def test_draft_counters_that_did_not_move_are_a_warning() -> None:
+    from cudastack.bench.spec import spec_summary
+
+    still = {"drafts": 0.0, "draft_tokens": 0.0, "accepted_tokens": 0.0, "accepted_per_position": [0.0, 0.0]}
+    out = spec_summary(
+        vllm_deltas=[still],
+        response_details=[],
+        completion_tokens=[],
+        server_info=(None, None),
+        tokens_per_chunk_mean=1.0,
+        temperature=0.0,
+    )
+    assert out["source"] == "vllm-metrics" and "acceptance_length" not in out
+    assert any("did not move" in w for w in out["warnings"])

@@ -171,3 +171,18 @@ def test_gpu_state_from_nvidia_smi_falls_back_to_the_old_reason_field(
     assert "unavailable" in read_gpu_state()
     assert is_local("http://127.0.0.1:8000") and is_local("http://localhost:1") and is_local("http://[::1]:80")
     assert not is_local("http://10.0.0.5:8000")
+
+
+def test_httpx_is_imported_only_by_a_bench_run() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from cudastack.cli import build_parser, main; build_parser(); "
+        "assert 'httpx' not in sys.modules, 'httpx imported at start-up'; "
+        "sys.modules['httpx'] = None; "  # as if the bench extra were not installed
+        "raise SystemExit(main(['bench', 'run', '--url', 'http://127.0.0.1:9', '--warmup', '0']))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 3, proc.stderr
+    assert "cudastack bench needs httpx" in proc.stderr and "cudastack[bench]" in proc.stderr

@@ -151,6 +151,12 @@ def spec_summary(
         warnings.append(
             f"temperature {temperature} on a speculative run: acceptance depends on sampling; use --temperature 0"
         )
+    if not spec_seen and tokens_per_chunk_mean is not None and tokens_per_chunk_mean > 1.2:
+        warnings.append(
+            f"chunks carried {tokens_per_chunk_mean:.2f} tokens on average but the server reports no speculation: "
+            "either it speculates without counters, or this client fell behind the stream (then TTFT, ITL and "
+            "TPOT are partly the client's; run the client on other cores or another machine)"
+        )
     out["warnings"] = warnings
     return out
 
