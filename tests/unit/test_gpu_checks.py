@@ -285,6 +285,7 @@ def test_cuda_compat_on_the_library_path_raises_what_the_driver_supports(
         site, capsys, "--driver", "535.104.05", "--select", "CUDA005", "-e", f"LD_LIBRARY_PATH={compat}"
     )
     assert data["findings"] == []
+    assert {c["code"]: c["outcome"] for c in data["checks"]}["CUDA005"] == "pass"  # ran, not skipped
 
 
 @pytest.mark.parametrize(("layout", "fires"), [("cccl-only", True), ("both", False)])

@@ -74,3 +74,8 @@ def test_a_healthy_interpreter_has_no_start_finding(tmp_path: Path, capsys: pyte
     python = _make(tmp_path, "X = 1\n")
     _rc, data = _doctor(python, capsys, f"LD_PRELOAD={os.environ.get('LD_PRELOAD', '')}")
     assert [f["code"] for f in data["findings"] if f["code"] in ("LDD007", "LDD008")] == []
+    # the checks ran: a skipped LDD007/LDD008 also reports no finding
+    assert {c["code"]: c["outcome"] for c in data["checks"] if c["code"] in ("LDD007", "LDD008")} == {
+        "LDD007": "pass",
+        "LDD008": "pass",
+    }

@@ -330,3 +330,102 @@ def test_a_string_table_cut_before_its_last_nul_ends_at_the_cut(fixtures: dict[s
     p = _with_dynamic(src, tmp_path / "a.so", DT_SONAME, last)
     p = _with_dynamic(p, tmp_path / "b.so", DT_STRSZ, len(dynstr) - 1)
     assert read_elf(str(p)).soname == dynstr[last:-1].decode() != ""
+
+
+def _patch_symbol(src: Path, dst: Path, name: str, field: str, value: int) -> Path:
+    """A copy with one field of ``name``'s .dynsym entry overwritten (Elf64_Sym: st_name at 0,
+    st_info at 4, st_other at 5)."""
+    data = bytearray(src.read_bytes())
+    dynsym = ELFFile(io.BytesIO(bytes(data))).get_section_by_name(".dynsym")
+    i = next(i for i, s in enumerate(dynsym.iter_symbols()) if s.name == name)
+    at = dynsym["sh_offset"] + i * 24
+    if field == "st_name":
+        struct.pack_into("<I", data, at, value)
+    else:
+        data[at + {"st_info": 4, "st_other": 5}[field]] = value
+    dst.write_bytes(bytes(data))
+    return dst
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "value"),
+    [
+        ("b", "st_info", 0x02),  # STB_LOCAL, STT_FUNC: a local symbol in .dynsym is neither
+        ("prot", "st_other", 2),  # STV_HIDDEN: not exported
+        ("strong_plain_import", "st_info", 0x22),  # STB_WEAK: a weak import
+        ("strong_plain_import", "st_info", 0x02),  # STB_LOCAL: no import at all
+    ],
+)
+def test_patched_binding_and_visibility_agree_with_pyelftools(
+    fixtures: dict[str, Path], tmp_path: Path, name: str, field: str, value: int
+) -> None:
+    p = _patch_symbol(fixtures["gnu"], tmp_path / "p.so", name, field, value)
+    e = _assert_agrees(str(p))
+    assert name not in e.exports and name not in e.strong_plain
+
+
+@pytest.mark.parametrize("value", [0, 0x10000, 0xFFFFFFF0])
+def test_a_symbol_whose_name_lies_outside_the_string_table_is_skipped(
+    fixtures: dict[str, Path], tmp_path: Path, value: int
+) -> None:
+    """Only that symbol: every other export and import is read as before."""
+    src = fixtures["gnu"]
+    want = reader_view(read_elf(str(src)))
+    size = len(ELFFile(io.BytesIO(src.read_bytes())).get_section_by_name(".dynstr").data())
+    value = value or size  # 0: the first offset past the table
+    p = _patch_symbol(src, tmp_path / "p.so", "b", "st_name", value)
+    got = reader_view(read_elf(str(p)))
+    exports = want["exports"]
+    assert isinstance(exports, dict)
+    assert got["exports"] == {k: v for k, v in exports.items() if k != "b"}
+    assert got["import_names"] == want["import_names"] and got["import_needs"] == want["import_needs"]
+    p = _patch_symbol(src, tmp_path / "q.so", "strong_plain_import", "st_name", value)
+    got = reader_view(read_elf(str(p)))
+    assert got["exports"] == want["exports"]
+    assert got["strong_plain"] == tuple(n for n in want["strong_plain"] if n != "strong_plain_import")
+
+
+def test_an_object_with_a_single_dynamic_symbol(tmp_path: Path) -> None:
+    lib = build(tmp_path / "libone.so", "int one(void){return 1;}\n", flags=("-nostdlib",))
+    e = _assert_agrees(str(lib))
+    assert e.exports == {"one": (None,)} and e.import_names == ()
+    stripped = read_elf(str(_without_section_headers(lib, tmp_path / "s.so")))
+    assert stripped.exports == e.exports
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b"\x7fELF\x02\x01", "bad magic"),  # shorter than the identification
+        (b"\x7fELX" + bytes(60), "bad magic"),
+        (b"\x7fELF\x02\x01\x01" + bytes(13), "ELF header"),  # identification, then 4 bytes
+        (b"\x7fELF\x03\x01\x01" + bytes(57), "unknown ELF class 3"),
+        (b"\x7fELF\x02\x02\x01" + bytes(57), "big-endian"),
+    ],
+)
+def test_header_failures_say_what_the_loader_reads(tmp_path: Path, data: bytes, says: str) -> None:
+    """loader/search.py ends a search at a candidate whose header fails (glibc's open_verify) by
+    these words of the message (its _HEADER_FAILURES): they are part of the reader's answer."""
+    from cudastack.loader.search import _HEADER_FAILURES
+
+    p = tmp_path / "h.so"
+    p.write_bytes(data)
+    with pytest.raises(ElfParseError) as info:
+        read_elf(str(p))
+    assert says in str(info.value) and any(w in str(info.value) for w in _HEADER_FAILURES)
+
+
+def test_a_header_at_the_very_end_of_the_file_is_read(fixtures: dict[str, Path], tmp_path: Path) -> None:
+    """The section header table ends where the file ends: a read up to the last byte is inside."""
+    data = fixtures["gnu"].read_bytes()
+    e = ELFFile(io.BytesIO(data))
+    assert e["e_shoff"] + e["e_shnum"] * e["e_shentsize"] == len(data)
+    assert set(read_elf(str(fixtures["gnu"])).sections) == {".nv_fatbin", ".nv.compat"}
+    with pytest.raises(ElfParseError, match="lies outside the file"):
+        read_elf(_cut(data, 17, tmp_path))
+
+
+def _cut(data: bytes, n: int, tmp_path: Path) -> str:
+    p = tmp_path / "cut.so"
+    p.write_bytes(data[:n])
+    return str(p)

@@ -50,6 +50,7 @@ def test_a_baseline_saved_before_the_merge_still_matches(tmp_path: Path, capsys:
     site = scenario.materialize(scenario.load("baseline_v1"), tmp_path / "env")
     rc, data = doctor(site, capsys, "--baseline", str(BASELINE_V1))
     assert [f["subject"] for f in data["findings"] if not f["baseline"]] == []
+    assert data["findings"]  # every finding is there, each marked as in the baseline
     assert rc == 0
 
 

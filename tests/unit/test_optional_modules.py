@@ -613,3 +613,6 @@ def test_a_load_by_a_computed_name_fails_import_only_if_every_candidate_fails(
     rc, data = _doctor(python, capsys)
     assert [(f["code"], f["subject"]) for f in data["findings"] if f["severity"] == "error"] == []
     assert rc == 0
+    # both files were judged (no error because of what was found, not because nothing was looked at)
+    judged = {m["path"].rsplit("/", 1)[-1]: m["predicted"] for m in data["modules"] if "/dpkg/" in m["path"]}
+    assert judged[f"addon_{sys.version_info.minor}.so"] == "loads" and judged["addon_99.so"] == "on-demand", judged
