@@ -320,15 +320,9 @@ def test_pkg008_is_an_error_when_no_binary_will_load() -> None:
     returns the absent path (the override bypasses the fallback), the load error is caught at
     import and every CUDA call raises. Error, with where it is caught."""
     python = _bnb_python()
+    # `import bitsandbytes.cextension` imports the package first: that it runs at all shows the import works
     name, exists = _bnb_picks(python, "BNB_CUDA_VERSION=125")
     assert (name, exists) == ("libbitsandbytes_cuda125.so", False)
-    imports = subprocess.run(
-        ["env", "-i", "BNB_CUDA_VERSION=125", str(python), "-c", "import bitsandbytes"],
-        capture_output=True,
-        timeout=600,
-        check=False,
-    )
-    assert imports.returncode == 0
     f = _bnb_doctor(python, "BNB_CUDA_VERSION=125")
     assert f["severity"] == "error"
     assert any("catches the load error at import" in e for e in f["evidence"]), f["evidence"]  # type: ignore[attr-defined]
