@@ -102,7 +102,8 @@ def _ext(out: Path, sym: str, libs: tuple[str, ...], rpath: str) -> bytes:
 
 
 def build_indexes(root: Path) -> dict[str, str]:
-    """Build everything under ``root``; returns ``{label: index URL}`` for cu130, cu128, cpu, pypi."""
+    """Build everything under ``root``; returns ``{label: index URL}`` for cu130, cu128, cpu, pypi
+    and kernels (kern 2.0, a CUDA 12 build, and kern 1.5, built for the cu130 family)."""
     native.need_compilers()
     work = root / "build"
     urls = {}
@@ -149,6 +150,18 @@ def build_indexes(root: Path) -> dict[str, str]:
     kern = wheel(work / "wheels" / "kern", "kern", "1.0",
                  {"kern/__init__.py": b"from kern import _C\n", "kern/_C.abi3.so": kern_ext})  # fmt: skip
     urls["pypi"] = publish(root / "pypi", [kern, runtimes[12], runtimes[13]])
+    # "kernels": kern 2.0 (newest) is the CUDA 12 build again; kern 1.5 was built for the cu130 family
+    kern2 = wheel(work / "wheels" / "kern2", "kern", "2.0",
+                  {"kern/__init__.py": b"from kern import _C\n", "kern/_C.abi3.so": kern_ext})  # fmt: skip
+    kern15_ext = _ext(
+        work / "kern15" / "_C.abi3.so",
+        "c10_v2,cudart_13",
+        (f"-L{work / 'cu130'}", "-lc10", f"-L{work / 'cudart13'}", "-l:libcudart.so.13"),
+        "$ORIGIN/../minitorch/lib:$ORIGIN/../minicuda/cu13/lib",
+    )
+    kern15 = wheel(work / "wheels" / "kern15", "kern", "1.5",
+                   {"kern/__init__.py": b"from kern import _C\n", "kern/_C.abi3.so": kern15_ext})  # fmt: skip
+    urls["kernels"] = publish(root / "kernels", [kern2, kern15, runtimes[12], runtimes[13]])
     return urls
 
 

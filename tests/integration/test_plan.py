@@ -122,7 +122,10 @@ def test_search_takes_the_newest_cuda_label_with_no_new_error_and_both_verdicts_
     jsonschema.validate(report, plan_schema, cls=jsonschema.Draft202012Validator)
     labels = [c["label"] for c in report["candidates"]]
     assert labels == ["cu130", "cu128"]  # newest CUDA first; cpu was not needed
-    assert report["not_tried"] == [{"label": "cpu", "why": "not needed: cu128 was accepted first"}]
+    assert report["not_tried"] == [
+        {"label": "cu130 (kern!=1.0)", "why": "no other version of kern resolves on cu130"},  # blamed, stepped back
+        {"label": "cpu", "why": "not needed: cu128 was accepted first"},
+    ]
     rejected, chosen = report["candidates"]
     assert rejected["verdict"] == "rejected" and chosen["verdict"] == "accepted" and report["chosen"] == "cu128"
     [err12] = [f for f in rejected["findings_added"] if f["severity"] == "error"]
@@ -260,6 +263,7 @@ def test_search_is_bounded_and_says_what_it_did_not_try(
     assert code == 1, err  # the one candidate allowed (cu130) adds an error
     assert [c["label"] for c in report["candidates"]] == ["cu130"] and report["chosen"] is None
     assert report["not_tried"] == [
+        {"label": "cu130 (kern!=1.0)", "why": "past the bound of the search"},
         {"label": "cu128", "why": "past the bound of 1 candidate(s)"},
         {"label": "cpu", "why": "past the bound of 1 candidate(s)"},
     ]
@@ -282,3 +286,28 @@ def test_pip_and_uv_read_the_same_indexes_differently_and_the_plan_says_which_re
     assert by_uv["installer"] == "uv" and by_uv["candidates"][0]["installer"] == "uv"
     assert {r["name"]: r["version"] for r in by_uv["candidates"][0]["resolved"]}["minitorch"] == "2.0.0+cu128"
     assert shlex.split(by_uv["install"])[:4] == ["cudastack", "install", "--installer", "uv"]
+
+
+def test_search_steps_the_blamed_kernel_package_back_before_leaving_the_newest_label(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kern 2.0 (the newest) is a CUDA 12 build; kern 1.5 was built for the cu130 family. On cu130
+    the search rejects kern 2.0, then tries kern!=2.0, and takes cu130 with kern 1.5, which
+    really imports; cu128 is not needed."""
+    empty = venv_with(tmp_path / "empty", pip_env)
+    code, report, err = plan(
+        capsys, "--python", str(empty), "--driver", DRIVER, "--search",
+        *[a for label in ("cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
+        "--", "--extra-index-url", indexes["kernels"], "minitorch", "kern",
+    )  # fmt: skip
+    assert code == 0, err
+    assert [(c["label"], c["verdict"]) for c in report["candidates"]] == [
+        ("cu130", "rejected"),
+        ("cu130 (kern!=2.0)", "accepted"),
+    ]
+    assert report["not_tried"] == [{"label": "cu128", "why": "not needed: cu130 (kern!=2.0) was accepted first"}]
+    pins = shlex.split(report["install"])
+    assert "kern==1.5" in pins and "minitorch==2.0.0+cu130" in pins
+    good = venv_with(tmp_path / "good", pip_env, *pins[pins.index("--") + 1 :])
+    imp = plan_index.try_import(good, "minitorch", "kern")
+    assert imp.returncode == 0, imp.stderr

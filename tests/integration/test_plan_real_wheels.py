@@ -4,7 +4,6 @@ requirement) planned beside the torch 2.13.0 CPU wheel this machine's pip serves
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,6 @@ import pytest
 from cudastack.cli import main
 from tests import oracles
 from tests.corpus import CACHE as TEST_CACHE
-from tests.integration import plan_index
 from tests.realwheels import CACHE as WHEELS
 from tests.venvs import make_venv, site_of
 
@@ -36,9 +34,12 @@ def _sgl_kernel_wheel() -> Path:
     return found[0]
 
 
-def test_sgl_kernel_0_3_21_is_rejected_beside_torch_for_its_cuda_12_build_and_really_fails(
+def test_sgl_kernel_0_3_21_is_rejected_beside_torch_for_its_cuda_12_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Reality for the same two wheels installed together is
+    test_import_reality.py::test_real_sgl_kernel_0_3_21_on_a_cpu_torch (`import sgl_kernel` fails
+    on common_ops); not repeated here, where the install cost 30-70 s of the plan tests' budget."""
     wheel = _sgl_kernel_wheel()
     # the extraction cache is kept between runs (a second run reads torch's 560 MB from it)
     monkeypatch.setenv("CUDASTACK_STATE_DIR", str(TEST_CACHE / "plan-state"))
@@ -58,10 +59,3 @@ def test_sgl_kernel_0_3_21_is_rejected_beside_torch_for_its_cuda_12_build_and_re
     cudart = errors[("LDD001", "libcudart.so.12")]
     assert cudart["caused_by"] == {"code": "ABI003", "subject": "sgl-kernel"}
     assert cudart["path"].startswith(str(site_of(python)) + "/")  # mapped back from the overlay
-    # reality: the same two wheels, really installed, and `import sgl_kernel` fails to load common_ops
-    pins = [f"{name}=={version}" for name, version in resolved.items()]
-    proc = plan_index.pip_install(python, dict(os.environ), "--no-deps", "--no-compile", "--find-links",
-                                  str(wheel.parent), *pins)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-500:]
-    imp = plan_index.try_import(python, "sgl_kernel")
-    assert imp.returncode != 0 and "common_ops" in imp.stderr, imp.stderr[-500:]

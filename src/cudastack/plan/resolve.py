@@ -101,9 +101,11 @@ class PendingResolution:
 
     def cancel(self) -> None:
         """Stop a resolution no longer needed (the search accepted an earlier label)."""
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.communicate()
+        self.proc.communicate()  # reads and closes its pipes, finished or killed
 
     def result(self, *, timeout: float = 1800) -> Resolution:
         if self.proc is None:

@@ -128,14 +128,46 @@ def search(
             cand = judge_candidate(today, label, ["--index-url", url, *args], cache=cache, progress=progress,
                                    installer=installer, resolution=pending.pop(i))  # fmt: skip
             tried.append(cand)
+            excluded: list[str] = []
+            while not cand.accepted and cand.failure is None:
+                # then the newest versions: step the blamed kernel package back, on the same label
+                blamed = blamed_version(cand, label)
+                if blamed is None:
+                    break
+                excluded.append(f"{blamed[0]}!={blamed[1]}")
+                again = f"{label} ({', '.join(excluded)})"
+                if len(tried) >= bounds.count or time.monotonic() - start > bounds.seconds:
+                    not_tried.append((again, "past the bound of the search"))
+                    break
+                cand = judge_candidate(today, again, ["--index-url", url, *args, *excluded], cache=cache,
+                                       progress=progress, installer=installer)  # fmt: skip
+                if cand.failure is not None:
+                    not_tried.append((again, f"no other version of {blamed[0]} resolves on {label}"))
+                    break
+                tried.append(cand)
             if cand.accepted:
                 chosen = cand
-                not_tried += [(lbl, f"not needed: {label} was accepted first") for lbl, _ in ordered[i + 1 :]]
+                not_tried += [(lbl, f"not needed: {cand.label} was accepted first") for lbl, _ in ordered[i + 1 :]]
                 break
     finally:
         for p in pending.values():
             p.cancel()
     return SearchResult(candidates=tuple(tried), chosen=chosen, not_tried=tuple(not_tried))
+
+
+def blamed_version(cand: Candidate, label: str) -> tuple[str, str] | None:
+    """(name, version) of the first resolved distribution a new error belongs to that is not the
+    variant's own (its version carries ``+label`` or its URL the label's directory): stepping it
+    back may give a set without the error."""
+    from packaging.utils import canonicalize_name
+
+    by_key = {str(canonicalize_name(f.planned.name)): f.planned for f in cand.fetched}
+    for finding in cand.new_errors:
+        item = by_key.get(str(canonicalize_name(finding.distribution or "")))
+        if item is None or item.version.endswith(f"+{label}") or f"/{label}/" in item.url:
+            continue
+        return item.name, item.version
+    return None
 
 
 def pinned_install(cand: Candidate, python: str | None) -> str:
