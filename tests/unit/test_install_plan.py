@@ -195,3 +195,22 @@ def test_uvs_plan_pins_a_git_source_to_its_commit_and_a_path_as_itself(tmp_path:
     assert path.pin == f"gpkg @ {(repo / 'sub').as_uri()}", path.pin
     _cmd, (editable,), _ = resolve(target, ["--reinstall", "-e", str(repo / "sub")], "uv")
     assert editable.pin == f"-e {repo / 'sub'}", editable.pin
+
+
+def test_the_dry_run_writes_no_bytecode_into_the_target(
+    world: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The target's own pip runs the dry run: without PYTHONDONTWRITEBYTECODE it compiled itself into
+    the inspected venv (pip/__pycache__), so even a refused or --dry-run install changed files."""
+    import shutil
+
+    python, links = world
+    env = python.parent.parent
+    for cache in list(env.rglob("__pycache__")):
+        shutil.rmtree(cache)
+    before = sorted(str(p.relative_to(env)) for p in env.rglob("*"))
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    rc, _ = _run(capsys, python, links, [], ["tool==1.0"])
+    assert rc == 0
+    after = sorted(str(p.relative_to(env)) for p in env.rglob("*"))
+    assert [p for p in after if p not in before] == []

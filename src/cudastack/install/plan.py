@@ -265,7 +265,10 @@ def resolve(target: Target, args: list[str], installer: str = "pip") -> tuple[li
     from cudastack.install.run import run_supervised
 
     # a build backend the dry run starts dies with cudastack too
-    rc, stdout, stderr, interrupted = run_supervised(cmd, capture=True, timeout=1800)
+    # the target's own pip runs: without this it compiles itself into the environment (pip/__pycache__),
+    # so even a dry run changed the files cudastack promises not to touch
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    rc, stdout, stderr, interrupted = run_supervised(cmd, capture=True, timeout=1800, env=env)
     if rc != 0 or interrupted:
         raise InstallerError(
             f"the installer could not resolve {' '.join(args)}: {stderr.strip()[-800:]}",
