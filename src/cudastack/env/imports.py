@@ -190,6 +190,22 @@ def find_import_guard(dist: Distribution, module_path: str) -> str | None:
             return next((f"{path}:{guard}" for path, guard in running), None)
 
 
+def unguarded_import(run: ImportTime, top: str) -> str | None:
+    """``file:line`` of a statement that runs at import and imports the top-level package ``top``
+    outside any ``try`` whose handler swallows its ImportError (and survives it), else None: every
+    import of ``top`` that runs is guarded, or none runs. Runs the whole traversal."""
+    needle = top.encode()
+    run.imported_top_levels()
+    for path in run.order:
+        tree = run.tree(path, needle)
+        if tree is None:
+            continue
+        for guard, node in _import_sites(tree, top, run.raw(path)):
+            if guard is None and id(node) in run.running.get(path, ()):
+                return f"{path}:{getattr(node, 'lineno', '?')}"
+    return None
+
+
 def _parse(raw: bytes) -> ast.Module | None:
     try:
         return ast.parse(raw)
