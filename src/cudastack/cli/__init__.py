@@ -23,7 +23,7 @@ def _error(message: str, hint: str | None = None, cause: str | None = None) -> N
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cudastack.cli import doctor, install, patches, rules, snapshot
+    from cudastack.cli import doctor, fleet, install, patches, rules, snapshot
 
     parser = argparse.ArgumentParser(
         prog="cudastack",
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     patches.add_parser(sub)
     snapshot.add_parser(sub)
     install.add_parser(sub)
+    fleet.add_parser(sub)
     return parser
 
 
