@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from cudastack.errors import UsageError
@@ -51,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.backend == "ray":
         from cudastack.fleet.ray import run_on_ray
 
-        results = run_on_ray(mode, address=args.address, python=args.python, timeout=args.timeout)
+        with _stdout_to_stderr():  # Ray's core writes cluster events to fd 1; stdout carries only the report
+            results = run_on_ray(mode, address=args.address, python=args.python, timeout=args.timeout)
         target["address"] = args.address
     else:
         from cudastack.fleet.slurm import run_on_slurm
@@ -66,6 +70,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_fleet(fr))
     return int(fr.exit_code)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def render_fleet(fr: Any) -> str:
