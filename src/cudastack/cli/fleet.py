@@ -21,12 +21,13 @@ def add_parser(sub: Any) -> None:
         description="Run the doctor or snapshot on every node and report the nodes grouped by fingerprint.",
     )
     p.add_argument("mode", choices=("doctor", "snapshot", "diff", "node"), help="`node` is what runs on each node")
-    p.add_argument("--backend", choices=("ray", "slurm", "files"), default="ray")
+    p.add_argument("--backend", choices=("ray", "slurm", "ssh", "files"), default="ray")
     p.add_argument("--address", metavar="ADDR", help="Ray cluster address (default: auto / $RAY_ADDRESS)")
     p.add_argument("--python", metavar="PY", help="interpreter to inspect on every node (default: found per node)")
     p.add_argument("--reference", metavar="NODE", help="diff against this node's class (default: the largest class)")
     p.add_argument("--timeout", metavar="S", type=float, default=120.0, help="seconds to wait for the nodes")
     p.add_argument("--nodelist", metavar="LIST", help="Slurm nodes (default: every responding node from sinfo)")
+    p.add_argument("--hosts", metavar="FILE", help="ssh backend: hosts, one a line (ssh BatchMode, in parallel)")
     p.add_argument("--results", metavar="DIR", help="files backend: a directory of <node>.json results")
     p.add_argument("--fail-on", choices=("info", "warning", "error"), default="error")
     p.add_argument("--format", choices=("human", "json"), default="human")
@@ -57,6 +58,13 @@ def run(args: argparse.Namespace) -> int:
         with _stdout_to_stderr():  # Ray's core writes cluster events to fd 1; stdout carries only the report
             results = run_on_ray(mode, address=args.address, python=args.python, timeout=args.timeout)
         target["address"] = args.address
+    elif args.backend == "ssh":
+        from cudastack.fleet.ssh import run_on_ssh
+
+        if not args.hosts:
+            raise UsageError("--backend ssh needs --hosts FILE")
+        results = run_on_ssh(mode, hosts_file=args.hosts, python=args.python, timeout=args.timeout)
+        target["hosts"] = args.hosts
     else:
         from cudastack.fleet.slurm import run_on_slurm
 
