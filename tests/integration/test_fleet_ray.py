@@ -23,7 +23,7 @@ from typing import Any
 from tests import oracles
 
 OBJECT_STORE = 80 * 1024 * 1024  # Ray's floor is 75 MiB; the default takes 30 % of RAM per node
-FLEET_TIMEOUT = 25
+FLEET_TIMEOUT = 12  # shorter than Ray takes to declare a SIGKILLed node dead here (~15 s): the timeout path
 
 
 def inside(venvs: list[str]) -> dict[str, Any]:
@@ -109,9 +109,10 @@ def test_drift_on_exactly_the_drifted_node_and_a_killed_node_is_unreachable(tmp_
 
     killed = out["killed"]
     assert killed["rc"] == 1, killed["stderr"]
-    assert out["killed_s"] < FLEET_TIMEOUT + 30
+    assert out["killed_s"] < FLEET_TIMEOUT + 15  # + ray.init and the report
     report = json.loads(killed["stdout"])
     unreachable = [n for n in report["nodes"] if n["state"] == "unreachable"]
+    print(f"all alive: {out['all_alive_s']:.1f} s; one killed: {out['killed_s']:.1f} s, {unreachable}")
     assert len(unreachable) == 1 and unreachable[0]["address"] == "127.0.0.1", report["nodes"]
     assert report["summary"]["unreachable"] == [unreachable[0]["node"]]
     assert sum(n["state"] == "ok" for n in report["nodes"]) == 2
