@@ -48,6 +48,8 @@ def run_on_ray(
             "the ray backend needs Ray in this environment",
             hint="pip install 'cudastack[fleet]' (any recent Ray; use the cluster's own Ray and Python version)",
         ) from None
+    if address and address != "auto":
+        _probe(address, min(timeout, 10.0))
     try:
         ray.init(
             address=address or "auto",
@@ -64,6 +66,22 @@ def run_on_ray(
         return _collect(ray, NodeAffinitySchedulingStrategy, mode, python, timeout)
     finally:
         ray.shutdown()
+
+
+def _probe(address: str, timeout: float) -> None:
+    """A quick TCP connect to the head's GCS: ``ray.init`` retries a wrong address for minutes."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise TargetError(
+            f"no Ray head answers at {address}: {exc.strerror or exc}",
+            hint="pass --address HOST:PORT of the head node (`ray status` on it shows the port)",
+        ) from None
 
 
 def _collect(ray: Any, affinity: Any, mode: str, python: str | None, timeout: float) -> list[NodeResult]:
