@@ -23,7 +23,7 @@ def _error(message: str, hint: str | None = None, cause: str | None = None) -> N
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cudastack.cli import bench, doctor, install, patches, plan, rules, snapshot
+    from cudastack.cli import bench, doctor, fleet, install, patches, plan, rules, snapshot
 
     parser = argparse.ArgumentParser(
         prog="cudastack",
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_parser(sub)
     plan.add_parser(sub)
     bench.add_parser(sub)
+    fleet.add_parser(sub)
     return parser
 
 

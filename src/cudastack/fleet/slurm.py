@@ -1,0 +1,110 @@
+"""The Slurm backend: one ``srun`` step, one task per node, each writing its JSON to
+``DIR/<node>.json``; the files are read back into the same report.
+
+Here cudastack must be installed on the nodes (the step runs ``<this interpreter> -m cudastack``,
+so the same path must hold cudastack there: a shared filesystem or the same image); each node's
+cudastack version is checked against this one. ``--immediate`` (outside an allocation) or
+``--overlap`` (inside one, ``$SLURM_JOB_ID``) keep busy nodes from leaving the command pending.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+from cudastack.errors import TargetError
+from cudastack.fleet.files import parse_node_output
+from cudastack.fleet.report import ERROR, OK, UNREACHABLE, NodeResult
+
+
+def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise TargetError(f"{argv[0]} is not on PATH", hint="run fleet --backend slurm on a Slurm login node") from None
+
+
+def list_nodes(nodelist: str | None, timeout: float = 30.0) -> list[str]:
+    """Node names: ``--nodelist`` expanded by ``scontrol show hostnames``, or every responding
+    node ``sinfo`` lists."""
+    if nodelist:
+        proc = _run(["scontrol", "show", "hostnames", nodelist], timeout)
+    else:
+        proc = _run(["sinfo", "--noheader", "--responding", "--Node", "--format=%N"], timeout)
+    if proc.returncode != 0:
+        raise TargetError(f"{proc.args[0]} failed (exit {proc.returncode}): {proc.stderr.strip()[:300]}")
+    return sorted(dict.fromkeys(line.strip() for line in proc.stdout.splitlines() if line.strip()))
+
+
+def srun_command(mode: str, nodes: list[str], outdir: str, *, python: str | None, timeout: float) -> list[str]:
+    """The one ``srun`` step that runs the node half of ``fleet`` on every node."""
+    minutes = max(1, math.ceil(timeout / 60))
+    inside = bool(os.environ.get("SLURM_JOB_ID"))
+    argv = [
+        "srun",
+        f"--nodes={len(nodes)}",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=0",
+        f"--time={minutes}",
+        f"--nodelist={','.join(nodes)}",
+        f"--output={os.path.join(outdir, '%N.json')}",
+        f"--error={os.path.join(outdir, '%N.err')}",
+        "--overlap" if inside else f"--immediate={max(1, int(timeout))}",
+        sys.executable,
+        "-m",
+        "cudastack",
+        "fleet",
+        "node",
+        f"--node-mode={mode}",
+    ]
+    return argv + ([f"--python={python}"] if python else [])
+
+
+def run_on_slurm(
+    mode: str, *, nodelist: str | None = None, python: str | None = None, timeout: float = 120.0
+) -> list[NodeResult]:
+    """One :class:`NodeResult` per node: its JSON, or ``unreachable`` when it wrote none."""
+    from cudastack import __version__
+
+    nodes = list_nodes(nodelist)
+    if not nodes:
+        raise TargetError("sinfo lists no responding node", hint="name the nodes with --nodelist")
+    with tempfile.TemporaryDirectory(prefix="cudastack-fleet-") as outdir:
+        argv = srun_command(mode, nodes, outdir, python=python, timeout=timeout)
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 30, check=False)
+            step = f"srun exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
+        except FileNotFoundError:
+            raise TargetError("srun is not on PATH", hint="run fleet --backend slurm on a Slurm login node") from None
+        except subprocess.TimeoutExpired:
+            step = f"srun still running after {timeout + 30:g} s, stopped"
+        out = []
+        for node in nodes:
+            path = os.path.join(outdir, f"{node}.json")
+            text = _read(path)
+            if not text.strip():
+                err = _read(os.path.join(outdir, f"{node}.err")).strip()
+                reason = f"no output from the node ({err[-300:] or step})"
+                out.append(NodeResult(node=node, state=UNREACHABLE, reason=reason))
+                continue
+            r = parse_node_output(node, text)
+            got = (r.data or {}).get("cudastack_version")
+            if r.state == OK and got != __version__:
+                r = NodeResult(
+                    node=node,
+                    state=ERROR,
+                    reason=f"cudastack {got} on the node, {__version__} here: install the same version everywhere",
+                )
+            out.append(r)
+    return out
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
