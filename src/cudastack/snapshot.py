@@ -266,8 +266,11 @@ def diff_snapshots(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
             sy.get("git_commit"),
             sy.get("commit"),
         ):
-            detail = f"{sx.get('kind')} {sx.get('git_commit') or sx.get('commit') or sx.get('url') or ''}".strip()
-            detail += f" → {sy.get('kind')} {sy.get('git_commit') or sy.get('commit') or sy.get('url') or ''}".strip()
+            ends = [
+                f"{s.get('kind')} {s.get('git_commit') or s.get('commit') or s.get('url') or ''}".strip()
+                for s in (sx, sy)
+            ]
+            detail = " → ".join(ends)  # was 'editable 9736…→ editable 0175…': strip() ate the space
             out.append(Change(y["name"], "source", vx, vy, rel, detail))
         elif sx.get("git_dirty") != sy.get("git_dirty") and sy.get("git_dirty") is not None:
             out.append(

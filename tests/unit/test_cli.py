@@ -241,3 +241,19 @@ def test_docs_rules_are_generated_from_the_docstrings() -> None:
         page = root / "docs" / "rules" / f"{r.code}.md"
         assert page.is_file(), f"run `python tools/gen_rule_docs.py`: {page} missing"
         assert r.doc in page.read_text(), f"{page} is stale: regenerate with tools/gen_rule_docs.py"
+
+
+def test_single_machine_commands_import_nothing_of_the_new_commands_or_their_extras() -> None:
+    """cudastack runs inside broken environments: `fleet`, `bench` and `plan` (and Ray, httpx) are
+    imported only by the commands that use them, never at start-up of the others."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from cudastack.cli import main; main(['rules']); main(['doctor', '--select', 'ENV001']); "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'httpx') "
+        "or m.startswith(('cudastack.fleet', 'cudastack.bench', 'cudastack.plan'))); "
+        "print(bad); raise SystemExit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-500:] + proc.stderr[-500:]

@@ -122,6 +122,7 @@ def test_editable_checkout_moving_to_another_commit(tmp_path: Path, capsys: pyte
     changes = _diff(capsys, str(tmp_path / "a.json"), str(python))
     assert [(c["kind"], c["name"]) for c in changes] == [("source", "edpkg")]
     assert src["git_commit"][:7] in changes[0]["detail"]
+    assert changes[0]["detail"].startswith(f"editable {src['git_commit']} → editable ")
 
 
 @pytest.mark.parametrize(
