@@ -559,6 +559,8 @@ class ImportTime:
         self._live: dict[int, tuple[str, ast.ClassDef]] = {}
         self._instantiated: set[Any] = set()
         self._wanted: set[str] = set()
+        self._live_methods: dict[str, list[tuple[str, Any]]] = {}
+        """Method name → the methods of that name of live classes."""
         """Method names called on objects of unknown type."""
         self._getattr_done: set[tuple[str, str]] = set()
         self._getattr_modules: set[str] = set()
@@ -743,9 +745,13 @@ class ImportTime:
         if id(cls) in self._live or depth > 8:
             return
         self._live[id(cls)] = (path, cls)
-        for name in self._wanted:
-            for p, m in self._methods(path, cls, name, 8):
-                self._expand(p, m)
+        parent = self._parent.get(id(cls))
+        for m in cls.body:  # indexed by name: a method called later on an unknown object runs then
+            if type(m) is ast.FunctionDef or type(m) is ast.AsyncFunctionDef:
+                self._parent[id(m)] = parent
+                self._live_methods.setdefault(m.name, []).append((path, m))
+                if m.name in self._wanted:
+                    self._expand(path, m)
         for p, base in self._bases(path, cls):
             self._make_live(p, base, depth + 1)
 
@@ -886,9 +892,8 @@ class ImportTime:
         if name in self._wanted or name.startswith("__"):
             return  # (``super().__init__()`` runs the dunders of live classes: already run)
         self._wanted.add(name)
-        for path, cls in list(self._live.values()):
-            for p, m in self._methods(path, cls, name, 8):
-                self._expand(p, m)
+        for p, m in list(self._live_methods.get(name, ())):
+            self._expand(p, m)
 
     def _strings(self, path: str, scope: Any, name: str) -> None:
         """``import_module(NAME)``: the strings assigned to ``NAME`` count as handed to the call."""
