@@ -476,19 +476,10 @@ class _Walk:
                     stack.extend(node.orelse)
                 continue
             if t is Call:
-                events(("call", path, scope, node))
+                events(("call", path, scope, node))  # (its strings: see ImportTime._call_strings)
                 for arg in (*node.args, *(k.value for k in node.keywords)):
-                    ta = type(arg)
-                    if ta is Constant:
-                        if type(arg.value) is str:
-                            keep(arg)
-                    elif ta is Name:
+                    if type(arg) is Name:
                         events(("arg", path, scope, arg))
-                    elif ta is JoinedStr or ta is ast.Tuple or ta is ast.List:
-                        keep_parts = [v for v in arg.values] if ta is JoinedStr else arg.elts
-                        for v in keep_parts:
-                            if type(v) is Constant and type(v.value) is str:
-                                keep(v)
                 if node.args and (
                     type(node.args[0]) is JoinedStr or (type(node.args[0]) is Name and node.args[0].id == "__path__")
                 ):
@@ -575,6 +566,9 @@ class ImportTime:
         self._live: dict[int, tuple[str, ast.ClassDef]] = {}
         self._instantiated: set[Any] = set()
         self._wanted: set[str] = set()
+        self._importing: dict[int, bool] = {}
+        self._live_methods: dict[str, list[tuple[str, Any]]] = {}
+        """Method name → the methods of that name of live classes."""
         """Method names called on objects of unknown type."""
         self._getattr_done: set[tuple[str, str]] = set()
         self._getattr_modules: set[str] = set()
@@ -759,9 +753,13 @@ class ImportTime:
         if id(cls) in self._live or depth > 8:
             return
         self._live[id(cls)] = (path, cls)
-        for name in self._wanted:
-            for p, m in self._methods(path, cls, name, 8):
-                self._expand(p, m)
+        parent = self._parent.get(id(cls))
+        for m in cls.body:  # indexed by name: a method called later on an unknown object runs then
+            if type(m) is ast.FunctionDef or type(m) is ast.AsyncFunctionDef:
+                self._parent[id(m)] = parent
+                self._live_methods.setdefault(m.name, []).append((path, m))
+                if m.name in self._wanted:
+                    self._expand(path, m)
         for p, base in self._bases(path, cls):
             self._make_live(p, base, depth + 1)
 
@@ -879,12 +877,12 @@ class ImportTime:
                     self._want(f.attr)
                 elif targets:
                     self._call(targets, factory=id(node) in walk.factories, call=node)
+                self._call_strings(path, scope, node, targets)
             elif kind == "deco":
                 self._call(self._resolve(path, scope, node) or [])
             elif kind == "arg":
                 targets = self._resolve_name(path, scope, node.id)
                 self._call(targets, classes=False)  # a callback handed over may be called now
-                self._strings(path, scope, node.id)
             elif kind == "class":
                 self._class_statement(path, scope, node)
         if self._getattr_modules:
@@ -902,9 +900,48 @@ class ImportTime:
         if name in self._wanted or name.startswith("__"):
             return  # (``super().__init__()`` runs the dunders of live classes: already run)
         self._wanted.add(name)
-        for path, cls in list(self._live.values()):
-            for p, m in self._methods(path, cls, name, 8):
-                self._expand(p, m)
+        for p, m in list(self._live_methods.get(name, ())):
+            self._expand(p, m)
+
+    def _call_strings(self, path: str, scope: Any, call: ast.Call, targets: list[_Target] | None) -> None:
+        """The strings a call is given count as module names only when the call imports by name:
+        ``import_module``/``__import__``, or a function of the package that hands its argument
+        to one (pyzmq's ``select_backend("zmq.backend.cython")``). sglang's
+        ``LazyImport("sglang.lang.backend.openai", "OpenAI")`` stores the name for later: its
+        construction does not import."""
+        f = call.func
+        name = f.attr if type(f) is ast.Attribute else f.id if type(f) is ast.Name else ""
+        if name not in _IMPORTERS:
+            bodies = []
+            for kind, p, node in targets or ():
+                if kind == "func":
+                    bodies.append(node)
+                elif kind == "class":
+                    bodies.extend(m for c in _CONSTRUCTION for _p, m in self._methods(p, node, c))
+            if not any(self._imports_by_name(b) for b in bodies):
+                return
+        consts: list[ast.AST] = []
+        for arg in (*call.args, *(k.value for k in call.keywords)):
+            ta = type(arg)
+            if ta is ast.Constant and type(arg.value) is str:  # type: ignore[attr-defined]
+                consts.append(arg)
+            elif ta is ast.JoinedStr or ta is ast.Tuple or ta is ast.List:
+                parts = arg.values if ta is ast.JoinedStr else arg.elts  # type: ignore[attr-defined]
+                consts.extend(v for v in parts if type(v) is ast.Constant and type(v.value) is str)
+            elif ta is ast.Name:
+                self._strings(path, scope, arg.id)  # type: ignore[attr-defined]
+        if consts:
+            self._add(path, consts)
+
+    def _imports_by_name(self, f: Any) -> bool:
+        """Whether a function's body calls ``import_module``/``__import__`` (cached per function)."""
+        hit = self._importing.get(id(f))
+        if hit is None:
+            hit = self._importing[id(f)] = any(
+                type(n) is ast.Call and getattr(n.func, "attr", getattr(n.func, "id", "")) in _IMPORTERS
+                for n in ast.walk(f)
+            )
+        return hit
 
     def _strings(self, path: str, scope: Any, name: str) -> None:
         """``import_module(NAME)``: the strings assigned to ``NAME`` count as handed to the call."""
