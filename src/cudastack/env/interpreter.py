@@ -175,6 +175,18 @@ def is_tool_environment(prefix: str) -> bool:
     return (p / "uv-receipt.toml").is_file() or (p / "pipx_metadata.json").is_file()
 
 
+def find_active_environment(environ: dict[str, str]) -> tuple[str, str] | None:
+    """The interpreter of the activated environment, as uv looks it up: ``$VIRTUAL_ENV``, then
+    ``$CONDA_PREFIX``; with how it was found. None when neither names one with ``bin/python``."""
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        prefix = environ.get(var)
+        if prefix:
+            exe = os.path.join(prefix, "bin", "python")
+            if os.path.exists(exe):
+                return exe, f"${var}"
+    return None
+
+
 def find_default_interpreter(environ: dict[str, str]) -> tuple[str, str]:
     """Which interpreter to inspect when none was named, and why (like ``uv pip``).
 
@@ -184,12 +196,9 @@ def find_default_interpreter(environ: dict[str, str]) -> tuple[str, str]:
     """
     if not is_tool_environment(sys.prefix):
         return sys.executable, "the interpreter running cudastack"
-    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
-        prefix = environ.get(var)
-        if prefix:
-            exe = os.path.join(prefix, "bin", "python")
-            if os.path.exists(exe):
-                return exe, f"${var}"
+    active = find_active_environment(environ)
+    if active is not None:
+        return active
     found = shutil.which("python3", path=environ.get("PATH"))
     if found:
         return found, "python3 on PATH"

@@ -14,15 +14,11 @@ MODES = ("doctor", "snapshot", "diff")
 def find_node_python(python: str | None, environ: dict[str, str]) -> tuple[str, str]:
     """The interpreter to inspect on this node and how it was chosen: ``--python``, then
     ``$VIRTUAL_ENV``, then ``$CONDA_PREFIX``, then the interpreter running this code."""
+    from cudastack.env.interpreter import find_active_environment
+
     if python:
         return python, "--python"
-    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
-        prefix = environ.get(var)
-        if prefix:
-            exe = os.path.join(prefix, "bin", "python")
-            if os.path.exists(exe):
-                return exe, f"${var}"
-    return sys.executable, "the worker's interpreter"
+    return find_active_environment(environ) or (sys.executable, "the worker's interpreter")
 
 
 def inspect_node(mode: str, python: str | None = None, environ: dict[str, str] | None = None) -> dict[str, Any]:
