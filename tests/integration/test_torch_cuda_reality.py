@@ -112,5 +112,17 @@ def test_real_cupy_cuda13x_beside_torch(cuda_torch: Path, tmp_path: Path) -> Non
     data = json.loads(out.stdout)
     assert [f["code"] for f in data["findings"] if f["severity"] == "error"] == []
     by_name = {Path(m["path"]).name.split(".")[0]: m for m in data["modules"] if "cupy" in m["path"]}
-    assert by_name["curand"]["predicted"] == "loads" and "cuda.pathfinder" in by_name["curand"]["context"]
+    # the precise call model (issue 12): cupy_backends.cuda.libs.__getattr__ runs only when asked
+    # for `curand`, and neither `import cupy` nor `import cupy.random` asks (real sys.modules below)
+    assert by_name["curand"]["predicted"] == "on-demand"
     assert by_name["jitify"]["predicted"] == "on-demand"
+    for module in ("cupy", "cupy.random"):
+        code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.endswith('.curand')))"
+        real = subprocess.run(["env", "-i", str(python), "-W", "ignore", "-c", code], capture_output=True, text=True)
+        assert real.stdout.strip() == "[]", (module, real.stdout, real.stderr[-400:])
+    # asked for later it fails here, as predicted: cuda.pathfinder finds no libcurand.so.10 in this layout
+    later = next(f for f in data["findings"] if f["code"] == "LDD005" and "curand.cpython" in f["message"])
+    assert "libcurand.so.10 not found" in later["message"]
+    ask = "from cupy_backends.cuda.libs import curand"
+    real = subprocess.run(["env", "-i", str(python), "-W", "ignore", "-c", ask], capture_output=True, text=True)
+    assert real.returncode != 0 and "libcurand.so.10" in real.stderr, real.stderr[-400:]
