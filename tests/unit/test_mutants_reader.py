@@ -331,6 +331,8 @@ def test_a_string_table_cut_before_its_last_nul_ends_at_the_cut(fixtures: dict[s
     p = _with_dynamic(src, tmp_path / "a.so", DT_SONAME, last)
     p = _with_dynamic(p, tmp_path / "b.so", DT_STRSZ, len(dynstr) - 1)
     assert read_elf(str(p)).soname == dynstr[last:-1].decode() != ""
+    lean = read_elf(str(p), symbols=False)  # what the loader asks for: no symbol table read
+    assert lean.soname == dynstr[last:-1].decode() and lean.exports == {} and lean.import_names == ()
 
 
 def _patch_symbol(src: Path, dst: Path, name: str, field: str, value: int) -> Path:
@@ -436,11 +438,12 @@ def _cut(data: bytes, n: int, tmp_path: Path) -> str:
 
 def test_a_relocatable_object_has_nothing_dynamic(tmp_path: Path) -> None:
     src = tmp_path / "r.c"
-    src.write_text("int r(void){return 1;}\n")
+    src.write_text('int r(void){return 1;}\n__attribute__((section(".nv_fatbin"))) const char fb[8] = {1};\n')
     obj = tmp_path / "r.o"
     subprocess.run(["gcc", "-c", "-o", str(obj), str(src)], check=True)
     e = _assert_agrees(str(obj))
     assert e.type == 1 and e.needed == () and e.exports == {} and e.soname is None
+    assert e.sections[".nv_fatbin"][1] == 8  # device code in an object file is found too
 
 
 def test_a_name_that_is_not_utf8_beside_one_that_is(fixtures: dict[str, Path], tmp_path: Path) -> None:
