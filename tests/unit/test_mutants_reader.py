@@ -133,6 +133,7 @@ def reader_view(e: ElfFile) -> dict[str, object]:
 
 def _assert_agrees(path: str) -> ElfFile:
     got = read_elf(path)
+    assert got.path == path
     want = elftools_view(path)
     have = reader_view(got)
     for key, value in want.items():
@@ -330,6 +331,8 @@ def test_a_string_table_cut_before_its_last_nul_ends_at_the_cut(fixtures: dict[s
     p = _with_dynamic(src, tmp_path / "a.so", DT_SONAME, last)
     p = _with_dynamic(p, tmp_path / "b.so", DT_STRSZ, len(dynstr) - 1)
     assert read_elf(str(p)).soname == dynstr[last:-1].decode() != ""
+    lean = read_elf(str(p), symbols=False)  # what the loader asks for: no symbol table read
+    assert lean.soname == dynstr[last:-1].decode() and lean.exports == {} and lean.import_names == ()
 
 
 def _patch_symbol(src: Path, dst: Path, name: str, field: str, value: int) -> Path:
@@ -399,6 +402,8 @@ def test_an_object_with_a_single_dynamic_symbol(tmp_path: Path) -> None:
         (b"\x7fELF\x02\x01", "bad magic"),  # shorter than the identification
         (b"\x7fELX" + bytes(60), "bad magic"),
         (b"\x7fELF\x02\x01\x01" + bytes(13), "ELF header"),  # identification, then 4 bytes
+        (b"\x7fELF\x02\x01\x01" + bytes(9), "ELF header"),  # the identification alone, 16 bytes
+        (b"\x7fELF\x01\x01\x01" + bytes(29), "ELF header"),  # a 32-bit header cut short
         (b"\x7fELF\x03\x01\x01" + bytes(57), "unknown ELF class 3"),
         (b"\x7fELF\x02\x02\x01" + bytes(57), "big-endian"),
     ],
@@ -429,3 +434,43 @@ def _cut(data: bytes, n: int, tmp_path: Path) -> str:
     p = tmp_path / "cut.so"
     p.write_bytes(data[:n])
     return str(p)
+
+
+def test_a_relocatable_object_has_nothing_dynamic(tmp_path: Path) -> None:
+    src = tmp_path / "r.c"
+    src.write_text('int r(void){return 1;}\n__attribute__((section(".nv_fatbin"))) const char fb[8] = {1};\n')
+    obj = tmp_path / "r.o"
+    subprocess.run(["gcc", "-c", "-o", str(obj), str(src)], check=True)
+    e = _assert_agrees(str(obj))
+    assert e.type == 1 and e.needed == () and e.exports == {} and e.soname is None
+    assert e.sections[".nv_fatbin"][1] == 8  # device code in an object file is found too
+
+
+def test_a_name_that_is_not_utf8_beside_one_that_is(fixtures: dict[str, Path], tmp_path: Path) -> None:
+    """A string table with multi-byte UTF-8 (café) is cut as bytes: a byte that is no UTF-8
+    (0xff) is kept as a surrogate, as everywhere else in the reader."""
+    data = bytearray(fixtures["gnu"].read_bytes())
+    at = data.index(b"\0prot\0") + 1
+    data[at] = 0xFF
+    p = tmp_path / "x.so"
+    p.write_bytes(bytes(data))
+    exports = read_elf(str(p)).exports
+    assert "\udcffrot" in exports and "caf\u00e9" in exports and "prot" not in exports
+
+
+def test_a_definition_at_version_index_1_is_unversioned(tmp_path: Path) -> None:
+    """VER_NDX_GLOBAL (1) is the unversioned global definition, not the base version's name."""
+    (tmp_path / "g.map").write_text("V_1 { global: a; };\n")
+    lib = build(
+        tmp_path / "libg1.so",
+        "int a(void){return 1;}\nint x(void){return 2;}\n",
+        flags=(f"-Wl,--version-script={tmp_path / 'g.map'}", "-Wl,-soname,libg1.so"),
+    )
+    with open(lib, "rb") as fh:
+        e = ELFFile(fh)
+        dynsym = e.get_section_by_name(".dynsym")
+        versym = array("H", e.get_section_by_name(".gnu.version").data())
+        index = {s.name: versym[i] for i, s in enumerate(dynsym.iter_symbols())}
+    assert index["x"] == 1 and index["a"] > 1
+    got = read_elf(str(lib))
+    assert got.exports["x"] == (None,) and got.exports["a"] == ("V_1",)

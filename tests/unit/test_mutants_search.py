@@ -148,5 +148,6 @@ def test_the_paths_tried_say_what_each_candidate_was(tmp_path: Path) -> None:
     assert last[f"{tmp_path}/broken/libf.so"] == f"{tmp_path}/broken/libf.so"
     assert last[f"{tmp_path}/junk/libf.so"].startswith(f"{tmp_path}/junk/libf.so (invalid ELF")
     assert res.tried[-1].startswith(f"{tmp_path}/junk/libf.so")  # the search went no further
+    assert res.name == "libf.so" and res.how == f"search ended at {tmp_path}/junk/libf.so"  # the finding's words
     annotated = [t for t in res.tried if " (" in t]
     assert len(annotated) == 2, res.tried
