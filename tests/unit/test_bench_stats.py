@@ -96,7 +96,9 @@ def _run_file(path: Path, tpots: list[float], *, torch: str, tokens: int = 20) -
     return str(path)
 
 
-def test_compare_exits_1_only_when_b_is_really_worse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_exits_1_only_when_b_is_really_worse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], validate_report: Any
+) -> None:
     base = [0.010 + 0.00002 * (i % 3) for i in range(8)]  # 0.4 % noise
     a = _run_file(tmp_path / "a.json", base, torch="2.13.0+cu128")
     slower = _run_file(tmp_path / "b.json", [x * 1.15 for x in base], torch="2.13.0+cu130")
@@ -110,7 +112,9 @@ def test_compare_exits_1_only_when_b_is_really_worse(tmp_path: Path, capsys: pyt
     # 1 % slower, consistently: the interval excludes 1, but the effect is under --min-effect 3 %
     tiny = _run_file(tmp_path / "d.json", [x * 1.01 for x in base], torch="2.13.0+cu128")
     assert main(["bench", "compare", a, tiny, "--min-effect", "3%", "--format", "json"]) == 0
-    rows = json.loads(capsys.readouterr().out)["compare"]["rows"]
+    data = json.loads(capsys.readouterr().out)
+    validate_report(data)  # the shared envelope (report.schema.json), as every command's JSON
+    rows = data["compare"]["rows"]
     tpot = next(r for r in rows if r["metric"] == "median_tpot")
     assert tpot["ci"][0] > 1.0 and tpot["verdict"] == "no real difference"
     assert main(["bench", "compare", a, tiny, "--min-effect", "0.5%"]) == 1

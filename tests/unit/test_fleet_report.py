@@ -114,13 +114,14 @@ def test_reference_node_choses_the_class_everything_is_diffed_against(outputs: d
 
 
 def test_cli_files_backend_json_envelope_and_human_table(
-    outputs: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    outputs: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str], validate_report: Any
 ) -> None:
     for node, text in outputs.items():
         (tmp_path / f"{node}.json").write_text(text)
     (tmp_path / "broken.json").write_text("Traceback (most recent call last):\n  boom\n")
     assert main(["fleet", "doctor", "--backend", "files", "--results", str(tmp_path), "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)
+    validate_report(data)  # the shared envelope (report.schema.json), as every command's JSON
     assert data["command"] == "fleet doctor" and data["summary"]["exit_code"] == 1
     assert data["summary"]["failed"] == ["broken"] and data["summary"]["drifted_nodes"] == 2
     assert [n["node"] for n in data["nodes"]] == ["broken", "d1", "d2", "n1", "n2", "n3"]

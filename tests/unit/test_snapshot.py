@@ -41,8 +41,15 @@ def _snap(capsys: pytest.CaptureFixture[str], python: Path, out: Path) -> dict[s
 
 
 def _diff(capsys: pytest.CaptureFixture[str], a: str, b: str) -> list[dict[str, Any]]:
+    import jsonschema
+
+    from tests.conftest import SCHEMA_PATH
+
     assert main(["diff", a, b, "--format", "json"]) == 0
-    return json.loads(capsys.readouterr().out)["changes"]
+    data = json.loads(capsys.readouterr().out)
+    # the shared envelope: the doctor's target keys are required of doctor and plan only
+    jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text()), cls=jsonschema.Draft202012Validator)
+    return data["changes"]
 
 
 def test_snapshot_and_diff_through_real_installs(
