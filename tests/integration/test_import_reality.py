@@ -324,3 +324,49 @@ def test_torch_2_13_start_up_is_read_from_its_init(torch_venv: Path, capsys: pyt
     _rc, data = doctor(torch_venv, capsys)
     state = data["loader"]["torch_state"]
     assert "preloads" not in state and "start-up read from" in state and state.endswith("torch._C RTLD_LOCAL loads")
+
+
+def _torch_without(torch_venv: Path, root: Path, left_out: str) -> Path:
+    """A venv whose site-packages is the torch venv's, minus one pure-Python distribution."""
+    make_venv(root)
+    src_site, farm_site = site_of(torch_venv), site_of(root / "bin" / "python")
+    for entry in src_site.iterdir():
+        if not entry.name.lower().startswith(left_out):
+            (farm_site / entry.name).symlink_to(entry)
+    return root / "bin" / "python"
+
+
+def _pkg001(python: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[dict[str, Any]]]:
+    rc = main(["doctor", "--python", str(python), "--format", "json", "--select", "PKG001"])
+    return rc, [f for f in json.loads(capsys.readouterr().out)["findings"] if f["code"] == "PKG001"]
+
+
+def test_torch_without_typing_extensions_is_an_error_naming_the_import(
+    torch_venv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch installed --no-deps, without typing-extensions: `import torch` really fails, and
+    PKG001 is an error naming torch/__init__.py's import, found first by the module's own name
+    without following torch's ~1,500 files."""
+    python = _torch_without(torch_venv, tmp_path / "env", "typing_extensions")
+    ok, err = really_imports(python, ["torch"])
+    assert ok is False and "typing_extensions" in err
+    rc, found = _pkg001(python, capsys)
+    assert [(f["subject"], f["severity"]) for f in found] == [("typing-extensions", "error")], found
+    assert any("runs `import typing_extensions` at " in e and "torch/__init__.py" in e for e in found[0]["evidence"])
+    assert rc == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="import model over-reach in torch: it runs torch/_inductor/utils.py (`import sympy` at line 54) at "
+    "`import torch`, which a real import does not load; so PKG001 stays an error while `import torch` works",
+)
+def test_torch_without_sympy_imports_and_is_a_warning(
+    torch_venv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    python = _torch_without(torch_venv, tmp_path / "env", "sympy")
+    ok, err = really_imports(python, ["torch"])
+    assert ok is True, err
+    rc, found = _pkg001(python, capsys)
+    assert [(f["subject"], f["severity"]) for f in found] == [("sympy", "warning")], found
+    assert rc == 0

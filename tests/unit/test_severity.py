@@ -358,4 +358,4 @@ def test_pkg001_a_missing_distribution_is_an_error_only_when_importing_its_requi
     if severity == "warning":
         assert any("imports nothing this environment lacks" in e for e in found[0]["evidence"])
     elif real.returncode != 0:
-        assert any("`import app` imports helper_lib" in e for e in found[0]["evidence"])
+        assert any("importing app 1.0 runs `import helper_lib` at " in e for e in found[0]["evidence"])

@@ -393,12 +393,10 @@ def _missing_finding(
         if loads is not None:
             severity = Severity.WARNING
             evidence.append(f"warning, not error: {loads}, so the host provides what {name} would")
-    elif (lacking := _imports_lacking(ctx, requirers)) is not None:
-        if lacking:
-            evidence.extend(
-                f"`import {top}` imports {mod}, which nothing installed provides" for top, mod in lacking[:5]
-            )
-        else:
+    else:
+        lacking, complete = _imports_lacking(ctx, key, requirers)
+        evidence.extend(lacking[:5])
+        if complete and not lacking:
             severity = Severity.WARNING
             tops = ", ".join(f"`import {t}`" for d in requirers for t in _tops(d))
             evidence.append(
@@ -432,33 +430,47 @@ def _tops(dist: Distribution) -> list[str]:
     return [] if found is None else sorted({r.partition(".")[0] for r in found.roots})
 
 
-def _imports_lacking(ctx: Context, requirers: list[Distribution]) -> list[tuple[str, str]] | None:
-    """What importing the requirers imports, outside a ``try`` that survives its ImportError, that
-    no site directory, the standard library or a built-in module provides, as ``(requirer's
-    top-level package, module and where)``: a missing
-    distribution (whatever its import name) can break ``import requirer`` only through one of
-    them. None when a requirer has no Python source to read (nothing seen, nothing claimed)."""
+_MAX_IMPORT_FILES = 600
+"""How far PKG001 follows a requirer's import (files run) before it keeps the error unproven."""
+
+
+def _imports_lacking(ctx: Context, key: str, requirers: list[Distribution]) -> tuple[list[str], bool]:
+    """Why importing the requirers may fail without the distribution ``key``, and whether the
+    answer is complete: imports that run at import time, outside a ``try`` that survives its
+    ImportError, of a module that no site directory, the standard library or a built-in module
+    provides, as ``"importing torch 2.13.0 runs `import mod` at file:line"``. The module named like ``key`` is
+    looked for first, and alone when found. Incomplete when a requirer has no Python source to
+    read or its import runs more than ``_MAX_IMPORT_FILES`` files: then nothing is claimed."""
     import sys
 
     from cudastack.env.imports import import_time, unguarded_import
 
-    have = set(sys.stdlib_module_names) | set(sys.builtin_module_names)
-    for site in ctx.target.site_dirs:
-        try:
-            names = os.listdir(site)
-        except OSError:
-            return None
-        have.update(n.partition(".")[0] for n in names)
-    out: list[tuple[str, str]] = []
+    guess = key.replace("-", "_")
+    runs = []
     for dist in requirers:
         found = import_time(dist)
         if found is None or not found.roots:
-            return None
-        top = _tops(dist)[0]
-        for mod in sorted(found.imported_top_levels() - have):
+            return [], False
+        runs.append((f"{dist.name} {dist.version}", found))
+    named = [f"importing {who} runs `import {guess}` at {where}" for who, found in runs
+             if (where := unguarded_import(found, guess, _MAX_IMPORT_FILES))]  # fmt: skip
+    if named:
+        return named, True
+    have = set(sys.stdlib_module_names) | set(sys.builtin_module_names)
+    for site in ctx.target.site_dirs:
+        try:
+            have.update(n.partition(".")[0] for n in os.listdir(site))
+        except OSError:
+            return [], False
+    out: list[str] = []
+    for who, found in runs:
+        tops = found.imported_top_levels(_MAX_IMPORT_FILES)
+        if tops is None:
+            return [f"importing {who} runs more than {_MAX_IMPORT_FILES} files: not followed further"], False
+        for mod in sorted(tops - have):
             if where := unguarded_import(found, mod):  # a guarded one survives: the import goes on
-                out.append((top, f"{mod} ({where})"))
-    return out
+                out.append(f"importing {who} runs `import {mod}` at {where}, and nothing installed provides {mod}")
+    return out, True
 
 
 def _broken_without(ctx: Context, key: str) -> list[str]:

@@ -190,20 +190,26 @@ def find_import_guard(dist: Distribution, module_path: str) -> str | None:
             return next((f"{path}:{guard}" for path, guard in running), None)
 
 
-def unguarded_import(run: ImportTime, top: str) -> str | None:
+def unguarded_import(run: ImportTime, top: str, max_files: int | None = None) -> str | None:
     """``file:line`` of a statement that runs at import and imports the top-level package ``top``
     outside any ``try`` whose handler swallows its ImportError (and survives it), else None: every
-    import of ``top`` that runs is guarded, or none runs. Runs the whole traversal."""
+    import of ``top`` that runs is guarded, none runs, or (given ``max_files``) none was seen in
+    the first ``max_files`` files the import runs. Stops at the first one."""
     needle = top.encode()
-    run.imported_top_levels()
-    for path in run.order:
-        tree = run.tree(path, needle)
-        if tree is None:
-            continue
-        for guard, node in _import_sites(tree, top, run.raw(path)):
-            if guard is None and id(node) in run.running.get(path, ()):
+    sites: list[tuple[str, ast.AST]] = []
+    done = 0
+    while True:
+        for path in run.order[done:]:
+            tree = run.tree(path, needle)
+            if tree is not None:
+                sites.extend((path, node) for guard, node in _import_sites(tree, top, run.raw(path)) if guard is None)
+        done = len(run.order)
+        # a site seen earlier may start to run once more functions are called: check them all
+        for path, node in sites:
+            if id(node) in run.running.get(path, ()):
                 return f"{path}:{getattr(node, 'lineno', '?')}"
-    return None
+        if (max_files is not None and done > max_files) or not run.advance():
+            return None
 
 
 def _parse(raw: bytes) -> ast.Module | None:
@@ -1033,11 +1039,13 @@ class ImportTime:
                 return False
         return True
 
-    def imported_top_levels(self) -> set[str]:
+    def imported_top_levels(self, max_files: int | None = None) -> set[str] | None:
         """The top-level names of everything the code that runs imports, its own included (runs the
-        whole traversal: only "nothing else" needs everything)."""
+        whole traversal: only "nothing else" needs everything); None when the import runs more than
+        ``max_files`` files (torch's runs ~1,500: a bound on the time one question may take)."""
         while self.advance():
-            pass
+            if max_files is not None and len(self.order) > max_files:
+                return None
         return {n.partition(".")[0] for n in self._imported}
 
     def _imports(self, nodes: list[ast.AST], package: str) -> list[str]:
