@@ -269,10 +269,9 @@ def test_base_vs_ngram_on_real_vllm(
 
 def test_draft_equal_to_target_accepts_every_draft(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Draft model = target model under greedy decoding: every draft is accepted, so the acceptance
-    length is k + 1. Opt-in (CUDASTACK_BENCH_DRAFT=1): a third server start costs ~1 min on 2 cores,
-    past this file's CI budget. Measured 2026-12-04: 4.000 for k = 3 (64 drafts, 192/192 accepted)."""
-    if os.environ.get("CUDASTACK_BENCH_DRAFT") != "1":
-        pytest.skip("opt-in: CUDASTACK_BENCH_DRAFT=1 (a third vLLM server start)")
+    length is k + 1 (issue 15 asks for it within 0.3). A third server start, about 1–2 min on 2
+    cores: the suite stays far inside CI's 90 minutes, and a test that never runs proves nothing.
+    Measured 2026-12-04: 4.000 for k = 3 (64 drafts, 192/192 accepted)."""
     python = build()
     spec = json.dumps({"method": "draft_model", "model": str(python.parents[1] / "model"), "num_speculative_tokens": K})
     server = Server(python, tmp_path / "draft.log", 0, ("--speculative-config", spec))
