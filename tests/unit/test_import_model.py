@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_optional_modules import _doctor, _make
+from tests.unit.test_optional_modules import _add_files, _doctor, _make
 from tests.venvs import site_of
 
 FAST = "    from optpkg import _fast\n"
@@ -134,11 +134,7 @@ def test_the_doctor_runs_what_import_runs(
 ) -> None:
     python = _make(tmp_path, init)
     site = site_of(python)
-    record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
-    for rel, text in extra.items():
-        (site / "optpkg" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site / "optpkg" / rel).write_text(text)
-        record.write_text(record.read_text() + f"optpkg/{rel},,\n")
+    _add_files(site, extra)
     real = subprocess.run(["env", "-i", str(python), "-c", "import optpkg"], capture_output=True, text=True)
     assert (real.returncode != 0) == fails, real.stderr
     if fails:

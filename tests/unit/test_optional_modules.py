@@ -48,6 +48,15 @@ def _make(tmp_path: Path, init: str) -> Path:
     return _installed(tmp_path, "optpkg", "optpkg/_fast", {"optpkg/__init__.py": init})
 
 
+def _add_files(site: Path, extra: dict[str, str]) -> None:
+    """More files of the installed optpkg, each listed in its RECORD."""
+    record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
+    for rel, text in extra.items():
+        (site / "optpkg" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / "optpkg" / rel).write_text(text)
+        record.write_text(record.read_text() + f"optpkg/{rel},,\n")
+
+
 def _doctor(python: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:  # type: ignore[type-arg]
     rc = main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH="])
     return rc, json.loads(capsys.readouterr().out)
@@ -177,14 +186,11 @@ def test_import_time_code_decides_error_or_on_demand(
 ) -> None:
     python = _make(tmp_path, init)
     site = site_of(python)
-    record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
-    for rel, text in extra.items():
-        (site / "optpkg" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site / "optpkg" / rel).write_text(text)
-        record.write_text(record.read_text() + f"optpkg/{rel},,\n")
+    _add_files(site, extra)
     if "backend" in str(extra):  # the module the string names lives in a subpackage
         fast = next((site / "optpkg").glob("_fast.*.so"))
         fast.rename(site / "optpkg" / "backend" / fast.name.replace("_fast", "_fast2"))
+        record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
         record.write_text(
             record.read_text().replace(f"optpkg/{fast.name}", f"optpkg/backend/{fast.name.replace('_fast', '_fast2')}")
         )
