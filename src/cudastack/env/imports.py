@@ -14,7 +14,7 @@ import json
 import mmap
 import os
 import re
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,15 +165,13 @@ def _import_sites(tree: ast.Module, base: str, raw: bytes | None = None) -> list
     return sites
 
 
-def find_import_guard(dist: Distribution, module_path: str) -> str | None:
-    """``file:line`` of a ``try`` that imports the module and swallows its ImportError, in code that
-    runs at import, provided no such code imports it unguarded; else None. Files are taken in
-    the order the import runs them and the search stops at the first unguarded import."""
-    name = module_name(module_path, dist.site_dir)
-    run = import_time(dist) if name else None
-    if not name or run is None:
-        return None
-    base = name.rsplit(".", 1)[-1]
+def _running_import_sites(
+    run: ImportTime, base: str, max_files: int | None = None
+) -> Iterator[list[tuple[str, int | None, ast.AST]]]:
+    """After each step of the traversal, ``(file, guard, node)`` of every statement importing
+    ``base`` that runs so far (see :func:`_import_sites` for ``guard``). A site seen earlier may
+    start to run once more functions are called, so every round checks them all. Ends with the
+    traversal, or once it has run more than ``max_files`` files."""
     needle = base.encode()
     sites: list[tuple[str, int | None, ast.AST]] = []
     done = 0
@@ -183,11 +181,24 @@ def find_import_guard(dist: Distribution, module_path: str) -> str | None:
             if tree is not None:
                 sites.extend((path, guard, node) for guard, node in _import_sites(tree, base, run.raw(path)))
         done = len(run.order)
-        running = [(path, guard) for path, guard, node in sites if id(node) in run.running.get(path, ())]
-        if any(guard is None for _p, guard in running):
+        yield [(path, guard, node) for path, guard, node in sites if id(node) in run.running.get(path, ())]
+        if (max_files is not None and done > max_files) or not run.advance():
+            return
+
+
+def find_import_guard(dist: Distribution, module_path: str) -> str | None:
+    """``file:line`` of a ``try`` that imports the module and swallows its ImportError, in code that
+    runs at import, provided no such code imports it unguarded; else None. Files are taken in
+    the order the import runs them and the search stops at the first unguarded import."""
+    name = module_name(module_path, dist.site_dir)
+    run = import_time(dist) if name else None
+    if not name or run is None:
+        return None
+    running: list[tuple[str, int | None, ast.AST]] = []
+    for running in _running_import_sites(run, name.rsplit(".", 1)[-1]):
+        if any(guard is None for _p, guard, _n in running):
             return None  # an unguarded import runs anyway: the package's import fails
-        if not run.advance():
-            return next((f"{path}:{guard}" for path, guard in running), None)
+    return next((f"{path}:{guard}" for path, guard, _n in running), None)
 
 
 def unguarded_import(run: ImportTime, top: str, max_files: int | None = None) -> str | None:
@@ -195,21 +206,11 @@ def unguarded_import(run: ImportTime, top: str, max_files: int | None = None) ->
     outside any ``try`` whose handler swallows its ImportError (and survives it), else None: every
     import of ``top`` that runs is guarded, none runs, or (given ``max_files``) none was seen in
     the first ``max_files`` files the import runs. Stops at the first one."""
-    needle = top.encode()
-    sites: list[tuple[str, ast.AST]] = []
-    done = 0
-    while True:
-        for path in run.order[done:]:
-            tree = run.tree(path, needle)
-            if tree is not None:
-                sites.extend((path, node) for guard, node in _import_sites(tree, top, run.raw(path)) if guard is None)
-        done = len(run.order)
-        # a site seen earlier may start to run once more functions are called: check them all
-        for path, node in sites:
-            if id(node) in run.running.get(path, ()):
+    for running in _running_import_sites(run, top, max_files):
+        for path, guard, node in running:
+            if guard is None:
                 return f"{path}:{getattr(node, 'lineno', '?')}"
-        if (max_files is not None and done > max_files) or not run.advance():
-            return None
+    return None
 
 
 def _parse(raw: bytes) -> ast.Module | None:
