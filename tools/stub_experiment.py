@@ -102,7 +102,12 @@ def predicted(python: str, modules: list[str], llp: str) -> tuple[dict[str, bool
         fails = [
             x
             for x in data["modules"]
-            if x["kind"] == "module" and x["predicted"] == "fails" and not x["optional"] and f"/{top}/" in x["path"]
+            if x["kind"] == "module"
+            and x["predicted"] == "fails"
+            and not x["optional"]
+            # its own package's modules, or another distribution's that its import loads (jaxlib's
+            # _jax.so for `import jax`: loader/predict.py _loaded_by_requirers)
+            and (f"/{top}/" in x["path"] or f"loaded at import of {top.replace('_', '-')}:" in x["context"])
         ]
         out[m] = not dies and not fails
     return out, data

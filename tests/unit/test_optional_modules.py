@@ -622,3 +622,42 @@ def test_a_load_by_a_computed_name_fails_import_only_if_every_candidate_fails(
     # both files were judged (no error because of what was found, not because nothing was looked at)
     judged = {m["path"].rsplit("/", 1)[-1]: m["predicted"] for m in data["modules"] if "/dpkg/" in m["path"]}
     assert judged[f"addon_{sys.version_info.minor}.so"] == "loads" and judged["addon_99.so"] == "on-demand", judged
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["unguarded", "guarded"])
+def test_a_module_another_distributions_import_loads_fails_that_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], guarded: bool
+) -> None:
+    """jax's pattern: ``import jaxlib`` alone loads no ``_jax.so``, but ``import jax`` runs
+    ``import jaxlib.xla_client``, which runs ``from jaxlib import _jax``: when ``_jax.so`` cannot
+    load, ``import jax`` fails (the H200 stub experiment: a stub libstdc++; predicted fine before).
+    Here: basepkg/_core fails, ``import basepkg`` works, ``import frontpkg`` goes through
+    ``basepkg.client`` to it — unless frontpkg's import of it survives the ImportError."""
+    python = _installed(tmp_path, "basepkg", "basepkg/_core", {"basepkg/__init__.py": "X = 1\n"})
+    site = site_of(python)
+    (site / "basepkg" / "client.py").write_text("from basepkg import _core\n")
+    record = next(site.glob("basepkg-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + "basepkg/client.py,,\n")
+    init = "import basepkg.client\n"
+    if guarded:
+        init = "try:\n    import basepkg.client\nexcept ImportError:\n    client = None\n"
+    front = {"name": "frontpkg", "version": "1.0", "requires": ["basepkg>=1"], "files": {"frontpkg/__init__.py": init}}
+    scenario.write_dist(site, front)
+    real = {
+        m: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True)
+        for m in ("basepkg", "frontpkg")
+    }
+    assert real["basepkg"].returncode == 0, real["basepkg"].stderr
+    if guarded:
+        assert real["frontpkg"].returncode == 0, real["frontpkg"].stderr
+    else:
+        assert real["frontpkg"].returncode != 0 and "libmissing.so" in real["frontpkg"].stderr
+    rc, data = _doctor(python, capsys)
+    core = next(m for m in data["modules"] if "/basepkg/_core" in m["path"])
+    if guarded:
+        assert (rc, [f["code"] for f in data["findings"]]) == (0, ["LDD005"])
+        assert core["predicted"] == "on-demand"
+    else:
+        assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
+        assert core["predicted"] == "fails"
+        assert "loaded at import of frontpkg" in core["context"] and "frontpkg/__init__.py:1" in core["context"]

@@ -1040,6 +1040,10 @@ class ImportTime:
                 return False
         return True
 
+    def imported_names(self) -> set[str]:
+        """Every module name (absolute, dotted) that the code run so far imports."""
+        return set(self._imported)
+
     def imported_top_levels(self, max_files: int | None = None) -> set[str] | None:
         """The top-level names of everything the code that runs imports, its own included (runs the
         whole traversal: only "nothing else" needs everything); None when the import runs more than

@@ -27,6 +27,7 @@ from packaging.utils import canonicalize_name
 from cudastack.data.libraries import KNOWN_PRELOADS
 from cudastack.elf.cache import ElfCache
 from cudastack.elf.reader import ElfFile
+from cudastack.env.crossdist import Outer, Reach
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import import_verdicts, imported_plainly, lazy_attribute, module_name, package_imports
 from cudastack.env.inventory import Inventory, iter_native_files
@@ -260,6 +261,44 @@ def _stdlib_modules(target: Target, base: Process, config: LoaderConfig, cache: 
     return out
 
 
+def _loaded_by_requirers(pred: Prediction, inventory: Inventory) -> None:
+    """A failing module that its own package's import does not load (judged on demand) fails
+    ``import`` of another distribution whose import-time code loads it: ``import jax`` imports
+    ``jaxlib.xla_client``, which loads ``jaxlib/_jax.so`` (:mod:`cudastack.env.crossdist`). Only
+    distributions that require the module's own (Requires-Dist, no extra) are asked, each walked
+    once and only as far as the bound of :data:`cudastack.env.crossdist.MAX_FILES`."""
+    failing = [
+        i
+        for i, f in enumerate(pred.files)
+        if f.kind == "module" and f.predicted == "on-demand" and f.problems and not f.optional and f.distribution
+    ]
+    if not failing:
+        return
+    requirers: dict[str, list[Distribution]] = {}
+    for d in sorted(inventory.dists.values(), key=lambda d: d.key):
+        if d.key == "torch":
+            continue  # torch's start-up is read apart (loader/torch_start.py); its Python import
+            # runs ~1,500 files, past any walk's bound (crossdist.MAX_FILES): never decided here
+        for dep in _required(d):
+            requirers.setdefault(dep, []).append(d)
+    outers: dict[str, Outer] = {}
+    reaches: dict[tuple[str, str], Reach] = {}
+    for i in failing:
+        f = pred.files[i]
+        dist = inventory.dists.get(f.distribution or "")
+        for requirer in requirers.get(f.distribution or "", ()) if dist else ():
+            assert dist is not None
+            reach = reaches.get((requirer.key, dist.key))
+            if reach is None:
+                outer = outers.get(requirer.key) or outers.setdefault(requirer.key, Outer(requirer))
+                reach = reaches[(requirer.key, dist.key)] = Reach(outer, dist)
+            where = reach.loads(f.path)
+            if where:
+                why = f"loaded at import of {requirer.key}: {where} imports {dist.key}'s package, which loads it"
+                pred.files[i] = replace(f, predicted="fails", context=why)
+                break
+
+
 def _block_dependents(pred: Prediction, inventory: Inventory) -> None:
     """A failure propagates through Python imports across distributions: when numpy's core
     extension cannot load, ``import numpy`` fails, and so does every module of scipy whose
@@ -482,6 +521,7 @@ def predict(
         pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
     _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
     _loaded_without_import(pred, inventory, base)
+    _loaded_by_requirers(pred, inventory)
     _block_dependents(pred, inventory)
     pred.files.extend(_stdlib_modules(target, base, config, cache))
     for dist in inventory.dists.values():

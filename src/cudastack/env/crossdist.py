@@ -1,0 +1,123 @@
+"""Extension modules that another distribution's import loads.
+
+``import jaxlib`` alone loads none of jaxlib's big extension modules, so judged by its own package
+``jaxlib/_jax.so`` is loaded on demand. But ``import jax`` runs ``import jaxlib.xla_client`` (in
+``jax/_src/lib/__init__.py``), and ``jaxlib.xla_client`` runs ``from jaxlib import _jax``: when
+``_jax.so`` cannot load, ``import jax`` fails (found by the LD_LIBRARY_PATH stub experiment on the
+H200: a stub libstdc++ makes ``libjax_common.so`` miss ``_ZTIv``; docs/validation.md).
+
+Read, never run: the requirer's import-time code (:class:`~cudastack.env.imports.ImportTime`)
+names the packages of the other distribution it imports; that distribution's code is then walked
+from exactly those packages.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from cudastack.env.dists import Distribution
+from cudastack.env.imports import ImportTime, _absolute, _import_sites, _running_import_sites, module_name
+
+MAX_FILES = 600
+"""Each walk stops after this many files, undecided (torch's own import runs ~1,500): a bound on
+the time one question may take. Undecided is "not shown", and the module stays on demand."""
+
+
+class Outer:
+    """The names of other distributions' modules that importing ``requirer``'s top-level packages
+    imports (the walk done once per requirer, bounded by ``max_files``)."""
+
+    def __init__(self, requirer: Distribution, max_files: int = MAX_FILES) -> None:
+        self.run = ImportTime(requirer)
+        self._max = max_files
+        self._names: set[str] | None = None
+        self.where: dict[str, str | None] = {}
+        """Top-level package → ``"file:line"`` of an unguarded import of it, or None."""
+
+    def unguarded(self, top: str) -> str | None:
+        """``"file:line"`` of a statement that runs at import, imports a module of the top-level
+        package ``top`` (``import jaxlib.xla_client``) and is inside no ``try`` that survives its
+        ImportError; else None."""
+        if top not in self.where:
+            self.where[top] = None
+            bases = {n.rsplit(".", 1)[-1] for n in self.names(top)}
+            for path in self.run.order if bases else ():
+                tree = self.run.tree(path, top.encode())
+                if tree is None:
+                    continue
+                running = self.run.running.get(path, set())
+                raw = self.run.raw(path)
+                hit = next(
+                    (
+                        f"{path}:{node.lineno}"
+                        for base in sorted(bases)
+                        for guard, node in _import_sites(tree, base, raw)
+                        if guard is None
+                        and id(node) in running
+                        and isinstance(node, ast.Import | ast.ImportFrom)
+                        and any(n.partition(".")[0] == top for n in _absolute(node, ""))
+                    ),
+                    None,
+                )
+                if hit:
+                    self.where[top] = hit
+                    break
+        return self.where[top]
+
+    def names(self, top: str) -> list[str]:
+        if self._names is None:
+            while len(self.run.order) <= self._max and self.run.advance():
+                pass  # past the bound, what it imported so far is a part of what it imports
+            self._names = self.run.imported_names()
+        return sorted(n for n in self._names if n.partition(".")[0] == top)
+
+
+class Reach:
+    """What importing ``requirer``'s top-level packages runs of ``dist``'s code, worked out once for
+    every module of ``dist`` that is asked about (jaxlib has 18 failing modules under a stub
+    libstdc++; each walk is done once)."""
+
+    def __init__(self, outer: Outer, dist: Distribution, max_files: int = MAX_FILES) -> None:
+        self.dist = dist
+        self._outer = outer
+        self._max = max_files
+        self._inner: dict[str, tuple[ImportTime, list[str]] | None] = {}
+
+    def _walk(self, top: str) -> tuple[ImportTime, list[str]] | None:
+        if top not in self._inner:
+            self._inner[top] = None
+            if self._outer.unguarded(top) is None:
+                return None
+            wanted = self._outer.names(top)
+            inner = ImportTime(self.dist, roots=wanted)
+            while inner.advance():
+                if len(inner.order) > self._max:
+                    return None
+            self._inner[top] = (inner, wanted)
+        return self._inner[top]
+
+    def loads(self, module_path: str) -> str | None:
+        """``"file:line"`` of the requirer's import through which ``module_path`` (an extension
+        module of ``dist``) loads with nothing on the way that survives its ImportError, or None
+        (not reached, reached only inside a ``try`` whose handler swallows the error, or not
+        decided within ``max_files`` files of either walk)."""
+        name = module_name(module_path, self.dist.site_dir)
+        if not name or "." not in name:
+            return None
+        top = name.partition(".")[0]
+        walked = self._walk(top)
+        where = self._outer.where.get(top)
+        if walked is None or where is None:
+            return None
+        inner, wanted = walked
+        if name in wanted:
+            return where  # the requirer imports the extension module itself
+        if not inner.loads(name):
+            return None
+        running: list[tuple[str, int | None, ast.AST]] = []
+        for running in _running_import_sites(inner, name.rsplit(".", 1)[-1]):
+            if any(guard is None for _p, guard, _n in running):
+                return where
+        # every import of it that runs is inside a try that survives (an optional module), or it
+        # is named only in compiled code (counted as loaded, as for the package's own import)
+        return None if running else where
