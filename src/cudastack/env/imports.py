@@ -262,6 +262,10 @@ def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool
     if known and t is ast.Compare and len(test.ops) == 1:  # type: ignore[attr-defined]
         left, right, op = test.left, test.comparators[0], type(test.ops[0])  # type: ignore[attr-defined]
         literal = _literal(right)
+        if type(left) is ast.Name and left.id in known and op in (ast.In, ast.NotIn):
+            members = _members(right, known)
+            if members is not None:  # scipy's ``if name in submodules:`` in its __getattr__
+                return (known[left.id] in members) is (op is ast.In)
         if type(left) is ast.Name and left.id in known and literal:
             v, c = known[left.id], literal[0]
             if op is ast.Eq or op is ast.Is:
@@ -279,6 +283,59 @@ def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool
             type(s) is ast.Constant and s.value == "__main__" for s in sides
         ):
             return False
+    return None
+
+
+_MUTATORS = frozenset({"append", "extend", "insert", "add", "update", "remove", "pop", "clear", "discard"})
+
+
+def _constant_tables(tree: ast.Module, f: Any, param: str) -> dict[str, object]:
+    """Module-level names that function ``f`` reads and the module binds exactly once, by a
+    top-level assignment of a list, tuple or set of constants (scipy's ``submodules``), as
+    tuples: what a test such as ``if name in submodules:`` compares with. A name stored, deleted,
+    imported, declared global or mutated (``.append``, ``[i] =``) anywhere else in the file stays
+    unknown."""
+    read = {n.id for n in ast.walk(f) if type(n) is ast.Name and n.id != param}
+    top: dict[str, ast.expr] = {}
+    for stmt in tree.body:
+        if type(stmt) is ast.Assign and len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Name:
+            if stmt.targets[0].id in read:
+                top[stmt.targets[0].id] = stmt.value
+    if not top:
+        return {}
+    stores: dict[str, int] = {}
+    for n in ast.walk(tree):
+        t = type(n)
+        if t is ast.Name and type(n.ctx) is not ast.Load:  # type: ignore[attr-defined]
+            stores[n.id] = stores.get(n.id, 0) + 1  # type: ignore[attr-defined]
+        elif t is ast.Global or t is ast.Nonlocal:
+            for g in n.names:  # type: ignore[attr-defined]
+                stores[g] = stores.get(g, 0) + 2
+        elif t is ast.alias:
+            bound = (n.asname or n.name).partition(".")[0]  # type: ignore[attr-defined]
+            stores[bound] = stores.get(bound, 0) + 2
+        elif type(getattr(n, "value", None)) is ast.Name and (
+            (t is ast.Attribute and n.attr in _MUTATORS)  # type: ignore[attr-defined]
+            or (t is ast.Subscript and type(n.ctx) is not ast.Load)  # type: ignore[attr-defined]
+        ):
+            stores[n.value.id] = stores.get(n.value.id, 0) + 2  # type: ignore[attr-defined]
+    out: dict[str, object] = {}
+    for name, value in top.items():
+        members = _members(value, {}) if stores.get(name) == 1 else None
+        if members is not None:
+            out[name] = members
+    return out
+
+
+def _members(node: ast.expr, known: dict[str, object]) -> tuple[object, ...] | None:
+    """The constants of a list, tuple or set display of constants, or of a name ``known`` binds
+    to such a tuple; else None."""
+    if type(node) is ast.Name:
+        v = known.get(node.id)
+        return v if type(v) is tuple else None
+    if type(node) in (ast.List, ast.Tuple, ast.Set):
+        out = [_literal(e) for e in node.elts]  # type: ignore[attr-defined]
+        return None if any(x is None for x in out) else tuple(x[0] for x in out if x is not None)
     return None
 
 
@@ -824,11 +881,14 @@ class ImportTime:
         self._getattr_done.add((module, name))
         path = self._files[module]
         found = self._lookup(module, "__getattr__")
+        tree = self.tree(path)
         for kind, p, f in found:
             if kind == "func":
                 params = _params(f)
-                self._expand(p, f, known={params[0]: name} if params else None)
-        tree = self.tree(path)
+                known: dict[str, object] = {params[0]: name} if params else {}
+                if known and tree is not None and p == path:
+                    known.update(_constant_tables(tree, f, params[0]))
+                self._expand(p, f, known=known or None)
         package = self._package_of(path)
         funcs = [node for kind, _p, node in found if kind == "func"]
         body = [n for f in funcs for n in ast.walk(f)]
