@@ -487,7 +487,10 @@ def _count_from_hash(r: _Reader, tags: dict[int, int], to_off: object, e: str, i
             symtab = tags[DT_SYMTAB]
             ent = 24 if is64 else 16
             above = [v for t in _TABLE_TAGS if (v := tags.get(t, 0)) > symtab]
-            return max(int(symoffset), (min(above) - symtab) // ent if above else 0)
+            n = (min(above) - symtab) // ent if above else 0
+            if to_off(symtab, "DT_SYMTAB") + n * ent > r.size:
+                n = 0  # no table follows inside the file: a layout no link editor writes
+            return max(int(symoffset), n)
         coff = boff + nbuckets * 4 + (last - symoffset) * 4
         while True:
             (h,) = struct.unpack(e + "I", r.read(coff, 4, "GNU hash chain"))
