@@ -281,3 +281,39 @@ def test_the_executables_rpath_is_searched_once_for_its_own_needed(tmp_path: Pat
     assert res.path is None and res.how == "not found"
     assert sum(t.startswith(f"{d}/") for t in res.tried) == len(detect_loader({}).subdirs) + 1, res.tried
     assert len(set(res.tried)) == len(res.tried), res.tried
+
+
+_CALL_G = "import ctypes, sys; print(ctypes.CDLL(sys.argv[1]).g())"
+
+
+def test_ld_library_path_shadowing_names_what_the_search_finds_without_it(tmp_path: Path) -> None:
+    """libg's RUNPATH holds one libf (f returns 2); LD_LIBRARY_PATH, searched first, another (f
+    returns 1). A real process binds the LD_LIBRARY_PATH one; the resolution says so and names the
+    runpath one it shadows; no shadowing is named when both names are the same file."""
+    import os
+    import subprocess
+    import sys
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    build(a / "libf.so", "int f(void){return 1;}\n")
+    build(b / "libf.so", "int f(void){return 2;}\n")
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{b}", "-lf"), flags=("-Wl,--enable-new-dtags", f"-Wl,-rpath,{b}"))
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LD_")}
+
+    def really_binds(env: dict[str, str]) -> str:
+        run = subprocess.run([sys.executable, "-c", _CALL_G, str(g)], capture_output=True, text=True, env=base | env)
+        return run.stdout.strip()
+
+    gl = Loaded(str(g), read_elf(str(g)), "dlopen")
+    env = {"LD_LIBRARY_PATH": str(a)}
+    assert really_binds(env) == "1" and really_binds({}) == "2"
+    res = Searcher(detect_loader(env), env, ElfCache(), None).search("libf.so", gl)
+    assert (res.name, res.path, res.how) == ("libf.so", f"{a}/libf.so", "LD_LIBRARY_PATH")
+    assert res.without_ld_library_path == f"{b}/libf.so"
+    assert res.tried[-1] == f"{a}/libf.so" and not any(t.startswith(f"{b}/") for t in res.tried), res.tried
+
+    (a / "libf.so").unlink()
+    (a / "libf.so").symlink_to(b / "libf.so")  # the same file by another name: nothing is shadowed
+    assert really_binds(env) == "2"
+    res = Searcher(detect_loader(env), env, ElfCache(), None).search("libf.so", gl)
+    assert (res.path, res.how, res.without_ld_library_path) == (f"{a}/libf.so", "LD_LIBRARY_PATH", None)
