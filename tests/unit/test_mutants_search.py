@@ -317,3 +317,87 @@ def test_ld_library_path_shadowing_names_what_the_search_finds_without_it(tmp_pa
     assert really_binds(env) == "2"
     res = Searcher(detect_loader(env), env, ElfCache(), None).search("libf.so", gl)
     assert (res.path, res.how, res.without_ld_library_path) == (f"{a}/libf.so", "LD_LIBRARY_PATH", None)
+
+
+def _cached_libraries(outside: bool) -> list[tuple[str, str]]:
+    """(soname, path) of the libraries this host's ld.so.cache lists, for the interpreter's machine,
+    in a directory that is (``outside=False``) or is not (an /etc/ld.so.conf.d entry, e.g. a CUDA
+    toolkit's lib) one of ld.so's default directories, as ld.so compares them (a path prefix)."""
+    import os
+    import sys
+
+    config = detect_loader({})
+    me = read_elf(os.path.realpath(sys.executable))
+    out = []
+    for (soname, arch), path in sorted(config.cache.entries.items()):
+        in_default = any(path.startswith(d.rstrip("/") + "/") for d in config.default_dirs)
+        if arch != 0x0300 or in_default is outside or not os.path.isfile(path):
+            continue
+        try:
+            elf = read_elf(path)
+        except (OSError, ValueError):
+            continue
+        if (elf.elf_class, elf.machine) == (me.elf_class, me.machine) and elf.soname == soname:
+            out.append((soname, path))
+    return out
+
+
+_NEEDS = "int g(void){return 0;}\n"
+
+
+def _needing(out: Path, path: str, *flags: str) -> Path:
+    return build(
+        out, _NEEDS, libs=(path,), flags=("-Wl,--no-as-needed", f"-Wl,-rpath-link,{Path(path).parent}", *flags)
+    )
+
+
+@pytest.mark.parametrize("nodeflib", [False, True])
+def test_the_ld_so_cache_serves_a_library_outside_the_default_dirs_even_to_nodeflib(
+    tmp_path: Path, nodeflib: bool
+) -> None:
+    """A library only the cache knows (its directory is no default directory): libg needing it loads
+    for real, linked ``-z nodefaultlib`` too (glibc skips only the cache entries that lie in a
+    default directory, dl-load.c), and the resolution says ``ld.so.cache`` with the cache's path as
+    the one tried. cudastack said "not found (DF_1_NODEFLIB: cache and default paths skipped)": a
+    false alarm."""
+    from tests import oracles
+
+    found = [(n, p) for n, p in _cached_libraries(outside=True) if real_dlopen([p])[0][1]][:1]
+    if not found:
+        oracles.missing("this host's ld.so.cache lists no library outside ld.so's default directories")
+    ((soname, path),) = found
+    g = _needing(tmp_path / "libg.so", path, *(["-Wl,-z,nodefaultlib"] if nodeflib else []))
+    assert soname in read_elf(str(g)).needed and read_elf(str(g)).nodeflib is nodeflib
+    assert same([g])[0][1] is True
+    res = Searcher(detect_loader({}), {}, ElfCache(), None).search(soname, Loaded(str(g), read_elf(str(g)), "dlopen"))
+    assert (res.name, res.path, res.how, res.tried) == (soname, path, "ld.so.cache", (f"{path} (ld.so.cache)",))
+
+
+def test_nodeflib_skips_a_cache_entry_in_a_default_dir(tmp_path: Path) -> None:
+    """Linked ``-z nodefaultlib``, a library that the cache lists in a default directory is not
+    found (nor in the default directories): a real dlopen fails and the resolution says why. The
+    library is one a fresh interpreter has not loaded already (that would be found by its soname)."""
+    for soname, path in _cached_libraries(outside=False)[:40]:
+        plain = _needing(tmp_path / f"libp-{soname}.so", path)
+        g = _needing(tmp_path / f"libg-{soname}.so", path, "-Wl,-z,nodefaultlib")
+        if real_dlopen([str(plain)])[0][1] and not real_dlopen([str(g)])[0][1]:  # each in a fresh process
+            break  # loads without the flag, fails with it: the flag alone makes the difference
+    else:
+        pytest.fail("every library tried was loaded already or loads for another reason")
+    assert same([g])[0][1] is False
+    res = Searcher(detect_loader({}), {}, ElfCache(), None).search(soname, Loaded(str(g), read_elf(str(g)), "dlopen"))
+    assert (res.name, res.path) == (soname, None)
+    assert res.tried == (f"{path} (ld.so.cache: skipped, DF_1_NODEFLIB and a default directory)",), res.tried
+    assert res.how == "not found (DF_1_NODEFLIB: default paths skipped)"
+
+
+def test_a_runpath_hit_says_whose_runpath(tmp_path: Path) -> None:
+    d = tmp_path / "d"
+    build(d / "libf.so", F_C)
+    g = build(tmp_path / "libg.so", USES_F, libs=(f"-L{d}", "-lf"), flags=("-Wl,--enable-new-dtags", f"-Wl,-rpath,{d}"))
+    assert same([g])[0][1] is True
+    res = Searcher(detect_loader({}), {}, ElfCache(), None).search(
+        "libf.so", Loaded(str(g), read_elf(str(g)), "dlopen")
+    )
+    assert (res.name, res.path, res.how) == ("libf.so", f"{d}/libf.so", f"runpath of {g}")
+    assert res.tried[-1] == f"{d}/libf.so" and len(set(res.tried)) == len(res.tried), res.tried
