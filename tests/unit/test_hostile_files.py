@@ -311,11 +311,20 @@ def test_generated_code_nested_too_deep_to_parse_is_skipped_not_a_crash(tmp_path
     """A generated `__init__.py` whose expression nests past the parser's limit (RecursionError,
     not SyntaxError) next to a ctypes load: the import model skips the file; every rule that
     needs the prediction still runs."""
+    import ast
+
     from cudastack.env.dists import iter_distributions
     from cudastack.env.native_loads import find_native_loads
 
-    site = tmp_path / "site-packages"
-    deep = "import ctypes\nctypes.CDLL('libx.so.1')\nx = 1" + "+1" * 20000 + "\n"
-    scenario.write_dist(site, {"name": "foo", "version": "1.0", "files": {"foo/__init__.py": deep}})
-    (dist,) = iter_distributions([str(site)])
-    assert find_native_loads(dist) == []
+    def loads(code: str, where: str) -> list[str | None]:
+        site = tmp_path / where
+        scenario.write_dist(site, {"name": "foo", "version": "1.0", "files": {"foo/__init__.py": code}})
+        (dist,) = iter_distributions([str(site)])
+        return [n.soname for n in find_native_loads(dist)]
+
+    deep = "x = 1" + "+1" * 20000
+    with pytest.raises(RecursionError):  # the premise: this file really is past the parser's limit
+        ast.parse(deep)
+    # the control: the same file, shallow, is read and its load found (an empty answer is not the default)
+    assert loads("import ctypes\nctypes.CDLL('libx.so.1')\nx = 1+1\n", "shallow") == ["libx.so.1"]
+    assert loads("import ctypes\nctypes.CDLL('libx.so.1')\n" + deep + "\n", "deep") == []

@@ -214,3 +214,75 @@ def test_the_dry_run_writes_no_bytecode_into_the_target(
     assert rc == 0
     after = sorted(str(p.relative_to(env)) for p in env.rglob("*"))
     assert [p for p in after if p not in before] == []
+
+
+_EDITABLE_BACKEND = """import base64, hashlib, os, zipfile
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _h(data):
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _wheel(wheel_directory, files):
+    di = "gpkg-0.1.dist-info"
+    files = {**files, di + "/METADATA": b"Metadata-Version: 2.1\\nName: gpkg\\nVersion: 0.1\\n",
+             di + "/WHEEL": b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
+    rec = "".join("%s,%s,%d\\n" % (p, _h(d), len(d)) for p, d in files.items()) + di + "/RECORD,,\\n"
+    with zipfile.ZipFile(os.path.join(wheel_directory, "gpkg-0.1-py3-none-any.whl"), "w") as zf:
+        for p, d in files.items():
+            zf.writestr(p, d)
+        zf.writestr(di + "/RECORD", rec)
+    return "gpkg-0.1-py3-none-any.whl"
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    with open(os.path.join(_HERE, "gpkg", "__init__.py"), "rb") as fh:
+        return _wheel(wheel_directory, {"gpkg/__init__.py": fh.read()})
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    # PEP 660: a .pth that puts the checkout on sys.path, instead of a copy of the module
+    return _wheel(wheel_directory, {"gpkg_editable.pth": (_HERE + "\\n").encode()})
+"""
+
+
+def test_an_editable_in_a_requirements_file_stays_editable_through_uvs_exact_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-e ./sub`` inside a ``-r`` file (nested one level): uv's dry run prints it as a path
+    source like any other, so it was pinned ``gpkg @ file://...`` and installed as a copy. It must
+    be pinned ``-e <path>``: real uv, a real checkout with a PEP 660 backend (no network); the
+    oracles are uv's own ``direct_url.json`` and an edit of the checkout seen by a fresh import."""
+    import os
+    import subprocess
+
+    pytest.importorskip("uv")
+    from cudastack.env.inventory import read_inventory
+    from cudastack.install.plan import exact_install, plan_install
+    from cudastack.target import build_target
+
+    proj = tmp_path / "proj"
+    (proj / "sub" / "gpkg").mkdir(parents=True)
+    (proj / "sub" / "pyproject.toml").write_text(_PYPROJECT)
+    (proj / "sub" / "backend.py").write_text(_EDITABLE_BACKEND)
+    (proj / "sub" / "gpkg" / "__init__.py").write_text("HERE = 1\n")
+    (proj / "reqs").mkdir()
+    (proj / "reqs" / "dev.txt").write_text("# the checkout, relative to the working directory\n-e ./sub\n")
+    (proj / "requirements.txt").write_text("-r reqs/dev.txt  # nested: relative to this file\n")
+    python = make_venv(tmp_path / "venv")
+    target = build_target(python=str(python), detect_gpus=False)
+    monkeypatch.chdir(proj)
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uvcache"))
+    plan = plan_install(target, read_inventory(target), ["-r", "requirements.txt"], installer="uv")
+    (r,) = plan.resolved
+    assert r.pin == f"-e {proj / 'sub'}", r.pin
+    real = subprocess.run(exact_install(plan, tmp_path / "pins.txt"), capture_output=True, text=True)
+    assert real.returncode == 0, real.stderr[-2000:]
+    (direct_url,) = site_of(python).glob("gpkg-0.1.dist-info/direct_url.json")
+    assert json.loads(direct_url.read_text()) == {"url": (proj / "sub").as_uri(), "dir_info": {"editable": True}}
+    (proj / "sub" / "gpkg" / "__init__.py").write_text("HERE = 2\n")  # an editable install sees the edit
+    here = subprocess.run([str(python), "-c", "import gpkg; print(gpkg.HERE)"], capture_output=True, text=True,
+                          cwd=os.sep)  # fmt: skip
+    assert here.stdout.strip() == "2", here.stderr

@@ -83,3 +83,46 @@ def test_the_doctor_says_a_pth_file_was_cut(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     found = [f for f in json.loads(r.stdout)["findings"] if f["code"] == "ENV005" and f["path"] == str(pth)]
     assert found and f"cudastack reads at most {MiB} bytes" in found[0]["message"], r.stdout[-2000:]
+
+
+def test_the_doctor_says_where_a_version_file_and_a_python_file_were_cut(tmp_path: Path) -> None:
+    """End to end (ENV007): a ``torch/version.py`` past its 1 MiB bound and a Python module past the
+    import model's 4 MiB bound, both in a real venv, are each named with the byte of the cut; a
+    module under the bound is not. The sizes are the oracle: ``stat`` of the files written."""
+    import base64
+    import hashlib
+    import json
+    import subprocess
+
+    from tests.venvs import make_venv, site_of
+
+    python = make_venv(tmp_path / "env")
+    site = site_of(python)
+    files = {
+        "torch/__init__.py": b"from torch.version import __version__\n",
+        "torch/version.py": b"__version__ = '2.14.1+cu130'\n" + b"# pad\n" * (MiB // 6 + 1) + b"cuda = '13.0'\n",
+        "torch/_big.py": b"import os\n" + b"# generated\n" * (4 * MiB // 12 + 1) + b"import torch._late\n",
+        "torch/small.py": b"x = 1\n",
+    }
+    record = []
+    for rel, data in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{rel},sha256={digest},{len(data)}")
+    meta = site / "torch-2.14.1.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.14.1\n")
+    record.append("torch-2.14.1.dist-info/METADATA,,\ntorch-2.14.1.dist-info/RECORD,,")
+    (meta / "RECORD").write_text("\n".join(record) + "\n")
+    big, version = site / "torch" / "_big.py", site / "torch" / "version.py"
+    assert big.stat().st_size > 4 * MiB and version.stat().st_size > MiB
+    r = subprocess.run([sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json",
+                        "--select", "ENV007"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    found = {f["path"]: f for f in json.loads(r.stdout)["findings"] if f["code"] == "ENV007"}
+    assert set(found) == {str(version), str(big)}, r.stdout[-3000:]
+    assert f"cut off at byte {MiB} of {version.stat().st_size}" in found[str(version)]["message"]
+    assert found[str(big)]["evidence"] == [
+        f"{big}: cut off at byte {4 * MiB} of {big.stat().st_size} (cudastack reads at most {4 * MiB} bytes "
+        "of a Python file)"
+    ]

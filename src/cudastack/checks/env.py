@@ -10,6 +10,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from cudastack.checks.pkg import parse_requirement
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data.families import KNOWN_PTH
+from cudastack.env.imports import _MAX_PY_BYTES as IMPORT_SCAN_LIMIT  # the import model's read bound
 from cudastack.files import check_regular
 from cudastack.findings import Finding, Fix, Severity
 
@@ -275,3 +276,69 @@ def conda_meta(ctx: Context) -> Iterator[Finding]:
             path=path,
             evidence=(f"{path}: {why}",),
         )
+
+
+@rule(
+    code="ENV007",
+    name="file-read-in-part",
+    severity=Severity.INFO,
+    summary="A file cudastack reads is longer than it reads, or a version file cannot be parsed",
+)
+def file_read_in_part(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The files cudastack reads with a size bound, where the bound cuts one: a package's version file
+    (`torch/version.py`, `xformers/cpp_lib.json`, ...; at most 1 MiB, and one that is cut is not
+    parsed at all), and the Python files of installed distributions that the import model parses to
+    tell what importing a package runs (at most 4 MiB each; found by RECORD's sizes, then `stat`).
+    A version file that cannot be read or parsed is reported here too.
+
+    ## Why is this bad?
+    Nothing fails because of it, but cudastack's answer is partial and says where: the build
+    variant a version file holds (`cuda = '13.0'`) is unknown, so the checks that compare it
+    skip; code past the cut of a Python file is not seen by the import model, so an import there
+    is neither predicted to fail nor to load.
+
+    ## Example
+    `torch/version.py: cut off at byte 1048576 of 1310720 (cudastack reads at most 1048576 bytes): not parsed`
+
+    ## Fix
+    Nothing, if the file is meant to be that long; otherwise reinstall the distribution that ships it.
+
+    ## References
+    - https://github.com/pytorch/pytorch/blob/main/tools/generate_torch_version.py
+    """
+    for rel, vf in sorted(ctx.inventory.version_files.items()):
+        if vf.problem:
+            yield Finding(
+                code="ENV007",
+                severity=Severity.INFO,
+                message=f"{rel} was not read: {vf.problem.removeprefix(vf.path + ': ')}",
+                subject=rel,
+                path=vf.path,
+                evidence=(f"{vf.path}: {vf.problem.removeprefix(vf.path + ': ')}",),
+            )
+    for dist in sorted(ctx.inventory.dists.values(), key=lambda d: d.key):
+        cut = []
+        for e in dist.record or ():
+            if e.path.endswith(".py") and e.size.isdigit() and int(e.size) > IMPORT_SCAN_LIMIT:
+                path = dist.abspath(e.path)
+                try:
+                    size = os.stat(path).st_size
+                except OSError:
+                    continue  # a missing Python file is no cut (and not ours to report)
+                if size > IMPORT_SCAN_LIMIT:
+                    cut.append(
+                        f"{path}: cut off at byte {IMPORT_SCAN_LIMIT} of {size} "
+                        f"(cudastack reads at most {IMPORT_SCAN_LIMIT} bytes of a Python file)"
+                    )
+        if cut:
+            yield Finding(
+                code="ENV007",
+                severity=Severity.INFO,
+                message=f"{len(cut)} Python file(s) of {dist.name} {dist.version} are parsed only in part: "
+                f"{cut[0].split(': ', 1)[0].rsplit('/', 1)[-1]}",
+                subject=dist.key,
+                distribution=dist.key,
+                path=cut[0].split(": ", 1)[0],
+                evidence=tuple(cut[:20]),
+            )

@@ -98,7 +98,16 @@ def _pruned(args: argparse.Namespace, target: Any) -> dict[str, Any]:
     if res.removed:
         _say(f"pruned the backups of {len(res.removed)} older install(s) (--keep {args.keep}): "
              f"freed {res.freed_bytes / 1e6:.1f} MB")  # fmt: skip
+    _say(_kept_line(res.kept, res.kept_bytes, target.python))
     return {"pruned": res.as_dict()}
+
+
+def _kept_line(kept: list[dict[str, str]], kept_bytes: int, python: str) -> str:
+    """--keep bounds how many backups stay, not how much they hold: say the size."""
+    import shlex
+
+    return (f"the backups kept for rollback ({len(kept)}) hold {kept_bytes / 1e6:.1f} MB ({kept_bytes} bytes); "
+            f"cudastack rollback --python {shlex.quote(python)} --prune --keep 1 keeps only the newest")  # fmt: skip
 
 
 def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
@@ -284,6 +293,7 @@ def _prune_only(args: argparse.Namespace, target: Any) -> int:
              f"({res.freed_bytes} bytes)"]  # fmt: skip
     lines += [f"  removed {p}" for p in res.removed]
     lines += [f"  kept {k['transaction']} ({k['why']})" for k in res.kept]
+    lines.append(_kept_line(res.kept, res.kept_bytes, target.python))
     _out("\n".join(lines) + "\n")
     return 0
 

@@ -35,6 +35,11 @@ DT_NULL, DT_NEEDED, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT = 0, 1, 5, 6, 10, 
 DT_HASH, DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS, DT_FLAGS_1 = 4, 14, 15, 29, 30, 0x6FFFFFFB
 DT_GNU_HASH, DT_VERSYM = 0x6FFFFEF5, 0x6FFFFFF0
 DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
+# Tags whose value is the address of a table the link editor lays out near .dynsym (gABI "Dynamic
+# Section"; GNU extensions from glibc elf/elf.h): DT_PLTGOT, DT_HASH, DT_STRTAB, DT_RELA, DT_INIT,
+# DT_FINI, DT_REL, DT_JMPREL, DT_INIT_ARRAY, DT_FINI_ARRAY, DT_GNU_HASH, DT_VERSYM, DT_VERDEF,
+# DT_VERNEED. The nearest one above DT_SYMTAB bounds the symbol table where no count is written.
+_TABLE_TAGS = (3, DT_HASH, DT_STRTAB, 7, 12, 13, 17, 23, 25, 26, DT_GNU_HASH, DT_VERSYM, DT_VERDEF, DT_VERNEED)
 DF_1_NODEFLIB = 0x800
 STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
 STV_DEFAULT, STV_PROTECTED = 0, 3
@@ -323,7 +328,7 @@ def _parse(r: _Reader, want_symbols: bool) -> ElfFile:
     ent = 24 if is64 else 16
     symoff = to_off(tags[DT_SYMTAB], "DT_SYMTAB")
     if dynsym_count < 0:
-        dynsym_count = _count_from_hash(r, tags, to_off, e)
+        dynsym_count = _count_from_hash(r, tags, to_off, e, is64)
     if dynsym_count * ent > r.size:
         raise ElfParseError(f"{dynsym_count} dynamic symbols cannot fit in the file")
     raw = r.read(symoff, dynsym_count * ent, "dynamic symbol table")
@@ -460,7 +465,7 @@ _NO_NEED: tuple[None, None] = (None, None)
 _NOT = bytes([1, 0]) + bytes(254)  # bytes.translate table: 0 <-> 1
 
 
-def _count_from_hash(r: _Reader, tags: dict[int, int], to_off: object, e: str) -> int:
+def _count_from_hash(r: _Reader, tags: dict[int, int], to_off: object, e: str, is64: bool) -> int:
     """Number of dynamic symbols from DT_HASH (nchain) or DT_GNU_HASH (highest chain end)."""
     assert callable(to_off)
     if DT_HASH in tags:
@@ -469,12 +474,23 @@ def _count_from_hash(r: _Reader, tags: dict[int, int], to_off: object, e: str) -
     if DT_GNU_HASH in tags:
         off = to_off(tags[DT_GNU_HASH], "DT_GNU_HASH")
         nbuckets, symoffset, bloom_size, _ = struct.unpack(e + "IIII", r.read(off, 16, "DT_GNU_HASH"))
-        word = 8  # 64-bit bloom words (ELFCLASS64); the 32-bit case is rare for our targets
+        word = 8 if is64 else 4  # bloom words are ElfW(Addr) (glibc elf/dl-lookup.c, _dl_setup_hash)
         boff = off + 16 + bloom_size * word
         buckets = struct.unpack(e + f"{nbuckets}I", r.read(boff, nbuckets * 4, "GNU hash buckets"))
         last = max(buckets, default=0)
         if last < symoffset:
-            return int(symoffset)
+            # No symbol is hashed, so the table does not say how many there are: ld.bfd writes its
+            # empty table (symoffset 1, bfd/elflink.c) however many undefined symbols follow, and
+            # those are the object's imports. The symbol table then ends where the next table
+            # begins (bfd puts .dynstr right after .dynsym, lld .gnu.version); the gap's padding,
+            # if any, is zeros: null symbols, which are skipped.
+            symtab = tags[DT_SYMTAB]
+            ent = 24 if is64 else 16
+            above = [v for t in _TABLE_TAGS if (v := tags.get(t, 0)) > symtab]
+            n = (min(above) - symtab) // ent if above else 0
+            if to_off(symtab, "DT_SYMTAB") + n * ent > r.size:
+                n = 0  # no table follows inside the file: a layout no link editor writes
+            return max(int(symoffset), n)
         coff = boff + nbuckets * 4 + (last - symoffset) * 4
         while True:
             (h,) = struct.unpack(e + "I", r.read(coff, 4, "GNU hash chain"))

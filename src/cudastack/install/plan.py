@@ -332,9 +332,12 @@ def _uv_sources(stderr: str) -> dict[str, str]:
     return out
 
 
-def _editables(args: list[str]) -> dict[str, str]:
-    """The user's editable requirements (``-e PATH``), by the ``file://`` URL of their real path:
-    uv prints an editable like any path source."""
+def _editables(args: list[str], here: str | None = None, depth: int = 0) -> dict[str, str]:
+    """The user's editable requirements (``-e PATH``), on the command line and in its ``-r`` files
+    (nested ones too), by the ``file://`` URL of their real path: uv prints an editable like any
+    path source. The value is the path made absolute (a relative one is relative to the working
+    directory, in a requirements file too: uv 0.13 and pip resolve it so), since the pins file
+    that repeats it lives elsewhere."""
     from urllib.parse import unquote, urlparse
 
     out: dict[str, str] = {}
@@ -345,8 +348,34 @@ def _editables(args: list[str]) -> dict[str, str]:
             else a[2:] if a.startswith("-e") else None  # fmt: skip
         if value:
             path = unquote(urlparse(value).path) if value.startswith("file:") else value
-            out[Path(os.path.realpath(path)).as_uri()] = value
+            out[Path(os.path.realpath(path)).as_uri()] = value if "://" in value else os.path.abspath(path)
+            continue
+        rfile = next(it, "") if a in ("-r", "--requirement") else a.split("=", 1)[1] if a.startswith("--requirement=") \
+            else a[2:] if a.startswith("-r") else None  # fmt: skip
+        if rfile and depth < 8:  # nested -r files are relative to the file that names them (pip, uv)
+            out.update(_editables_in(os.path.join(here, rfile) if here else rfile, depth + 1))
     return out
+
+
+def _editables_in(path: str, depth: int) -> dict[str, str]:
+    """:func:`_editables` of the lines of one requirements file (comments and ``\\`` continuations
+    as pip reads them); nothing when it cannot be read (the dry run has said so already)."""
+    import shlex
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(16 << 20)
+    except (OSError, UnicodeDecodeError):
+        return {}
+    args: list[str] = []
+    for line in text.replace("\\\n", "").splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if line.startswith(("-e", "--editable", "-r", "--requirement")):
+            try:
+                args += shlex.split(line)
+            except ValueError:
+                continue
+    return _editables(args, os.path.dirname(path), depth)
 
 
 def _from_uv(report: object, sources: dict[str, str] | None = None,

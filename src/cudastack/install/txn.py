@@ -663,9 +663,14 @@ class PruneResult:
     whose inode the environment still holds frees nothing)."""
     kept: list[dict[str, str]] = field(default_factory=list)
     """``{"transaction", "why"}`` for each one kept."""
+    kept_bytes: int = 0
+    """Bytes the kept backups hold, counted as ``freed_bytes`` is: what pruning them all would give
+    back. ``--keep`` bounds the number of backups, not their size (one of a large upgrade can hold
+    gigabytes), so the output says it."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"removed": self.removed, "freed_bytes": self.freed_bytes, "kept": self.kept}
+        return {"removed": self.removed, "freed_bytes": self.freed_bytes, "kept": self.kept,
+                "kept_bytes": self.kept_bytes}  # fmt: skip
 
 
 def prune(target: Target, keep: int = KEEP_TRANSACTIONS) -> PruneResult:
@@ -682,27 +687,40 @@ def prune(target: Target, keep: int = KEEP_TRANSACTIONS) -> PruneResult:
     result = PruneResult()
     for i, name in enumerate(names):
         txn = Transaction(base / name)
+        beside = None
+        with contextlib.suppress(RollbackError, OSError):
+            beside = _read_json(txn.path / "manifest.json").get("beside")
+        trees = [t for t in (Path(beside) if beside else None, txn.path) if t is not None]
         try:
             state = str(txn.journal.get("state"))
         except RollbackError as exc:
             result.kept.append({"transaction": str(txn.path), "why": f"unreadable journal: {exc}"})
+            result.kept_bytes += sum(_held_bytes(t) for t in trees)
             continue
-        if i < keep:
-            result.kept.append({"transaction": str(txn.path), "why": f"one of the newest {keep}"})
-        elif state not in FINAL_STATES:
-            result.kept.append({"transaction": str(txn.path), "why": f"unfinished ({state}): a rollback needs it"})
+        if i < keep or state not in FINAL_STATES:
+            why = f"one of the newest {keep}" if i < keep else f"unfinished ({state}): a rollback needs it"
+            result.kept.append({"transaction": str(txn.path), "why": why})
+            result.kept_bytes += sum(_held_bytes(t) for t in trees)
         else:
-            beside = None
-            with contextlib.suppress(RollbackError, OSError):
-                beside = _read_json(txn.path / "manifest.json").get("beside")
-            for tree in (Path(beside) if beside else None, txn.path):
-                if tree is not None:
-                    result.freed_bytes += _delete_tree(tree)
+            for tree in trees:
+                result.freed_bytes += _delete_tree(tree)
             if beside:
                 with contextlib.suppress(OSError):
                     Path(beside).parent.rmdir()  # .cudastack-backup/, when this was its last
             result.removed.append(str(txn.path))
     return result
+
+
+def _held_bytes(top: Path) -> int:
+    """What deleting ``top`` would free (see :func:`_delete_tree`), without deleting anything."""
+    held = 0
+    for dirpath, _dirs, files in os.walk(top):
+        for name in files:
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(dirpath, name))
+                if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                    held += st.st_size
+    return held
 
 
 def _delete_tree(top: Path) -> int:

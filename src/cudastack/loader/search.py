@@ -6,7 +6,9 @@ Order for a ``DT_NEEDED`` name without a slash, requested by object L:
      DT_RUNPATH contributes no DT_RPATH), then the executable's DT_RPATH;
   2. LD_LIBRARY_PATH;
   3. DT_RUNPATH of L (only L's: not inherited);
-  4. /etc/ld.so.cache, then 5. the default directories — both skipped when L has DF_1_NODEFLIB.
+  4. /etc/ld.so.cache, then 5. the default directories. When L has DF_1_NODEFLIB, the default
+     directories are skipped, and so is a cache entry that lies in one of them (its path starts
+     with one: dl-load.c compares the prefix); an entry elsewhere is still used.
 Each directory is probed with the loader's hwcap subdirectories first. A candidate of the wrong
 ELF class or machine is skipped and the search goes on (``open_verify``).
 """
@@ -165,18 +167,21 @@ class Searcher:
             hit = self._probe(dirs, name, want, tried)
             if hit:
                 return Resolution(name, hit[0], f"runpath of {requester.path}", tuple(tried))
-        if want.nodeflib:
-            return Resolution(name, None, "not found (DF_1_NODEFLIB: cache and default paths skipped)", tuple(tried))
         arch = ARCH_FLAGS.get(want.machine)
         cached = self.config.cache.entries.get((name, arch)) if arch is not None else None
         if not cached and self.config.cache.cut:
             tried.append(f"ld.so.cache: {self.config.cache.cut}: an entry past the cut is not known")
+        if cached and want.nodeflib and any(cached.startswith(d.rstrip("/") + "/") for d in self.config.default_dirs):
+            tried.append(f"{cached} (ld.so.cache: skipped, DF_1_NODEFLIB and a default directory)")
+            cached = None
         if cached:
             tried.append(f"{cached} (ld.so.cache)")
             if os.path.exists(cached):
                 elf = self.elf_cache.get(cached)
                 if isinstance(elf, ElfFile) and elf.elf_class == want.elf_class and elf.machine == want.machine:
                     return Resolution(name, cached, "ld.so.cache", tuple(tried))
+        if want.nodeflib:
+            return Resolution(name, None, "not found (DF_1_NODEFLIB: default paths skipped)", tuple(tried))
         hit = self._probe(list(self.config.default_dirs), name, want, tried)
         if hit:
             return Resolution(name, hit[0], "default path", tuple(tried))
