@@ -223,7 +223,7 @@ def build_fleet_report(
     dead_before_gates: bool = False,
 ) -> FleetReport:
     """Group ``results`` into classes, diff each against the reference (the class holding node
-    ``reference``, or else the largest class that is not CPU-only), and merge the doctor's
+    ``reference``, or else the largest class neither CPU-only nor missing GPUs), and merge the doctor's
     findings across nodes. ``cpu_only`` names nodes (id or host) the user declares CPU-only."""
     results = [_declared_cpu_only(r) if cpu_only and {r.node, r.host} & set(cpu_only) else r for r in results]
     groups: dict[str, list[NodeResult]] = {}
@@ -238,8 +238,8 @@ def build_fleet_report(
         groups.setdefault(cid, []).append(r)
         prints.setdefault(cid, (hw, sw, hid, sid))
     order = sorted(groups, key=lambda c: (-len(groups[c]), min(n.node for n in groups[c])))
-    gpu_classes = [c for c in order if not groups[c][0].cpu_only]
-    ref_id = (gpu_classes or order)[0] if order else None
+    sound = [c for c in order if not any(n.cpu_only or n.missing_gpus for n in groups[c])]
+    ref_id = (sound or order)[0] if order else None
     if reference is not None:
         matches = [c for c in order if any(reference in (n.node, n.host) for n in groups[c])]
         if not matches:
