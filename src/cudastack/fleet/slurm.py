@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 
 from cudastack.errors import TargetError
 from cudastack.fleet.files import parse_node_output
@@ -37,6 +39,53 @@ def list_nodes(nodelist: str | None, timeout: float = 30.0) -> list[str]:
     if proc.returncode != 0:
         raise TargetError(f"{proc.args[0]} failed (exit {proc.returncode}): {proc.stderr.strip()[:300]}")
     return sorted(dict.fromkeys(line.strip() for line in proc.stdout.splitlines() if line.strip()))
+
+
+_NODE = re.compile(r"(?:^|\s)NodeName=(\S+)")
+_GRES = re.compile(r"(?:^|\s)Gres=(\S*)")
+
+
+def gres_gpus(gres: str) -> int:
+    """GPUs in one ``Gres=`` value: ``gpu:4``, ``gpu:h200:8(S:0-1)``, ``gpu:a100:2,shard:8``,
+    ``gpu`` (one), ``(null)`` (none); the count is the item's last ``:`` field."""
+    total = 0
+    for item in re.split(r",(?![^(]*\))", gres):  # commas inside "(S:0,1)" are no separators
+        name, _, rest = item.partition("(")[0].partition(":")
+        if name != "gpu":
+            continue
+        last = rest.rpartition(":")[2]
+        total += int(last) if last.isdigit() else 1
+    return total
+
+
+def parse_node_gres(text: str) -> dict[str, str]:
+    """``scontrol show node -o`` output (one node a line) → each node's configured ``Gres``."""
+    out = {}
+    for line in text.splitlines():
+        node, gres = _NODE.search(line), _GRES.search(line)
+        if node:
+            out[node.group(1)] = gres.group(1) if gres else "(null)"
+    return out
+
+
+def read_node_gres(timeout: float = 30.0) -> dict[str, str]:
+    """Each node's configured Gres, from ``scontrol show node -o``; empty when scontrol fails
+    (nothing is then declared, and a GPU-less node is compared as any other)."""
+    try:
+        proc = _run(["scontrol", "show", "node", "-o"], timeout)
+    except (TargetError, subprocess.TimeoutExpired):
+        return {}
+    return parse_node_gres(proc.stdout) if proc.returncode == 0 else {}
+
+
+def declare_gpus(results: list[NodeResult], gres: dict[str, str]) -> list[NodeResult]:
+    """Each result with the GPUs its Slurm node declares (``Gres=gpu:…``; none is 0)."""
+    return [
+        replace(r, declared_gpus=gres_gpus(gres[r.node]), declared_by=f"Slurm Gres={gres[r.node]}")
+        if r.node in gres
+        else r
+        for r in results
+    ]
 
 
 def srun_command(mode: str, nodes: list[str], outdir: str, *, python: str | None, timeout: float) -> list[str]:
@@ -66,7 +115,8 @@ def srun_command(mode: str, nodes: list[str], outdir: str, *, python: str | None
 def run_on_slurm(
     mode: str, *, nodelist: str | None = None, python: str | None = None, timeout: float = 120.0
 ) -> list[NodeResult]:
-    """One :class:`NodeResult` per node: its JSON, or ``unreachable`` when it wrote none."""
+    """One :class:`NodeResult` per node: its JSON with the GPUs its Gres declares, or
+    ``unreachable`` when it wrote none."""
     from cudastack import __version__
 
     nodes = list_nodes(nodelist)
@@ -99,7 +149,7 @@ def run_on_slurm(
                     reason=f"cudastack {got} on the node, {__version__} here: install the same version everywhere",
                 )
             out.append(r)
-    return out
+    return declare_gpus(out, read_node_gres())
 
 
 def _read(path: str) -> str:
