@@ -132,3 +132,24 @@ def test_gres_of_real_scontrol_output_and_the_documented_forms() -> None:
         "": 0,
     }
     assert {g: gres_gpus(g) for g in forms} == forms
+
+
+def test_a_device_cgroup_leaves_gpu_nodes_undeclared_but_not_cpu_only_ones() -> None:
+    from cudastack.fleet.report import NodeResult
+    from cudastack.fleet.slurm import declare_gpus, is_constraining_devices, parse_node_gres
+
+    # `scontrol show config` prints cgroup.conf as key pairs after "Cgroup Support Configuration:".
+    config = "Configuration data as of 2026-12-05T02:48:30\nAccountingStorageBackupHost = (null)\n\n"
+    assert not is_constraining_devices(config)
+    constrained = (
+        config + "Cgroup Support Configuration:\nConstrainCores          = yes\nConstrainDevices        = yes\n"
+    )
+    assert is_constraining_devices(constrained)
+    assert not is_constraining_devices(constrained.replace("Devices        = yes", "Devices        = no"))
+    gres = parse_node_gres(SCONTROL_SHOW_NODE)
+    rs = [NodeResult(node="vm"), NodeResult(node="login1"), NodeResult(node="other")]
+    plain = declare_gpus(rs, gres)
+    assert [r.declared_gpus for r in plain] == [1, 0, None]
+    hidden = declare_gpus(rs, gres, hidden=True)
+    assert [r.declared_gpus for r in hidden] == [None, 0, None]
+    assert "ConstrainDevices=yes" in hidden[0].declared_by

@@ -78,14 +78,37 @@ def read_node_gres(timeout: float = 30.0) -> dict[str, str]:
     return parse_node_gres(proc.stdout) if proc.returncode == 0 else {}
 
 
-def declare_gpus(results: list[NodeResult], gres: dict[str, str]) -> list[NodeResult]:
-    """Each result with the GPUs its Slurm node declares (``Gres=gpu:…``; none is 0)."""
-    return [
-        replace(r, declared_gpus=gres_gpus(gres[r.node]), declared_by=f"Slurm Gres={gres[r.node]}")
-        if r.node in gres
-        else r
-        for r in results
-    ]
+_CONSTRAIN_DEVICES = re.compile(r"^\s*ConstrainDevices\s*=\s*yes\b", re.IGNORECASE | re.MULTILINE)
+
+
+def is_constraining_devices(config: str) -> bool:
+    """``scontrol show config`` says ``ConstrainDevices = yes`` (its *Cgroup Support
+    Configuration* part): a step that asks for no GPU (``fleet``'s does not) sees none."""
+    return bool(_CONSTRAIN_DEVICES.search(config))
+
+
+def read_constraining_devices(timeout: float = 30.0) -> bool:
+    try:
+        proc = _run(["scontrol", "show", "config"], timeout)
+    except (TargetError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and is_constraining_devices(proc.stdout)
+
+
+def declare_gpus(results: list[NodeResult], gres: dict[str, str], *, hidden: bool = False) -> list[NodeResult]:
+    """Each result with the GPUs its Slurm node declares (``Gres=gpu:…``; none is 0). Where the
+    step's device cgroup ``hidden`` the GPUs (ConstrainDevices), a GPU node's count is left
+    undeclared: its snapshot shows none whatever the hardware, so nothing can be concluded."""
+    out = []
+    for r in results:
+        if r.node not in gres:
+            out.append(r)
+            continue
+        count, how = gres_gpus(gres[r.node]), f"Slurm Gres={gres[r.node]}"
+        if count and hidden:
+            how += ", not compared: ConstrainDevices=yes hides the GPUs from a step that asks for none"
+        out.append(replace(r, declared_gpus=None if count and hidden else count, declared_by=how))
+    return out
 
 
 def srun_command(mode: str, nodes: list[str], outdir: str, *, python: str | None, timeout: float) -> list[str]:
@@ -149,7 +172,7 @@ def run_on_slurm(
                     reason=f"cudastack {got} on the node, {__version__} here: install the same version everywhere",
                 )
             out.append(r)
-    return declare_gpus(out, read_node_gres())
+    return declare_gpus(out, read_node_gres(), hidden=read_constraining_devices())
 
 
 def _read(path: str) -> str:
