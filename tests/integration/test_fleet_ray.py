@@ -32,10 +32,11 @@ def inside(venvs: list[str]) -> dict[str, Any]:
     environment) and run ``fleet doctor`` three times, stopping every process by its pid (the
     Node objects hold them) and removing the temporary Ray directory at the end:
 
-    - ``healthy``: the head (declared ``num_gpus=0``) and a worker on the good stack, plus a
+    - ``healthy``: the head (declared ``num_gpus=0``, showing no GPU) and a GPU worker on the
+      good stack (``num_gpus=1``, its doctor shown one sm_90 GPU by ``CUDASTACK_GPUS``), plus a
       worker added and removed (SIGTERM) before the run: dead in the cluster state before it.
-    - ``all_alive``: the drifted venv's node and a node declaring a GPU it does not have
-      (``num_gpus=1`` on a machine without one: a GPU fallen off the bus) join.
+    - ``all_alive``: a second GPU worker, the drifted venv's GPU node and a node declaring a GPU
+      it does not show (``num_gpus=1`` on a machine without one: a GPU fallen off the bus) join.
     - ``killed``: the fake-GPU node is SIGKILLed while the command connects and submits.
     """
     from ray.cluster_utils import Cluster
@@ -48,8 +49,9 @@ def inside(venvs: list[str]) -> dict[str, Any]:
     cluster = Cluster(shutdown_at_exit=True)
     out: dict[str, Any] = {}
 
-    def add(venv: str, gpus: int, **kw: Any) -> Any:
+    def add(venv: str, gpus: int, shown: str = "", **kw: Any) -> Any:
         env = {"VIRTUAL_ENV": venv, "RAY_USAGE_STATS_ENABLED": "0"}
+        env |= {"CUDASTACK_GPUS": shown} if shown else {}  # the GPUs the node's doctor finds
         return cluster.add_node(env_vars=env, num_gpus=gpus, **common, **kw)
 
     def fleet(name: str, kill: Any = None) -> None:
@@ -66,11 +68,12 @@ def inside(venvs: list[str]) -> dict[str, Any]:
     try:
         good, bad, good2 = venvs
         add(good, 0, include_dashboard=False, temp_dir=os.path.join(tmp, "ray"))
-        add(good2, 0)
+        add(good2, 1, "sm_90")
         cluster.wait_for_nodes(timeout=60)
         cluster.remove_node(add(good, 0), allow_graceful=True)  # SIGTERM: dead in the cluster state at once
         fleet("healthy")
-        add(bad, 0)
+        add(bad, 1, "sm_90")
+        add(good, 1, "sm_90")
         fake = add(good2, 1)
         cluster.wait_for_nodes(timeout=60)
         fleet("all_alive")
@@ -112,24 +115,25 @@ def test_cpu_only_and_stale_dead_nodes_pass_drift_missing_gpus_and_a_killed_node
     (gone,) = [n for n in report["nodes"] if n["state"] == "dead-before-run"]
     assert gone["address"] == "127.0.0.1" and "dead since 20" in gone["reason"] and "SIGTERM" in gone["reason"], gone
     assert report["summary"]["dead_before_run"] == [gone["node"]] and report["summary"]["unreachable"] == []
-    alive = [n for n in report["nodes"] if n["state"] == "ok"]
-    assert len(alive) == 2 and all(n["declared_gpus"] == 0 and n["shown_gpus"] == 0 for n in alive), alive
-    assert sorted(n["declared_by"] for n in alive) == ["Ray resources: no GPU", "Ray resources: no GPU (head node)"]
-    assert sorted(report["summary"]["cpu_only"]) == sorted(n["node"] for n in alive)
+    head, gpu = sorted((n for n in report["nodes"] if n["state"] == "ok"), key=lambda n: n["declared_gpus"])
+    assert (head["declared_gpus"], head["shown_gpus"], gpu["declared_gpus"], gpu["shown_gpus"]) == (0, 0, 1, 1)
+    assert head["declared_by"] == "Ray resources: no GPU (head node)" and gpu["declared_by"] == "Ray resources: GPU 1"
+    assert report["summary"]["cpu_only"] == [head["node"]] and report["reference"] == gpu["class"]
 
     first = out["all_alive"]
     assert first["rc"] == 1, first["stderr"]
     report = json.loads(first["stdout"])
     by_node = {n["node"]: n for n in report["nodes"] if n["state"] == "ok"}
-    assert len(by_node) == 4, report["nodes"]
+    assert len(by_node) == 5, report["nodes"]
     assert {n["python_source"] for n in by_node.values()} == {"$VIRTUAL_ENV"}
     (fake,) = report["summary"]["missing_gpus"]  # declares a GPU, shows none: gates
-    assert by_node[fake]["declared_gpus"] == 1 and by_node[fake]["declared_by"] == "Ray resources: GPU 1"
-    drifted = [c for c in report["classes"] if c["drift"]]
-    assert len(drifted) == 1 and len(drifted[0]["nodes"]) == 1, report["classes"]
-    (odd,) = drifted[0]["nodes"]
+    assert by_node[fake]["declared_gpus"] == 1 and by_node[fake]["shown_gpus"] == 0
+    drifted = {c["drift"]: c for c in report["classes"] if c["drift"]}
+    assert sorted(drifted) == ["hardware", "software"] and drifted["hardware"]["nodes"] == [fake], report["classes"]
+    (odd,) = drifted["software"]["nodes"]
     assert by_node[odd]["python"] == f"{bad}/bin/python"
-    assert {(c["name"], c["kind"]) for c in drifted[0]["changes"]} == {("kernpkg", "variant"), ("helper", "downgraded")}
+    changes = {(c["name"], c["kind"]) for c in drifted["software"]["changes"]}
+    assert changes == {("kernpkg", "variant"), ("helper", "downgraded")}
     errors = [f for f in report["findings"] if f["severity"] == "error"]
     assert errors and all(f["nodes"] == [odd] for f in errors)
 
@@ -143,7 +147,7 @@ def test_cpu_only_and_stale_dead_nodes_pass_drift_missing_gpus_and_a_killed_node
     assert len(unreachable) == 1 and unreachable[0]["address"] == "127.0.0.1", report["nodes"]
     assert unreachable[0]["node"] == fake  # killed during the run: gates
     assert report["summary"]["unreachable"] == [unreachable[0]["node"]]
-    assert sum(n["state"] == "ok" for n in report["nodes"]) == 3
+    assert sum(n["state"] == "ok" for n in report["nodes"]) == 4
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--inside"]:
