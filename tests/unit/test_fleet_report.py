@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cudastack.cli import main
+from cudastack.errors import UsageError
 from cudastack.fleet.files import parse_node_output
 from cudastack.fleet.report import UNREACHABLE, NodeResult, build_fleet_report, fleet_to_dict
 from tests.fleet_envs import make_fleet_venvs
@@ -161,6 +162,8 @@ def test_a_head_declared_cpu_only_is_reported_apart_and_the_cluster_passes(outpu
     raw = results({"w1": gpu, "w2": gpu, "head": outputs["n1"]})
     declared = build_fleet_report(raw, mode="doctor", backend="x", cpu_only=["head"])
     assert int(declared.exit_code) == 0 and declared.cpu_only[0].declared_by == "--cpu-only"
+    with pytest.raises(UsageError, match="--cpu-only hed: no such node"):  # a typo never passes silently
+        build_fleet_report(raw, mode="doctor", backend="x", cpu_only=["hed"])
 
 
 def test_gpus_declared_but_not_shown_fail_with_the_declared_count(outputs: dict[str, str]) -> None:

@@ -138,7 +138,8 @@ def render_fleet(fr: Any) -> str:
         lines.append(f"cpu-only by design: {n.node} ({n.declared_by}; shows no GPU)")
     for n in fr.missing_gpus:
         lines.append(
-            f"missing GPUs: {n.node}: the scheduler declares {n.declared_gpus} GPUs ({n.declared_by})"
+            f"missing GPUs: {n.node}: the scheduler declares {n.declared_gpus} GPU{'s' * (n.declared_gpus != 1)}"
+            f" ({n.declared_by})"
             f" and the node shows {n.shown_gpus}"
         )
     for c in fr.drifted:

@@ -225,7 +225,11 @@ def build_fleet_report(
     """Group ``results`` into classes, diff each against the reference (the class holding node
     ``reference``, or else the largest class neither CPU-only nor missing GPUs), and merge the doctor's
     findings across nodes. ``cpu_only`` names nodes (id or host) the user declares CPU-only."""
-    results = [_declared_cpu_only(r) if cpu_only and {r.node, r.host} & set(cpu_only) else r for r in results]
+    unknown = set(cpu_only) - {name for r in results for name in (r.node, r.host)}
+    if unknown:
+        known = ", ".join(sorted(r.node for r in results)[:20])
+        raise UsageError(f"--cpu-only {', '.join(sorted(unknown))}: no such node (nodes: {known})")
+    results = [_declared_cpu_only(r) if {r.node, r.host} & set(cpu_only) else r for r in results]
     groups: dict[str, list[NodeResult]] = {}
     prints: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {}
     for r in results:
