@@ -203,3 +203,10 @@ def test_a_node_dead_before_the_run_is_listed_and_does_not_gate_by_default(outpu
     assert fleet_to_dict(fr, {})["summary"]["dead_before_run"] == ["gone1"]
     strict = build_fleet_report(rs, mode="doctor", backend="ray", dead_before_gates=True)
     assert int(strict.exit_code) == 1
+    from cudastack.cli.fleet import render_fleet
+
+    rs += [NodeResult(node=f"stale{i:02}", state=DEAD_BEFORE, reason="already dead") for i in range(2, 12)]
+    human = render_fleet(build_fleet_report(rs, mode="doctor", backend="ray"))
+    assert "dead before the run (not gating): gone1 (10.0.0.7): dead since 2026-12-05" in human
+    assert human.count("dead before the run") == 9 and "and 3 more (all in --format json)" in human
+    assert human.endswith("OK: every node alike and clean\n")

@@ -120,6 +120,10 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+DEAD_SHOWN = 8
+"""Nodes dead before the run named in the human report; the JSON names them all."""
+
+
 def render_fleet(fr: Any) -> str:
     """The human table: classes, their drift against the reference, unreachable nodes, findings."""
     from cudastack.render.human import visible  # node names and messages come from the nodes
@@ -154,11 +158,13 @@ def render_fleet(fr: Any) -> str:
             lines.append(f"  {mark} {ch.kind:<10} {ch.name:<32} {ch.before or '-'} -> {ch.after or '-'}{detail}")
     for n in fr.unreachable:
         lines.append(f"unreachable: {n.node}" + (f" ({n.address})" if n.address else "") + f": {n.reason}")
-    for n in fr.dead_before:
-        gates = "" if fr.dead_before_gates else " (not gating)"
+    gates = "" if fr.dead_before_gates else " (not gating)"
+    for n in fr.dead_before[:DEAD_SHOWN]:  # Ray keeps up to 1000 dead nodes: a long-lived cluster has many
         lines.append(
             f"dead before the run{gates}: {n.node}" + (f" ({n.address})" if n.address else "") + f": {n.reason}"
         )
+    if len(fr.dead_before) > DEAD_SHOWN:
+        lines.append(f"dead before the run{gates}: and {len(fr.dead_before) - DEAD_SHOWN} more (all in --format json)")
     for n in fr.failed:
         lines.append(f"failed: {n.node}: {n.reason or 'the doctor crashed there (exit 3)'}")
     if fr.findings:
