@@ -23,6 +23,7 @@ from typing import Any
 from tests import oracles
 
 CONF = """ClusterName=cstest
+GresTypes=gpu
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort=16917
 SlurmdPort=16918
@@ -45,7 +46,7 @@ MpiDefault=none
 ReturnToService=2
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
-NodeName={host} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN
+NodeName={host} NodeAddr=127.0.0.1 CPUs=1 {gres}State=UNKNOWN
 PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -55,7 +56,9 @@ def _spawn(argv: list[str], env: dict[str, str], log: str) -> subprocess.Popen[b
         return subprocess.Popen(argv, env=env, stdout=fh, stderr=subprocess.STDOUT)
 
 
-def inside(venv: str) -> dict[str, Any]:
+def inside(venv: str, gpus: int) -> dict[str, Any]:
+    """One real Slurm node declaring ``gpus`` GPUs (``Gres=gpu:N``, its gres.conf naming
+    /dev/null: slurmd accepts it, and this machine has no GPU to show), one ``fleet doctor``."""
     d = tempfile.mkdtemp(prefix="cs-slurm-", dir="/tmp")
     os.chmod(d, 0o755)
     for sub in ("state", "spool"):
@@ -66,7 +69,9 @@ def inside(venv: str) -> dict[str, Any]:
     os.chmod(key, 0o600)
     conf = os.path.join(d, "slurm.conf")
     with open(conf, "w") as fh:
-        fh.write(CONF.format(d=d, host=socket.gethostname()))
+        fh.write(CONF.format(d=d, host=socket.gethostname(), gres=f"Gres=gpu:{gpus} " if gpus else ""))
+    with open(os.path.join(d, "gres.conf"), "w") as fh:
+        fh.write(f"NodeName={socket.gethostname()} Name=gpu File=/dev/null\n" if gpus else "")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     env.update(SLURM_CONF=conf, VIRTUAL_ENV=venv)
     procs: list[subprocess.Popen[bytes]] = []
@@ -93,6 +98,8 @@ def inside(venv: str) -> dict[str, Any]:
                 break
             time.sleep(0.5)
         out["node_state"] = state
+        p = subprocess.run(["scontrol", "show", "node", "-o"], env=env, capture_output=True, text=True, check=False)
+        out["scontrol"] = p.stdout
         cmd = [sys.executable, "-m", "cudastack", "fleet", "doctor", "--backend", "slurm", "--format", "json"]
         proc = subprocess.run(
             [*cmd, "--timeout", "60"], env=env, capture_output=True, text=True, timeout=150, check=False
@@ -117,7 +124,7 @@ def inside(venv: str) -> dict[str, Any]:
     return out
 
 
-def test_a_real_srun_job_reads_the_node_back(tmp_path: Path) -> None:
+def test_a_real_srun_job_reads_the_node_back_with_its_declared_gres(tmp_path: Path) -> None:
     for tool in ("munged", "slurmctld", "slurmd", "srun", "sinfo"):
         oracles.need_tool(tool)
     if os.geteuid() != 0:
@@ -125,25 +132,33 @@ def test_a_real_srun_job_reads_the_node_back(tmp_path: Path) -> None:
     from tests.fleet_envs import make_fleet_venvs
 
     goods, _ = make_fleet_venvs(tmp_path, good=1)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.integration.test_fleet_slurm", "--inside", str(goods[0])],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout)
-    assert out["node_state"] in ("idle", "mix"), out
-    fleet = out["fleet"]
-    assert fleet["stdout"], (fleet, out["logs"])
-    report = json.loads(fleet["stdout"])
-    (node,) = report["nodes"]
-    assert node["node"] == socket.gethostname() and node["state"] == "ok", (node, out["logs"])
-    assert node["python"] == f"{goods[0]}/bin/python" and node["python_source"] == "$VIRTUAL_ENV"
-    assert len(report["classes"]) == 1 and fleet["rc"] == 0, fleet["stderr"]
+    for gpus in (0, 1):
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests.integration.test_fleet_slurm", "--inside", str(goods[0]), str(gpus)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = json.loads(proc.stdout)
+        assert out["node_state"] in ("idle", "mix"), out
+        fleet = out["fleet"]
+        assert fleet["stdout"], (fleet, out["logs"])
+        report = json.loads(fleet["stdout"])
+        (node,) = report["nodes"]
+        assert node["node"] == socket.gethostname() and node["state"] == "ok", (node, out["logs"])
+        assert node["python"] == f"{goods[0]}/bin/python" and node["python_source"] == "$VIRTUAL_ENV"
+        assert len(report["classes"]) == 1, report["classes"]
+        assert node["declared_gpus"] == gpus and node["shown_gpus"] == 0, (node, out["scontrol"])
+        if gpus == 0:  # a login node without Gres: CPU-only by design, the run passes
+            assert node["declared_by"] == "Slurm Gres=(null)" and report["summary"]["cpu_only"] == [node["node"]]
+            assert fleet["rc"] == 0, fleet["stderr"]
+        else:  # declared with a GPU it does not show: fails, whatever the reference says
+            assert node["declared_by"] == "Slurm Gres=gpu:1" and report["summary"]["missing_gpus"] == [node["node"]]
+            assert fleet["rc"] == 1, fleet["stderr"]
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--inside"]:
-    sys.stdout.write(json.dumps(inside(sys.argv[2])))
+    sys.stdout.write(json.dumps(inside(sys.argv[2], int(sys.argv[3]))))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cudastack.cli import main
+from cudastack.errors import UsageError
 from cudastack.fleet.files import parse_node_output
 from cudastack.fleet.report import UNREACHABLE, NodeResult, build_fleet_report, fleet_to_dict
 from tests.fleet_envs import make_fleet_venvs
@@ -130,3 +131,82 @@ def test_cli_files_backend_json_envelope_and_human_table(
     human = capsys.readouterr().out
     assert "software drift) on d1, d2" in human and "downgraded helper" in human.replace("  ", " ").replace("  ", " ")
     assert "failed: broken" in human
+
+
+def _h200(data: dict[str, Any]) -> None:
+    data["snapshot"]["host"]["driver"] = "580.95.05"
+    data["snapshot"]["host"]["gpus"] = [
+        {"index": i, "name": "NVIDIA H200", "compute_capability": "9.0", "uuid": f"GPU-{i}", "memory_mib": 143771}
+        for i in range(2)
+    ]
+
+
+def _declared(r: NodeResult, gpus: int, how: str = "Ray resources") -> NodeResult:
+    return NodeResult(node=r.node, address=r.address, state=r.state, data=r.data, declared_gpus=gpus, declared_by=how)
+
+
+def test_a_head_declared_cpu_only_is_reported_apart_and_the_cluster_passes(outputs: dict[str, str]) -> None:
+    gpu = _edit(outputs["n1"], _h200)
+    rs = results({"w1": gpu, "w2": gpu, "head": outputs["n1"]})
+    rs = [_declared(r, 0 if r.node == "head" else 2) for r in rs]
+    fr = build_fleet_report(rs, mode="doctor", backend="ray")
+    assert [n.node for n in fr.cpu_only] == ["head"] and not fr.missing_gpus
+    ref = next(c for c in fr.classes if c.id == fr.reference)
+    assert ref.nodes == ("w1", "w2") and not fr.drifted and int(fr.exit_code) == 0
+    d = fleet_to_dict(fr, {})
+    assert d["summary"]["cpu_only"] == ["head"] and d["summary"]["exit_code"] == 0
+    # Nothing declared (files backend): today's behaviour, the head is hardware drift ...
+    undeclared = build_fleet_report(results({"w1": gpu, "w2": gpu, "head": outputs["n1"]}), mode="doctor", backend="x")
+    assert [c.drift for c in undeclared.drifted] == ["hardware"] and int(undeclared.exit_code) == 1
+    # ... unless the user declares it (--cpu-only), by node id or host name.
+    raw = results({"w1": gpu, "w2": gpu, "head": outputs["n1"]})
+    declared = build_fleet_report(raw, mode="doctor", backend="x", cpu_only=["head"])
+    assert int(declared.exit_code) == 0 and declared.cpu_only[0].declared_by == "--cpu-only"
+    with pytest.raises(UsageError, match="--cpu-only hed: no such node"):  # a typo never passes silently
+        build_fleet_report(raw, mode="doctor", backend="x", cpu_only=["hed"])
+
+
+def test_gpus_declared_but_not_shown_fail_with_the_declared_count(outputs: dict[str, str]) -> None:
+    gpu = _edit(outputs["n1"], _h200)
+    rs = [_declared(r, 2, "Slurm Gres=gpu:h200:2") for r in results({"w1": gpu, "w2": gpu, "w3": outputs["n1"]})]
+    fr = build_fleet_report(rs, mode="doctor", backend="slurm")
+    assert [n.node for n in fr.missing_gpus] == ["w3"] and not fr.cpu_only
+    assert int(fr.exit_code) == 1
+    # Even alone (no reference to differ from), a node missing its GPUs fails.
+    alone = build_fleet_report(rs[2:], mode="doctor", backend="slurm")
+    assert not alone.drifted and int(alone.exit_code) == 1
+    from cudastack.cli.fleet import render_fleet
+
+    assert "missing GPUs: w3: the scheduler declares 2 GPUs (Slurm Gres=gpu:h200:2) and the node shows 0" in (
+        render_fleet(fr)
+    )
+
+
+def test_software_drift_on_a_cpu_only_node_gates_unless_reported_only(outputs: dict[str, str]) -> None:
+    gpu = _edit(outputs["n1"], _h200)
+    head = _edit(outputs["d1"], lambda d: d.update(doctor=None))  # drift only, no doctor findings
+    rs = [_declared(r, 0 if r.node == "head" else 2) for r in results({"w1": gpu, "w2": gpu, "head": head})]
+    fr = build_fleet_report(rs, mode="snapshot", backend="ray")
+    (odd,) = fr.drifted
+    assert odd.cpu_only and odd.drift == "software" and int(fr.exit_code) == 1
+    lenient = build_fleet_report(rs, mode="snapshot", backend="ray", cpu_only_drift_gates=False)
+    assert lenient.drifted and not lenient.gating_drift and int(lenient.exit_code) == 0
+
+
+def test_a_node_dead_before_the_run_is_listed_and_does_not_gate_by_default(outputs: dict[str, str]) -> None:
+    from cudastack.fleet.report import DEAD_BEFORE
+
+    rs = results({k: v for k, v in outputs.items() if k.startswith("n")})
+    rs.append(NodeResult(node="gone1", address="10.0.0.7", state=DEAD_BEFORE, reason="dead since 2026-12-05"))
+    fr = build_fleet_report(rs, mode="doctor", backend="ray")
+    assert [n.node for n in fr.dead_before] == ["gone1"] and not fr.unreachable and int(fr.exit_code) == 0
+    assert fleet_to_dict(fr, {})["summary"]["dead_before_run"] == ["gone1"]
+    strict = build_fleet_report(rs, mode="doctor", backend="ray", dead_before_gates=True)
+    assert int(strict.exit_code) == 1
+    from cudastack.cli.fleet import render_fleet
+
+    rs += [NodeResult(node=f"stale{i:02}", state=DEAD_BEFORE, reason="already dead") for i in range(2, 12)]
+    human = render_fleet(build_fleet_report(rs, mode="doctor", backend="ray"))
+    assert "dead before the run (not gating): gone1 (10.0.0.7): dead since 2026-12-05" in human
+    assert human.count("dead before the run") == 9 and "and 3 more (all in --format json)" in human
+    assert human.endswith("OK: every node alike and clean\n")

@@ -104,3 +104,52 @@ def test_inside_an_allocation_overlap_and_a_silent_and_an_old_node(
     assert states["n1"][0] == states["n2"][0] == "ok"
     assert report["summary"]["unreachable"] == ["down"] and report["summary"]["failed"] == ["old"]
     assert len(report["classes"]) == 1
+
+
+# `scontrol show node -o` from the real slurmctld of tests/integration/test_fleet_slurm.py (Slurm
+# 22.05.8, Gres=gpu:1 in slurm.conf), trimmed; the second line as a login node without Gres prints it.
+SCONTROL_SHOW_NODE = (
+    "NodeName=vm Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=1 CPUTot=1 CPULoad=2.52 AvailableFeatures=(null)"
+    " ActiveFeatures=(null) Gres=gpu:1 NodeAddr=127.0.0.1 NodeHostName=vm Version=22.05.8"
+    " OS=Linux 6.18.44-fc-v1252 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=1 AllocMem=0 FreeMem=12965 Sockets=1\n"
+    "NodeName=login1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=1 CPUTot=1 AvailableFeatures=(null)"
+    " ActiveFeatures=(null) Gres=(null) NodeAddr=127.0.0.1 NodeHostName=login1 Version=22.05.8\n"
+)
+
+
+def test_gres_of_real_scontrol_output_and_the_documented_forms() -> None:
+    from cudastack.fleet.slurm import gres_gpus, parse_node_gres
+
+    gres = parse_node_gres(SCONTROL_SHOW_NODE)
+    assert gres == {"vm": "gpu:1", "login1": "(null)"}
+    assert [gres_gpus(g) for g in gres.values()] == [1, 0]
+    forms = {
+        "gpu:h200:8(S:0-1)": 8,
+        "gpu:a100:2,shard:8": 2,
+        "gpu:4(S:0,1),gpu:v100:1": 5,
+        "gpu": 1,
+        "shard:4": 0,
+        "": 0,
+    }
+    assert {g: gres_gpus(g) for g in forms} == forms
+
+
+def test_a_device_cgroup_leaves_gpu_nodes_undeclared_but_not_cpu_only_ones() -> None:
+    from cudastack.fleet.report import NodeResult
+    from cudastack.fleet.slurm import declare_gpus, is_constraining_devices, parse_node_gres
+
+    # `scontrol show config` prints cgroup.conf as key pairs after "Cgroup Support Configuration:".
+    config = "Configuration data as of 2026-12-05T02:48:30\nAccountingStorageBackupHost = (null)\n\n"
+    assert not is_constraining_devices(config)
+    constrained = (
+        config + "Cgroup Support Configuration:\nConstrainCores          = yes\nConstrainDevices        = yes\n"
+    )
+    assert is_constraining_devices(constrained)
+    assert not is_constraining_devices(constrained.replace("Devices        = yes", "Devices        = no"))
+    gres = parse_node_gres(SCONTROL_SHOW_NODE)
+    rs = [NodeResult(node="vm"), NodeResult(node="login1"), NodeResult(node="other")]
+    plain = declare_gpus(rs, gres)
+    assert [r.declared_gpus for r in plain] == [1, 0, None]
+    hidden = declare_gpus(rs, gres, hidden=True)
+    assert [r.declared_gpus for r in hidden] == [None, 0, None]
+    assert "ConstrainDevices=yes" in hidden[0].declared_by

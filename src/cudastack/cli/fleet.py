@@ -29,6 +29,26 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--nodelist", metavar="LIST", help="Slurm nodes (default: every responding node from sinfo)")
     p.add_argument("--hosts", metavar="FILE", help="ssh backend: hosts, one a line (ssh BatchMode, in parallel)")
     p.add_argument("--results", metavar="DIR", help="files backend: a directory of <node>.json results")
+    p.add_argument(
+        "--cpu-only",
+        metavar="NODE",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="nodes CPU-only by design (node id or host): reported apart, not drift (ssh and files backends)",
+    )
+    p.add_argument(
+        "--cpu-only-drift",
+        choices=("gate", "report"),
+        default="gate",
+        help="software drift on a CPU-only node: fails the run (default, one image expected) or is only reported",
+    )
+    p.add_argument(
+        "--dead-before-run",
+        choices=("report", "gate"),
+        default="report",
+        help="a Ray node already dead when the run starts: listed apart (default) or fails the run",
+    )
     p.add_argument("--fail-on", choices=("info", "warning", "error"), default="error")
     p.add_argument("--format", choices=("human", "json"), default="human")
     p.add_argument("--node-mode", choices=("doctor", "snapshot"), default="doctor", help=argparse.SUPPRESS)
@@ -71,7 +91,14 @@ def run(args: argparse.Namespace) -> int:
         results = run_on_slurm(mode, nodelist=args.nodelist, python=args.python, timeout=args.timeout)
         target["nodelist"] = args.nodelist
     fr = build_fleet_report(
-        results, mode=args.mode, backend=args.backend, reference=args.reference, fail_on=Severity.parse(args.fail_on)
+        results,
+        mode=args.mode,
+        backend=args.backend,
+        reference=args.reference,
+        fail_on=Severity.parse(args.fail_on),
+        cpu_only=args.cpu_only,
+        cpu_only_drift_gates=args.cpu_only_drift == "gate",
+        dead_before_gates=args.dead_before_run == "gate",
     )
     if args.format == "json":
         sys.stdout.write(json.dumps(fleet_to_dict(fr, target), indent=2) + "\n")
@@ -93,6 +120,10 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+DEAD_SHOWN = 8
+"""Nodes dead before the run named in the human report; the JSON names them all."""
+
+
 def render_fleet(fr: Any) -> str:
     """The human table: classes, their drift against the reference, unreachable nodes, findings."""
     from cudastack.render.human import visible  # node names and messages come from the nodes
@@ -103,13 +134,22 @@ def render_fleet(fr: Any) -> str:
     ]
     lines.append(f"  {'CLASS':<19} {'NODES':>5}  {'DRIFT':<18} {'DRIVER':<12} GPUS")
     for c in fr.classes:
-        name = c.id + (" (ref)" if c.id == fr.reference else "")
+        name = c.id + (" (ref)" if c.id == fr.reference else " (cpu)" if c.cpu_only else "")
         gpus = ", ".join(c.hardware["gpus"]) or "-"
         drv = c.hardware["driver"] or "-"
         lines.append(f"  {name:<19} {len(c.nodes):>5}  {c.drift or '-':<18} {drv:<12} {gpus}")
+    for n in fr.cpu_only:
+        lines.append(f"cpu-only by design: {n.node} ({n.declared_by}; shows no GPU)")
+    for n in fr.missing_gpus:
+        lines.append(
+            f"missing GPUs: {n.node}: the scheduler declares {n.declared_gpus} GPU{'s' * (n.declared_gpus != 1)}"
+            f" ({n.declared_by})"
+            f" and the node shows {n.shown_gpus}"
+        )
     for c in fr.drifted:
         shown = ", ".join(c.nodes[:8]) + (f" and {len(c.nodes) - 8} more" if len(c.nodes) > 8 else "")
-        lines.append(f"class {c.id} ({c.drift} drift) on {shown}:")
+        gates = "" if c in fr.gating_drift else ", cpu-only, not gating"
+        lines.append(f"class {c.id} ({c.drift} drift{gates}) on {shown}:")
         for h in (*c.hardware_changes, *c.environment_changes):
             lines.append(f"    {h['what']:<18} {h['before']} -> {h['after']}")
         for ch in c.software_changes:
@@ -118,6 +158,13 @@ def render_fleet(fr: Any) -> str:
             lines.append(f"  {mark} {ch.kind:<10} {ch.name:<32} {ch.before or '-'} -> {ch.after or '-'}{detail}")
     for n in fr.unreachable:
         lines.append(f"unreachable: {n.node}" + (f" ({n.address})" if n.address else "") + f": {n.reason}")
+    gates = "" if fr.dead_before_gates else " (not gating)"
+    for n in fr.dead_before[:DEAD_SHOWN]:  # Ray keeps up to 1000 dead nodes: a long-lived cluster has many
+        lines.append(
+            f"dead before the run{gates}: {n.node}" + (f" ({n.address})" if n.address else "") + f": {n.reason}"
+        )
+    if len(fr.dead_before) > DEAD_SHOWN:
+        lines.append(f"dead before the run{gates}: and {len(fr.dead_before) - DEAD_SHOWN} more (all in --format json)")
     for n in fr.failed:
         lines.append(f"failed: {n.node}: {n.reason or 'the doctor crashed there (exit 3)'}")
     if fr.findings:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from cudastack.errors import TargetError, UsageError
-from cudastack.fleet.report import ERROR, OK, UNREACHABLE, NodeResult
+from cudastack.fleet.report import DEAD_BEFORE, ERROR, OK, UNREACHABLE, NodeResult
 
 
 def _inspect_on_node(mode: str, python: str | None) -> dict[str, Any]:
@@ -36,8 +36,10 @@ def shipped_modules() -> list[Any]:
 def run_on_ray(
     mode: str, *, address: str | None = None, python: str | None = None, timeout: float = 120.0
 ) -> list[NodeResult]:
-    """One :class:`NodeResult` per node the cluster knows: its answer, or ``unreachable`` when it
-    is dead or silent past ``timeout`` seconds (counted from the first submission)."""
+    """One :class:`NodeResult` per node the cluster knows: its answer (with the GPUs Ray declares
+    for it), ``dead-before-run`` when the cluster state already lists it dead, or ``unreachable``
+    when it dies during the run or is silent past ``timeout`` seconds (counted from the first
+    submission)."""
     try:
         import ray  # type: ignore[import-not-found,unused-ignore]  # optional: the `fleet` extra
         from ray.util.scheduling_strategies import (  # type: ignore[import-not-found,unused-ignore]
@@ -88,11 +90,19 @@ def _collect(ray: Any, affinity: Any, mode: str, python: str | None, timeout: fl
     task = ray.remote(num_cpus=0, max_retries=0)(_inspect_on_node)
     out: list[NodeResult] = []
     pending: dict[Any, tuple[str, str | None]] = {}
-    for n in ray.nodes():
+    declared: dict[str, tuple[int, str]] = {}
+    nodes = ray.nodes()
+    ended = _death_times(ray) if any(not n.get("Alive") for n in nodes) else {}
+    for n in nodes:
         node_id, addr = str(n.get("NodeID")), n.get("NodeManagerAddress")
         if not n.get("Alive"):
-            out.append(NodeResult(node=node_id, address=addr, state=UNREACHABLE, reason="dead in the cluster state"))
+            reason = f"dead since {ended[node_id]}" if node_id in ended else "already dead in the cluster state"
+            why = str(n.get("DeathReasonMessage") or "").strip()
+            out.append(
+                NodeResult(node=node_id, address=addr, state=DEAD_BEFORE, reason=reason + (f": {why}" if why else ""))
+            )
             continue
+        declared[node_id] = declared_gpus(n.get("Resources") or {})
         ref = task.options(scheduling_strategy=affinity(node_id=node_id, soft=False)).remote(mode, python)
         pending[ref] = (node_id, addr)
     deadline = time.monotonic() + timeout
@@ -111,7 +121,10 @@ def _collect(ray: Any, affinity: Any, mode: str, python: str | None, timeout: fl
             except ray.exceptions.RayError as exc:  # the node or its worker died, the task was lost
                 out.append(NodeResult(node=node_id, address=addr, state=UNREACHABLE, reason=_first_line(exc)))
             else:
-                out.append(NodeResult(node=node_id, address=addr, state=OK, data=data))
+                gpus, how = declared[node_id]
+                out.append(
+                    NodeResult(node=node_id, address=addr, state=OK, data=data, declared_gpus=gpus, declared_by=how)
+                )
     for ref in waiting:
         node_id, addr = pending[ref]
         try:  # a task pinned to a dead node may have nothing left to cancel
@@ -120,6 +133,36 @@ def _collect(ray: Any, affinity: Any, mode: str, python: str | None, timeout: fl
             pass
         out.append(NodeResult(node=node_id, address=addr, state=UNREACHABLE, reason=f"no answer within {timeout:g} s"))
     return out
+
+
+HEAD_MARKER = "node:__internal_head__"
+"""The resource Ray gives its head node only."""
+
+
+def declared_gpus(resources: dict[str, Any]) -> tuple[int, str]:
+    """The GPUs a node's Ray resources declare (``ray.nodes()`` → ``Resources``, key ``GPU``:
+    what ``ray start --num-gpus`` or Ray's own detection set), and how that was decided."""
+    gpus = resources.get("GPU") or 0
+    head = " (head node)" if HEAD_MARKER in resources else ""
+    count = int(gpus) if float(gpus).is_integer() else int(gpus) + 1  # a fraction of one GPU is still one
+    return count, f"Ray resources: {f'GPU {gpus:g}' if count else 'no GPU'}{head}"
+
+
+def _death_times(ray: Any) -> dict[str, str]:
+    """When each dead node died (UTC), from the GCS node table, where this Ray gives it
+    (``GcsNodeInfo.end_time_ms``: a private interface, so anything but a mapping is no answer)."""
+    import datetime
+
+    try:
+        info = ray._private.worker.global_worker.gcs_client.get_all_node_info()
+        ends = {nid.hex(): int(v.end_time_ms) for nid, v in info.items()}
+    except Exception:  # noqa: BLE001 - the death time is a courtesy; its absence changes nothing
+        return {}
+    return {
+        nid: datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        for nid, ms in ends.items()
+        if ms > 0
+    }
 
 
 def _first_line(exc: BaseException) -> str:

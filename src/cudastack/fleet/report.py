@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cudastack.errors import UsageError
 from cudastack.findings import ExitCode, Severity
 from cudastack.snapshot import Change, diff_snapshots
 
-OK, UNREACHABLE, ERROR = "ok", "unreachable", "error"
-"""A node's state: it answered; it was dead or silent past the timeout; cudastack failed there."""
+OK, UNREACHABLE, ERROR, DEAD_BEFORE = "ok", "unreachable", "error", "dead-before-run"
+"""A node's state: it answered; it was dead or silent past the timeout; cudastack failed there;
+the scheduler already listed it dead when the run started (a node removed long ago)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,10 +36,31 @@ class NodeResult:
     """Why it is unreachable or failed (timeout, node died, exit code and stderr)."""
     data: dict[str, Any] | None = field(default=None, hash=False)
     """:func:`cudastack.fleet.node.inspect_node`'s result on that node, when ``state`` is ok."""
+    declared_gpus: int | None = None
+    """GPUs the scheduler declares for the node (Ray's ``GPU`` resource, Slurm's ``Gres=gpu:N``),
+    or 0 when the user declared it CPU-only; None when nothing is declared."""
+    declared_by: str = ""
+    """Where :attr:`declared_gpus` comes from, in words (``Ray resources: no GPU (head node)``)."""
 
     @property
     def host(self) -> str:
         return str((self.data or {}).get("host") or self.node)
+
+    @property
+    def shown_gpus(self) -> int:
+        """GPUs the node's own snapshot found."""
+        snap = (self.data or {}).get("snapshot") or {}
+        return len((snap.get("host") or {}).get("gpus") or ())
+
+    @property
+    def cpu_only(self) -> bool:
+        """CPU-only by design: declared with no GPU, and it shows none."""
+        return self.state == OK and self.declared_gpus == 0 and self.shown_gpus == 0
+
+    @property
+    def missing_gpus(self) -> bool:
+        """The scheduler declares more GPUs than the node shows (GPUs fallen off the bus)."""
+        return self.state == OK and (self.declared_gpus or 0) > self.shown_gpus
 
     @property
     def doctor_exit(self) -> int | None:
@@ -92,11 +115,15 @@ class NodeClass:
     """Against the reference class: Python, glibc, CUDA toolkits."""
     software_id_differs: bool = False
     """The software fingerprint differs from the reference's (a change no diff names still counts)."""
+    cpu_only: bool = False
+    """Its nodes are CPU-only by design (:attr:`NodeResult.cpu_only`): their hardware is not
+    compared with the reference's, only their software."""
 
     @property
     def drift(self) -> str | None:
-        """``hardware``, ``software``, ``hardware+software`` or None (the reference's twin)."""
-        hw = bool(self.hardware_changes)
+        """``hardware``, ``software``, ``hardware+software`` or None (the reference's twin, or a
+        CPU-only class whose software is the reference's)."""
+        hw = bool(self.hardware_changes) and not self.cpu_only
         sw = bool(self.software_changes or self.environment_changes or self.software_id_differs)
         return "hardware+software" if hw and sw else "hardware" if hw else "software" if sw else None
 
@@ -119,13 +146,37 @@ class FleetReport:
     """Id of the reference class (None when no node answered)."""
     findings: tuple[FleetFinding, ...]
     fail_on: Severity = Severity.ERROR
+    cpu_only_drift_gates: bool = True
+    """Software drift on a CPU-only class gates (the same image is expected everywhere)."""
+    dead_before_gates: bool = False
+    """A node already dead when the run started gates (by default it is only listed)."""
 
     def class_of(self) -> dict[str, str]:
         return {n: c.id for c in self.classes for n in c.nodes}
 
     @property
     def drifted(self) -> tuple[NodeClass, ...]:
-        return tuple(c for c in self.classes if c.id != self.reference)
+        return tuple(c for c in self.classes if c.id != self.reference and c.drift)
+
+    @property
+    def gating_drift(self) -> tuple[NodeClass, ...]:
+        """Drifted classes that fail the run: all but a CPU-only class's software drift when
+        :attr:`cpu_only_drift_gates` is off."""
+        return tuple(c for c in self.drifted if self.cpu_only_drift_gates or not c.cpu_only)
+
+    @property
+    def cpu_only(self) -> tuple[NodeResult, ...]:
+        """Nodes CPU-only by design (declared with no GPU, showing none): reported, not gating."""
+        return tuple(n for n in self.nodes if n.cpu_only)
+
+    @property
+    def missing_gpus(self) -> tuple[NodeResult, ...]:
+        """Nodes that show fewer GPUs than the scheduler declares: hardware failure, gating."""
+        return tuple(n for n in self.nodes if n.missing_gpus)
+
+    @property
+    def dead_before(self) -> tuple[NodeResult, ...]:
+        return tuple(n for n in self.nodes if n.state == DEAD_BEFORE)
 
     @property
     def unreachable(self) -> tuple[NodeResult, ...]:
@@ -142,8 +193,11 @@ class FleetReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        """1 on drift, on any node's gating finding or failure, and on any unreachable node."""
-        if self.drifted or self.unreachable or self.failed or self.gating:
+        """1 on drift, on any node's gating finding or failure, on any unreachable node, on a node
+        missing GPUs its scheduler declares; a CPU-only node by design and a node dead before
+        the run do not fail it by themselves."""
+        dead = self.dead_before if self.dead_before_gates else ()
+        if self.gating_drift or self.unreachable or self.failed or self.gating or self.missing_gpus or dead:
             return ExitCode.FINDINGS
         return ExitCode.CLEAN
 
@@ -164,9 +218,18 @@ def build_fleet_report(
     backend: str,
     reference: str | None = None,
     fail_on: Severity = Severity.ERROR,
+    cpu_only: Collection[str] = (),
+    cpu_only_drift_gates: bool = True,
+    dead_before_gates: bool = False,
 ) -> FleetReport:
     """Group ``results`` into classes, diff each against the reference (the class holding node
-    ``reference``, or else the largest), and merge the doctor's findings across nodes."""
+    ``reference``, or else the largest class neither CPU-only nor missing GPUs), and merge the doctor's
+    findings across nodes. ``cpu_only`` names nodes (id or host) the user declares CPU-only."""
+    unknown = set(cpu_only) - {name for r in results for name in (r.node, r.host)}
+    if unknown:
+        known = ", ".join(sorted(r.node for r in results)[:20])
+        raise UsageError(f"--cpu-only {', '.join(sorted(unknown))}: no such node (nodes: {known})")
+    results = [_declared_cpu_only(r) if {r.node, r.host} & set(cpu_only) else r for r in results]
     groups: dict[str, list[NodeResult]] = {}
     prints: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {}
     for r in results:
@@ -175,11 +238,12 @@ def build_fleet_report(
             continue
         hw, sw = hardware_fingerprint(snap), software_fingerprint(snap)
         hid, sid = _digest(hw), _digest(sw)
-        cid = _digest([hid, sid])
+        cid = _digest([hid, sid, "cpu-only"] if r.cpu_only else [hid, sid])
         groups.setdefault(cid, []).append(r)
         prints.setdefault(cid, (hw, sw, hid, sid))
     order = sorted(groups, key=lambda c: (-len(groups[c]), min(n.node for n in groups[c])))
-    ref_id = order[0] if order else None
+    sound = [c for c in order if not any(n.cpu_only or n.missing_gpus for n in groups[c])]
+    ref_id = (sound or order)[0] if order else None
     if reference is not None:
         matches = [c for c in order if any(reference in (n.node, n.host) for n in groups[c])]
         if not matches:
@@ -208,6 +272,7 @@ def build_fleet_report(
                 software_id=sid,
                 hardware_id=hid,
                 snapshot=snap,
+                cpu_only=groups[cid][0].cpu_only,
                 **kw,
             )
         )
@@ -219,7 +284,14 @@ def build_fleet_report(
         reference=ref_id,
         findings=merge_findings(results),
         fail_on=fail_on,
+        cpu_only_drift_gates=cpu_only_drift_gates,
+        dead_before_gates=dead_before_gates,
     )
+
+
+def _declared_cpu_only(r: NodeResult) -> NodeResult:
+    """``r`` declared CPU-only by the user (``--cpu-only``), whatever the scheduler said."""
+    return replace(r, declared_gpus=0, declared_by="--cpu-only")
 
 
 def merge_findings(results: list[NodeResult] | tuple[NodeResult, ...]) -> tuple[FleetFinding, ...]:
@@ -270,6 +342,9 @@ def fleet_to_dict(fr: FleetReport, target: dict[str, Any]) -> dict[str, Any]:
             "drifted_nodes": sum(len(c.nodes) for c in fr.drifted),
             "unreachable": [n.node for n in fr.unreachable],
             "failed": [n.node for n in fr.failed],
+            "cpu_only": [n.node for n in fr.cpu_only],
+            "missing_gpus": [n.node for n in fr.missing_gpus],
+            "dead_before_run": [n.node for n in fr.dead_before],
         },
         "findings": [{**f.finding, "nodes": list(f.nodes)} for f in fr.findings],
         "checks": [],
@@ -281,6 +356,7 @@ def fleet_to_dict(fr: FleetReport, target: dict[str, Any]) -> dict[str, Any]:
                 "nodes": list(c.nodes),
                 "hardware": c.hardware,
                 "drift": c.drift,
+                "cpu_only": c.cpu_only,
                 "hardware_changes": list(c.hardware_changes),
                 "environment_changes": list(c.environment_changes),
                 "changes": [ch.as_dict() for ch in c.software_changes],
@@ -299,6 +375,9 @@ def fleet_to_dict(fr: FleetReport, target: dict[str, Any]) -> dict[str, Any]:
                 "python_source": (n.data or {}).get("python_source"),
                 "cudastack_version": (n.data or {}).get("cudastack_version"),
                 "doctor_exit_code": n.doctor_exit,
+                "declared_gpus": n.declared_gpus,
+                "declared_by": n.declared_by,
+                "shown_gpus": n.shown_gpus if n.state == OK else None,
             }
             for n in fr.nodes
         ],

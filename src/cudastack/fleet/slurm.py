@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 
 from cudastack.errors import TargetError
 from cudastack.fleet.files import parse_node_output
@@ -37,6 +39,76 @@ def list_nodes(nodelist: str | None, timeout: float = 30.0) -> list[str]:
     if proc.returncode != 0:
         raise TargetError(f"{proc.args[0]} failed (exit {proc.returncode}): {proc.stderr.strip()[:300]}")
     return sorted(dict.fromkeys(line.strip() for line in proc.stdout.splitlines() if line.strip()))
+
+
+_NODE = re.compile(r"(?:^|\s)NodeName=(\S+)")
+_GRES = re.compile(r"(?:^|\s)Gres=(\S*)")
+
+
+def gres_gpus(gres: str) -> int:
+    """GPUs in one ``Gres=`` value: ``gpu:4``, ``gpu:h200:8(S:0-1)``, ``gpu:a100:2,shard:8``,
+    ``gpu`` (one), ``(null)`` (none); the count is the item's last ``:`` field."""
+    total = 0
+    for item in re.split(r",(?![^(]*\))", gres):  # commas inside "(S:0,1)" are no separators
+        name, _, rest = item.partition("(")[0].partition(":")
+        if name != "gpu":
+            continue
+        last = rest.rpartition(":")[2]
+        total += int(last) if last.isdigit() else 1
+    return total
+
+
+def parse_node_gres(text: str) -> dict[str, str]:
+    """``scontrol show node -o`` output (one node a line) → each node's configured ``Gres``."""
+    out = {}
+    for line in text.splitlines():
+        node, gres = _NODE.search(line), _GRES.search(line)
+        if node:
+            out[node.group(1)] = gres.group(1) if gres else "(null)"
+    return out
+
+
+def read_node_gres(timeout: float = 30.0) -> dict[str, str]:
+    """Each node's configured Gres, from ``scontrol show node -o``; empty when scontrol fails
+    (nothing is then declared, and a GPU-less node is compared as any other)."""
+    try:
+        proc = _run(["scontrol", "show", "node", "-o"], timeout)
+    except (TargetError, subprocess.TimeoutExpired):
+        return {}
+    return parse_node_gres(proc.stdout) if proc.returncode == 0 else {}
+
+
+_CONSTRAIN_DEVICES = re.compile(r"^\s*ConstrainDevices\s*=\s*yes\b", re.IGNORECASE | re.MULTILINE)
+
+
+def is_constraining_devices(config: str) -> bool:
+    """``scontrol show config`` says ``ConstrainDevices = yes`` (its *Cgroup Support
+    Configuration* part): a step that asks for no GPU (``fleet``'s does not) sees none."""
+    return bool(_CONSTRAIN_DEVICES.search(config))
+
+
+def read_constraining_devices(timeout: float = 30.0) -> bool:
+    try:
+        proc = _run(["scontrol", "show", "config"], timeout)
+    except (TargetError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and is_constraining_devices(proc.stdout)
+
+
+def declare_gpus(results: list[NodeResult], gres: dict[str, str], *, hidden: bool = False) -> list[NodeResult]:
+    """Each result with the GPUs its Slurm node declares (``Gres=gpu:…``; none is 0). Where the
+    step's device cgroup ``hidden`` the GPUs (ConstrainDevices), a GPU node's count is left
+    undeclared: its snapshot shows none whatever the hardware, so nothing can be concluded."""
+    out = []
+    for r in results:
+        if r.node not in gres:
+            out.append(r)
+            continue
+        count, how = gres_gpus(gres[r.node]), f"Slurm Gres={gres[r.node]}"
+        if count and hidden:
+            how += ", not compared: ConstrainDevices=yes hides the GPUs from a step that asks for none"
+        out.append(replace(r, declared_gpus=None if count and hidden else count, declared_by=how))
+    return out
 
 
 def srun_command(mode: str, nodes: list[str], outdir: str, *, python: str | None, timeout: float) -> list[str]:
@@ -66,7 +138,8 @@ def srun_command(mode: str, nodes: list[str], outdir: str, *, python: str | None
 def run_on_slurm(
     mode: str, *, nodelist: str | None = None, python: str | None = None, timeout: float = 120.0
 ) -> list[NodeResult]:
-    """One :class:`NodeResult` per node: its JSON, or ``unreachable`` when it wrote none."""
+    """One :class:`NodeResult` per node: its JSON with the GPUs its Gres declares, or
+    ``unreachable`` when it wrote none."""
     from cudastack import __version__
 
     nodes = list_nodes(nodelist)
@@ -99,7 +172,7 @@ def run_on_slurm(
                     reason=f"cudastack {got} on the node, {__version__} here: install the same version everywhere",
                 )
             out.append(r)
-    return out
+    return declare_gpus(out, read_node_gres(), hidden=read_constraining_devices())
 
 
 def _read(path: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 
 from cudastack.errors import UsageError
 from cudastack.fleet.files import parse_node_output
@@ -17,15 +18,32 @@ SSH_UNREACHABLE = 255
 """ssh's own exit status for a connection or authentication failure (ssh(1), EXIT STATUS)."""
 
 
+CPU_ONLY_MARK = "cpu-only"
+"""A hosts-file line's second word declaring the host CPU-only by design (``head0 cpu-only``)."""
+
+
 def read_hosts(path: str) -> list[str]:
-    """One host a line (``user@host`` allowed); blank lines and ``#`` comments skipped."""
+    """One host a line (``user@host`` allowed, then optionally ``cpu-only``); blank lines and
+    ``#`` comments skipped."""
+    return [h for h, _ in read_host_entries(path)]
+
+
+def read_host_entries(path: str) -> list[tuple[str, bool]]:
+    """``(host, cpu_only)`` for each host of ``path``, in order, each host once."""
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
     except OSError as exc:
         raise UsageError(f"cannot read --hosts {path}: {exc.strerror or exc}") from None
-    hosts = [line.split("#", 1)[0].strip() for line in lines]
-    return list(dict.fromkeys(h for h in hosts if h))
+    entries: dict[str, bool] = {}
+    for n, line in enumerate(lines, 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if words[1:] not in ([], [CPU_ONLY_MARK]):
+            raise UsageError(f"--hosts {path}:{n}: {line.strip()!r}: one host a line, then at most {CPU_ONLY_MARK!r}")
+        entries[words[0]] = entries.get(words[0], False) or len(words) == 2
+    return list(entries.items())
 
 
 def ssh_command(host: str, mode: str, *, python: str | None, timeout: float) -> list[str]:
@@ -77,14 +95,19 @@ def _one(host: str, mode: str, python: str | None, timeout: float, version: str)
 
 def run_on_ssh(mode: str, *, hosts_file: str, python: str | None = None, timeout: float = 120.0) -> list[NodeResult]:
     """One :class:`NodeResult` per host of ``hosts_file``, all hosts at once (up to
-    :data:`PARALLEL`): its JSON, ``unreachable`` (ssh failed, exit 255, or silent past
-    ``timeout``), or ``error`` (the command failed there, or another cudastack version)."""
+    :data:`PARALLEL`): its JSON (a host marked ``cpu-only`` declared with no GPU), ``unreachable``
+    (ssh failed, exit 255, or silent past ``timeout``), or ``error`` (the command failed there,
+    or another cudastack version)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from cudastack import __version__
 
-    hosts = read_hosts(hosts_file)
-    if not hosts:
+    entries = read_host_entries(hosts_file)
+    if not entries:
         raise UsageError(f"--hosts {hosts_file} names no host")
-    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(hosts))) as pool:
-        return list(pool.map(lambda h: _one(h, mode, python, timeout, __version__), hosts))
+    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(entries))) as pool:
+        results = list(pool.map(lambda e: _one(e[0], mode, python, timeout, __version__), entries))
+    how = f"marked {CPU_ONLY_MARK} in {hosts_file}"
+    return [
+        replace(r, declared_gpus=0, declared_by=how) if cpu else r for r, (_, cpu) in zip(results, entries, strict=True)
+    ]
