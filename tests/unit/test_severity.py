@@ -330,6 +330,8 @@ def test_pkg001_a_raise_in_an_import_error_handler_is_no_version_check(
     ("init", "severity"),
     [
         ("import helper_lib\n", "error"),  # `import app` raises ModuleNotFoundError
+        ("from helper_lib.core import X\n", "error"),  # a module inside it: the same
+        ("import helper_lib.sub as s\n", "error"),
         ("def convert():\n    import helper_lib\n    return helper_lib\n", "warning"),  # only convert() fails
         ("try:\n    import helper_lib\nexcept ImportError:\n    helper_lib = None\n", "warning"),  # survives
     ],

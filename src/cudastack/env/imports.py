@@ -115,7 +115,7 @@ def _import_sites(tree: ast.Module, base: str, raw: bytes | None = None) -> list
     the innermost enclosing ``try`` whose handler swallows its ImportError, else None. Given the
     file's ``raw`` bytes, statements whose lines do not contain ``base`` are skipped unread."""
     sites: list[tuple[int | None, ast.AST]] = []
-    needle = base.encode()
+    needle = base.rstrip(".").encode()
     starts = _line_starts(raw) if raw is not None else []
 
     def mentions(node: ast.stmt) -> bool:
@@ -172,7 +172,7 @@ def _running_import_sites(
     ``base`` that runs so far (see :func:`_import_sites` for ``guard``). A site seen earlier may
     start to run once more functions are called, so every round checks them all. Ends with the
     traversal, or once it has run more than ``max_files`` files."""
-    needle = base.encode()
+    needle = base.rstrip(".").encode()
     sites: list[tuple[str, int | None, ast.AST]] = []
     done = 0
     while True:
@@ -206,7 +206,7 @@ def unguarded_import(run: ImportTime, top: str, max_files: int | None = None) ->
     outside any ``try`` whose handler swallows its ImportError (and survives it), else None: every
     import of ``top`` that runs is guarded, none runs, or (given ``max_files``) none was seen in
     the first ``max_files`` files the import runs. Stops at the first one."""
-    for running in _running_import_sites(run, top, max_files):
+    for running in _running_import_sites(run, top + ".", max_files):
         for path, guard, node in running:
             if guard is None:
                 return f"{path}:{getattr(node, 'lineno', '?')}"
@@ -1415,7 +1415,18 @@ def _imports_module(tree: ast.AST, base: str, *, bare_words: bool = False) -> bo
 
 
 def _names_module(node: ast.AST, base: str, *, bare_words: bool = False) -> bool:
-    """One node (not its children) of :func:`_imports_module`."""
+    """One node (not its children) of :func:`_imports_module`. A ``base`` ending in a dot
+    (``"sympy."``) is a top-level package: a statement importing it or any module inside it
+    (``from sympy.core import S``), never a relative import or another package's submodule."""
+    if base.endswith("."):
+        top = base[:-1]
+        if isinstance(node, ast.ImportFrom):
+            return not node.level and (node.module == top or (node.module or "").startswith(base))
+        if isinstance(node, ast.Import):
+            return any(a.name == top or a.name.startswith(base) for a in node.names)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value == top or node.value.startswith(base) or (bare_words and top in node.value)
+        return False
     if isinstance(node, ast.ImportFrom):
         return (node.module or "").split(".")[-1] == base or any(a.name == base for a in node.names)
     if isinstance(node, ast.Import):
