@@ -73,8 +73,11 @@ cfg = LlamaConfig(vocab_size=len(fast), max_position_embeddings=4096, bos_token_
                   tie_word_embeddings=False, **size)
 model = LlamaForCausalLM(cfg).to(dtype)
 model.save_pretrained(out, safe_serialization=True)
+# Tokens that stream no text alone (special tokens, bytes of a split UTF-8 character): suppressed, so
+# that every generated token is one SSE event and the client's count can equal the server's.
+silent = [i for i in range(len(fast)) if (t := fast.decode([i])) == "" or "\ufffd" in t]
 print(json.dumps({"params": sum(p.numel() for p in model.parameters()), "torch": torch.__version__,
-                  "cuda": torch.cuda.is_available()}))
+                  "cuda": torch.cuda.is_available(), "silent_tokens": silent}))
 """
 
 SERVE_SCRIPT = r"""
@@ -148,6 +151,7 @@ def make_models(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "do_sample": False,
         "max_new_tokens": args.out_tokens,
         "min_new_tokens": args.out_tokens,  # transformers serve's ignore-eos: every request is --out long
+        "suppress_tokens": info.pop("silent_tokens"),
     }
     for side, extra in (("A", {}), ("B", {"prompt_lookup_num_tokens": args.lookup})):
         d = work / side / "model"
