@@ -2,7 +2,7 @@
 
 Each write below is one ``writer.write`` followed by a drain and a pause, so the client sees it as
 its own network read; several SSE events in one write arrive in one read. The prompt picks the
-script (``multi``, ``coalesced``, ``final-usage``, ``utf8``, ``error``, ``drop``, ``http500``;
+script (``multi``, ``coalesced``, ``final-usage``, ``hf-serve``, ``utf8``, ``error``, ``drop``, ``http500``;
 anything else streams ``max_tokens`` single-token events with continuous usage). ``/metrics``
 exports vLLM-named speculative counters that move with every completed request (2 drafts, 3
 accepted tokens, 4 draft tokens each), so counter differences can be checked exactly.
@@ -17,6 +17,8 @@ import json
 import sys
 
 GAP = 0.03
+STRICT_FIELDS = {"model", "prompt", "messages", "max_tokens", "temperature", "stream", "stream_options", "seed"}
+"""What a request to model ``strict`` may hold (OpenAI's fields only, as transformers serve checks)."""
 SERVED = {"requests": 0}
 
 
@@ -64,6 +66,9 @@ def script(prompt: str, max_tokens: int, chat: bool, spec_details: bool = False)
         ]
     if prompt.startswith("final-usage"):  # no per-chunk usage; only a closing usage-only event
         return [*(_event(_chunk("w", None, chat)) for _ in range(max_tokens)), final, done]
+    if prompt.startswith("hf-serve"):  # transformers serve 5.17: usage on the final text chunk, no [DONE]
+        writes = [_event(_chunk("w", None, chat)) for _ in range(max_tokens)]
+        return [*writes, _event(_chunk("", None, chat, "length") | {"usage": json.loads(final[6:])["usage"]})]
     if prompt.startswith("utf8"):  # one event whose 'é' and '世' are split across two writes
         body = _event(_chunk("héllo 世界", 1, chat))
         cut = body.index("é".encode()) + 1
@@ -133,6 +138,15 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             await writer.drain()
             return
         req = json.loads(body)
+        extra = set(req) - STRICT_FIELDS
+        if req.get("model") == "strict" and extra:  # transformers serve's check: 422 for unknown fields
+            msg = json.dumps({"detail": f"Unexpected fields in the request: {sorted(extra)}"}).encode()
+            writer.write(
+                b"HTTP/1.1 422 Unprocessable Entity\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                % (len(msg), msg)
+            )
+            await writer.drain()
+            return
         chat = path.endswith("/chat/completions")
         prompt = req["messages"][-1]["content"] if chat else req["prompt"]
         writes = script(prompt, int(req.get("max_tokens", 4)), chat, bool(req.get("return_spec_tokens_details")))

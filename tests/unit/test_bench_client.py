@@ -70,6 +70,32 @@ def test_a_final_chunk_with_only_usage_gives_the_servers_count(server: str) -> N
     assert sum(r.chunk_tokens) == 5  # one text event counted as one token: agrees here
 
 
+def test_transformers_serve_final_chunk_carries_usage_and_no_done(server: str) -> None:
+    # transformers serve (5.17) puts the usage on the last chunk beside finish_reason and closes the
+    # stream without [DONE]: finished, and its count is not added to the last read.
+    r = request(server, "hf-serve", max_tokens=5)
+    assert r.ok, r.error
+    assert r.finish_reason == "length" and r.completion_tokens == 5
+    assert r.token_source == "server-final"
+    assert sum(r.chunk_tokens) == 5 and max(r.chunk_tokens) == 1
+
+
+def test_transformers_backend_sends_only_openai_fields(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Model "strict" answers 422 to fields outside OpenAI's schema, as transformers serve does.
+    args = ["--url", server, "--model", "strict", "--dataset", "random:in=4,out=3", "--num-prompts", "2"]
+    args += ["--trials", "1", "--warmup", "0", "--ignore-eos", "--temperature", "0"]
+    code, data, _ = _run([*args, "--backend", "transformers"], tmp_path, capsys)
+    assert code == 0
+    reqs = data["bench"]["requests"]
+    assert [r["error"] for r in reqs] == [None, None]
+    assert [r["completion_tokens"] for r in reqs] == [3, 3]
+    code, data, _ = _run([*args, "--backend", "vllm"], tmp_path, capsys)
+    assert code == 1
+    assert "422" in data["bench"]["requests"][0]["error"]
+
+
 def test_utf8_split_across_reads_is_decoded_whole(server: str) -> None:
     for chat in (False, True):
         r = request(server, "utf8", chat=chat)

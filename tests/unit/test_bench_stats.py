@@ -161,6 +161,10 @@ def test_gpu_state_from_nvidia_smi_falls_back_to_the_old_reason_field(
     smi.chmod(0o755)
     monkeypatch.setenv("CUDASTACK_NVIDIA_SMI", str(smi))
     state = read_gpu_state()
+    # NVML first: pynvml (the test extra) is there, its library is not (no driver here), so it says
+    # why, and nvidia-smi gives the same record.
+    assert state["source"] == "nvidia-smi"
+    assert "NVMLError_LibraryNotFound" in state["nvml_unavailable"]
     assert state["gpus"][0] == {
         "index": 0,
         "sm_clock_mhz": 1980.0,
@@ -172,7 +176,8 @@ def test_gpu_state_from_nvidia_smi_falls_back_to_the_old_reason_field(
     assert state["gpus"][1]["power_w"] is None
     assert state["gpus"][1]["clock_event_reasons"] == ["sw_thermal_slowdown", "hw_thermal_slowdown"]
     monkeypatch.setenv("CUDASTACK_NVIDIA_SMI", str(tmp_path / "absent"))
-    assert "unavailable" in read_gpu_state()
+    why = read_gpu_state()["unavailable"]
+    assert "NVML Shared Library Not Found" in why and "absent" in why  # both sources' reasons
     assert is_local("http://127.0.0.1:8000") and is_local("http://localhost:1") and is_local("http://[::1]:80")
     assert not is_local("http://10.0.0.5:8000")
 

@@ -224,11 +224,14 @@ class _Stream:
                 self.completion_tokens = int(usage["completion_tokens"])
                 if isinstance(usage.get("prompt_tokens"), int):
                     self.prompt_tokens = int(usage["prompt_tokens"])
-                if obj.get("choices"):
+                if obj.get("choices") and self.per_chunk:
                     tokens += self.completion_tokens - before  # cumulative count: this chunk's share
                     continue
+                # A usage after text that carried none is the final count (transformers serve puts it
+                # on the last chunk, beside finish_reason), not this chunk's share of it.
                 if event_tokens:
                     self.per_chunk = False
+                    tokens += event_tokens
             elif event_tokens:
                 self.per_chunk = False
                 tokens += event_tokens
@@ -265,7 +268,9 @@ async def stream_request(
                         st.feed(events, time.perf_counter() - t0)
                     if st.done or st.error:
                         break
-                if not st.done and not st.error:
+                if not st.done and not st.error and st.finish is None:
+                    # A stream that closed after a finish_reason is complete: transformers serve
+                    # (5.17) sends no [DONE]. Without either, the stream was cut.
                     st.error = f"stream ended without [DONE] after {sum(st.tokens)} tokens"
     except httpx.ConnectError as exc:
         st.error = f"cannot connect: {exc}"

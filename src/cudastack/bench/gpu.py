@@ -1,8 +1,11 @@
 """GPU clocks, power and throttle reasons around each trial, when the server is on this machine.
 
-Read with ``nvidia-smi`` (``$CUDASTACK_NVIDIA_SMI`` overrides the path): one query before and one
-after each trial, so a trial that ran throttled (power cap, thermal, sync boost) is visible next to
-its numbers. Never raises: no tool, no GPU or a failed query is ``{"unavailable": reason}``.
+Read through NVML's own Python bindings (``pynvml``, the ``nvml`` extra) when they import, else
+with ``nvidia-smi`` (``$CUDASTACK_NVIDIA_SMI`` overrides the path): one query before and one after
+each trial, so a trial that ran throttled (power cap, thermal, sync boost) is visible next to its
+numbers. Both give the same record, ``{"source": "nvml" | "nvidia-smi", "gpus": [...]}``; when NVML
+could not be used and nvidia-smi answered, ``nvml_unavailable`` says why. Never raises: no
+library, no tool, no GPU or a failed query is ``{"unavailable": reason}`` with the reason of each.
 """
 
 from __future__ import annotations
@@ -61,10 +64,65 @@ def parse_smi_csv(text: str) -> list[dict[str, Any]]:
     return out
 
 
-def read_gpu_state() -> dict[str, Any]:
+def _nvml_gpus() -> list[dict[str, Any]]:
+    """Every GPU through pynvml; raises ImportError or pynvml.NVMLError when NVML cannot answer."""
+    import pynvml  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+    def field(fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except pynvml.NVMLError:
+            return None  # not supported on this GPU or driver
+
+    pynvml.nvmlInit()
+    try:
+        out: list[dict[str, Any]] = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+                pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+            )
+            mask = field(reasons, h) if reasons else None
+            sm = field(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM)
+            mem = field(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_MEM)
+            milliwatts = field(pynvml.nvmlDeviceGetPowerUsage, h)
+            temp = field(pynvml.nvmlDeviceGetTemperature, h, pynvml.NVML_TEMPERATURE_GPU)
+            out.append(
+                {
+                    "index": i,
+                    "sm_clock_mhz": None if sm is None else float(sm),
+                    "mem_clock_mhz": None if mem is None else float(mem),
+                    "power_w": None if milliwatts is None else milliwatts / 1000.0,
+                    "temperature_c": None if temp is None else float(temp),
+                    "clock_event_reasons": None if mask is None else [n for b, n in REASONS.items() if mask & b],
+                }
+            )
+        return out
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+
+def _read_nvml() -> tuple[list[dict[str, Any]] | None, str]:
+    """(GPUs, "") through NVML, or (None, why not)."""
+    try:
+        import pynvml  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        return None, "pynvml is not installed (pip install 'cudastack[nvml]')"
+    try:
+        return _nvml_gpus(), ""
+    except pynvml.NVMLError as exc:  # NVMLError_LibraryNotFound without a driver, NVMLError_DriverNotLoaded …
+        return None, f"NVML: {type(exc).__name__}: {exc}"
+    except (OSError, AttributeError) as exc:
+        return None, f"NVML: {type(exc).__name__}: {exc}"
+
+
+def _read_smi() -> tuple[list[dict[str, Any]] | None, str]:
     exe = os.environ.get("CUDASTACK_NVIDIA_SMI") or shutil.which("nvidia-smi")
     if not exe:
-        return {"unavailable": "nvidia-smi is not on PATH"}
+        return None, "nvidia-smi is not on PATH"
     last = ""
     for reasons in REASON_FIELDS:
         try:
@@ -76,12 +134,23 @@ def read_gpu_state() -> dict[str, Any]:
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return {"unavailable": f"{exe}: {exc}"}
+            return None, f"{exe}: {exc}"
         gpus = parse_smi_csv(proc.stdout) if proc.returncode == 0 else []
         if gpus:
-            return {"gpus": gpus}
+            return gpus, ""
         last = f"{exe} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:200]}"
-    return {"unavailable": last}
+    return None, last
+
+
+def read_gpu_state() -> dict[str, Any]:
+    """NVML first, nvidia-smi as the fallback; the same record either way (see the module docstring)."""
+    gpus, nvml_why = _read_nvml()
+    if gpus is not None:
+        return {"source": "nvml", "gpus": gpus}
+    gpus, smi_why = _read_smi()
+    if gpus is not None:
+        return {"source": "nvidia-smi", "gpus": gpus, "nvml_unavailable": nvml_why}
+    return {"unavailable": f"{nvml_why}; {smi_why}"}
 
 
 def is_local(url: str) -> bool:

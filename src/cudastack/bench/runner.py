@@ -31,7 +31,7 @@ class BenchConfig:
     url: str
     model: str | None
     backend: str
-    """``auto``, ``vllm``, ``sglang`` or ``openai``."""
+    """``auto``, ``vllm``, ``sglang``, ``transformers`` or ``openai``."""
     endpoint: str
     """``completions`` or ``chat``."""
     num_prompts: int
@@ -116,8 +116,13 @@ def _payload(cfg: BenchConfig, backend: str, model: str, prompt: Prompt) -> dict
         body["messages"] = [{"role": r, "content": c} for r, c in msgs]
     else:
         body["prompt"] = prompt.text
-    if cfg.ignore_eos:
+    if cfg.ignore_eos and backend != "transformers":
         body["ignore_eos"] = True  # vLLM and SGLang extension; OpenAI's own API rejects it
+    if backend == "transformers":
+        # transformers serve (5.17) answers 422 to any field outside OpenAI's schema (ignore_eos,
+        # continuous_usage_stats); it always sends a final usage. Its ignore-eos is the model's
+        # generation_config.json (min_new_tokens), set on the server's side.
+        body["stream_options"] = {"include_usage": True}
     if backend == "openai":
         body["stream_options"] = {"include_usage": True}
     if backend == "sglang":

@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
     r = bsub.add_parser("run", help="benchmark an OpenAI-compatible server")
     r.add_argument("--url", required=True, help="the server's base URL (only this origin is contacted)")
     r.add_argument("--model", help="model name (default: the first of /v1/models)")
-    r.add_argument("--backend", choices=("auto", "vllm", "sglang", "openai"), default="auto")
+    r.add_argument("--backend", choices=("auto", "vllm", "sglang", "transformers", "openai"), default="auto")
     r.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     r.add_argument("--dataset", default="random:in=128,out=64", help="random:in=N,out=N | jsonl:PATH | sharegpt:PATH")
     r.add_argument("--num-prompts", type=int, default=32, help="requests per trial")
