@@ -22,7 +22,8 @@ from cudastack.cache import source_digest
 from cudastack.elf.reader import ElfFile
 
 DEFAULT_LIMIT = 256 * 1024 * 1024
-"""Bytes the store may hold before the least recently used blobs go (torch's ~120 files: ~15 MB)."""
+"""Bytes the store may hold before the least recently used blobs go (torch 2.14.1 CUDA 13: 123
+files, 29 MB)."""
 _MAGIC = "cudastack-elf-tables-1"
 _FIELDS = tuple(f.name for f in dataclasses.fields(ElfFile))
 
