@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import marshal
 import os
+import threading
 
 from cudastack.cache import source_digest
 from cudastack.elf.reader import ElfFile
@@ -84,7 +85,7 @@ class TableStore:
         try:
             data = marshal.dumps((_MAGIC, key, values))
             os.makedirs(self.directory, exist_ok=True)
-            tmp = f"{blob}.{os.getpid()}.tmp"
+            tmp = f"{blob}.{os.getpid()}.{threading.get_ident()}.tmp"
             with open(tmp, "wb") as fh:
                 fh.write(data)
             os.replace(tmp, blob)
