@@ -6,6 +6,12 @@
 Warm: page cache warm, cudastack's own cache off (``CUDASTACK_NO_CACHE=1``: the import-verdict
 cache). Cold: the environment's files are evicted with posix_fadvise(DONTNEED) before each run.
 Prints a Markdown table for BENCHMARKS.md.
+
+    python bench/bench_doctor.py --python /path/to/venv/bin/python --paired 11
+
+Paired (issue 14's repeat-run target): a repeat ``cudastack doctor`` (its caches on, after one
+run to fill them) and ``ldd -r`` on the same files, alternating in one series so that both see the
+same machine load; prints the medians and the per-pair ratios.
 """
 
 from __future__ import annotations
@@ -89,13 +95,52 @@ print(n)
 """
 
 
+def once(argv: list[str], env: dict[str, str] | None = None) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, capture_output=True, env=env, check=False)
+    return time.perf_counter() - t0
+
+
+def paired(py: str, files: list[str], pairs: int) -> None:
+    """A repeat doctor run (caches on) and ``ldd -r`` on the same files, alternating."""
+    env = {**os.environ, "PYTHONPATH": SRC}
+    env.pop("CUDASTACK_NO_CACHE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    doctor = [sys.executable, "-m", "cudastack", "doctor", "--python", py, "--format", "json"]
+    ldd = ["sh", "-c", 'for f in "$@"; do ldd -r "$f" >/dev/null 2>&1; done', "sh", *files]
+    subprocess.run(doctor, capture_output=True, env=env, check=False)  # fills the caches
+    t_doc: list[float] = []
+    t_ldd: list[float] = []
+    for i in range(pairs):
+        # alternate which goes first, so neither always runs right after the other
+        if i % 2:
+            t_ldd.append(once(ldd))
+            t_doc.append(once(doctor, env))
+        else:
+            t_doc.append(once(doctor, env))
+            t_ldd.append(once(ldd))
+    ratios = sorted(b / a for a, b in zip(t_doc, t_ldd, strict=True))
+    print(f"load average before: {os.getloadavg()[0]:.2f}; {pairs} alternating pairs, {len(files)} ELF files")
+    print("| what | median s | min s | max s |")
+    print("|---|---|---|---|")
+    for name, ts in (("cudastack doctor, repeat run (caches on)", t_doc), ("ldd -r on the same files", t_ldd)):
+        print(f"| {name} | {statistics.median(ts):.3f} | {min(ts):.3f} | {max(ts):.3f} |")
+    print(
+        f"\nldd -r / doctor per pair: median {statistics.median(ratios):.2f}×, range {ratios[0]:.2f}–{ratios[-1]:.2f}×"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", required=True)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--paired", type=int, default=0, help="N alternating doctor / ldd -r pairs, then stop")
     args = ap.parse_args()
     py = args.python
     files, size = native_files(py)
+    if args.paired:
+        paired(py, files, args.paired)
+        return
     env = {**os.environ, "PYTHONPATH": SRC, "CUDASTACK_NO_CACHE": "1"}
     # as installed: cudastack's own bytecode cached (a shell with PYTHONDONTWRITEBYTECODE=1, as on
     # this machine, recompiles its 40 modules on every run: +0.1 s that no installed copy pays)

@@ -105,8 +105,9 @@ class Context:
     def elf_cache(self) -> ElfCache:
         """Parsed ELF files, shared by the import prediction and the device-code scan."""
         from cudastack.elf.cache import ElfCache
+        from cudastack.elf.table_cache import default_store
 
-        return ElfCache()
+        return ElfCache(default_store())
 
     @functools.cached_property
     def device_code(self) -> DeviceCodeInventory:

@@ -4,14 +4,20 @@ import prediction, the device-code scan, the install plan's checks)."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from cudastack.elf.reader import ElfFile, ElfParseError, read_elf
+
+if TYPE_CHECKING:
+    from cudastack.elf.table_cache import TableStore
 
 
 class ElfCache:
     """Parsed ELF files by real path, parse errors included (each file is read once)."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: TableStore | None = None) -> None:
+        self.store = store
+        """Tables kept between runs (:mod:`cudastack.elf.table_cache`); None: read every file."""
         self._by_real: dict[str, ElfFile | str] = {}
         self._real: dict[str, str] = {}
         self._dirs: dict[str, frozenset[str] | None] = {}
@@ -57,6 +63,17 @@ class ElfCache:
         except OSError as exc:
             return exc.strerror or str(exc)
 
+    def _read(self, real: str) -> ElfFile:
+        if self.store is None:
+            return read_elf(real)
+        st = os.stat(real)
+        stored = self.store.load(real, st)
+        if stored is not None:
+            return stored
+        elf = read_elf(real)
+        self.store.save(st, elf)
+        return elf
+
     def get(self, path: str) -> ElfFile | str:
         """The ElfFile, or the reason it cannot be used (``ENOENT`` never: callers check first)."""
         try:
@@ -66,7 +83,7 @@ class ElfCache:
         hit = self._by_real.get(real)
         if hit is None:
             try:
-                hit = read_elf(real)
+                hit = self._read(real)
             except ElfParseError as exc:
                 hit = f"invalid ELF: {exc}"
             except OSError as exc:
