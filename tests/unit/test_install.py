@@ -123,16 +123,23 @@ def test_install_keeps_a_good_result_and_rollback_restores_it_offline(env: Path,
     assert versions(env)["helper"] == "1.1"
 
 
-def test_an_install_that_adds_an_error_is_rolled_back(env: Path, links: Path, tmp_path: Path) -> None:
+def test_an_install_that_adds_an_error_is_refused_or_rolled_back(env: Path, links: Path, tmp_path: Path) -> None:
     before_snap, before_tree = snapshot(env), tree(env)
-    r = install(env, tmp_path / "state", links, "badext")
+    r = install(env, tmp_path / "state", links, "badext")  # the plan predicts LDD001: refused, nothing changed
+    assert r.returncode == 4, r.stderr
+    assert "predicted to add 1 error(s)" in r.stderr and "LDD001" in r.stderr and "--allow-errors LDD001" in r.stderr
+    assert snapshot(env) == before_snap and tree(env) == before_tree
+    assert not list((tmp_path / "state").rglob("journal.json"))  # refused before any backup
+    r = install(env, tmp_path / "state", links, "badext", opts=("--no-plan",))  # judged after: rolled back
+    assert "prediction skipped (--no-plan)" in r.stderr
     data = json.loads(r.stdout)
+    assert data["prediction"]["status"] == "skipped"
     assert r.returncode == 5, r.stderr  # ExitCode.ROLLED_BACK
     assert data["outcome"] == "rolled back"
     assert [f["code"] for f in data["new_errors"]] == ["LDD001"]
     assert data["rollback"]["remaining"] == []
     assert snapshot(env) == before_snap and tree(env) == before_tree
-    r = install(env, tmp_path / "state2", links, "badext", opts=("--no-rollback",))
+    r = install(env, tmp_path / "state2", links, "badext", opts=("--no-plan", "--no-rollback"))
     assert r.returncode == 1 and json.loads(r.stdout)["outcome"] == "installed"
     assert versions(env)["badext"] == "1.0"
 
@@ -283,7 +290,8 @@ def test_cudastack_killed_during_download_takes_the_installer_with_it(env: Path,
         url = f"http://127.0.0.1:{server.server_address[1]}/"
         env_vars = {**os.environ, "CUDASTACK_STATE_DIR": str(tmp_path / "state")}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cudastack", "install", "--python", str(env), "--", "--no-index", "--no-cache-dir",
+            [sys.executable, "-m", "cudastack", "install", "--no-plan", "--python", str(env), "--", "--no-index",
+             "--no-cache-dir",
              "--find-links", url, "tool==2.0"],
             env=env_vars, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip

@@ -27,9 +27,11 @@ def add_parser(sub: Any) -> None:
         "--keep", metavar="N", type=int, default=3,
         help="keep the backups of this environment's newest N installs (default 3); older ones are pruned",
     )  # fmt: skip
-    p.add_argument("--plan", action="store_true", help="predict first (cudastack plan): refuse a new error, exit 4")
-    p.add_argument("--allow-errors", metavar="CODE", nargs="+", default=[], help="with --plan: install although "
-                   "these new error codes are predicted")  # fmt: skip
+    p.add_argument("--plan", action="store_true", help="predict first (the default; kept for older scripts)")
+    p.add_argument("--no-plan", action="store_true", help="skip the prediction (cudastack plan) before the install: "
+                   "a new error is then found only after it, and rolled back")  # fmt: skip
+    p.add_argument("--allow-errors", metavar="CODE", nargs="+", default=[], help="install although the plan "
+                   "predicts these new error codes (ABI001, or a prefix: ABI)")  # fmt: skip
     p.add_argument("--format", choices=("human", "json"), default="human")
     p.add_argument("args", nargs=argparse.REMAINDER, help="-- then the installer's arguments")
     p.set_defaults(run=run)
@@ -77,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     if not pip_args:
         raise UsageError("nothing to install: cudastack install -- <installer arguments>")
     args.installer_args = pip_args
+    if args.no_plan and (args.plan or args.allow_errors):
+        raise UsageError("--no-plan skips the prediction: it takes neither --plan nor --allow-errors")
     refuse_unmodelled(pip_args, args.installer)
     target = build_target(python=args.python, detect_gpus=False)
     if args.dry_run:
@@ -127,10 +131,7 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
         return _emit(args, target, plan, {"dry_run": False, "outcome": "refused"})
     if not plan.changes:
         return _emit(args, target, plan, {"dry_run": False, "outcome": "nothing to do"})
-    if args.plan or args.allow_errors:  # refuse a predicted new error before anything changes
-        from cudastack.plan.gate import check_install
-
-        check_install(target, pip_args, allow=args.allow_errors, progress=_say, installer=args.installer)
+    prediction = _predict(args, target, pip_args)  # refuses (exit 4) a predicted new error: nothing changed yet
     _say(f"plan: {len(plan.changes)} change(s); checking the environment first")
     before = _errors(run_doctor(target))
     touched = sorted({_key(c.name) for c in plan.changes if c.before is not None})
@@ -144,7 +145,8 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
     _say("running " + " ".join(command))
     rc, interrupted = run_installer(command, stdout=sys.stderr, stderr=sys.stderr)
     end(target, txn)
-    extra: dict[str, Any] = {"dry_run": False, "transaction": str(txn.path), "installer_exit": rc}
+    extra: dict[str, Any] = {"dry_run": False, "prediction": prediction, "transaction": str(txn.path),
+                             "installer_exit": rc}  # fmt: skip
     extra.update(_pruned(args, target))  # older installs' backups; this one is the newest: kept
     if rc != 0 or interrupted:
         why = "interrupted" if interrupted else (f"killed by signal {-rc}" if rc < 0 else f"exited {rc}")
@@ -171,6 +173,23 @@ def _install(args: argparse.Namespace, target: Any, pip_args: list[str]) -> int:
     txn.set_state("kept")
     code = ExitCode.FINDINGS if new else ExitCode.CLEAN
     return _emit(args, target, plan, {**extra, "outcome": "installed"}, code=code)
+
+
+def _predict(args: argparse.Namespace, target: Any, pip_args: list[str]) -> dict[str, Any]:
+    """The plan's prediction before anything changes (the default; ``--no-plan`` skips it): raises
+    :class:`~cudastack.plan.gate.PredictedErrorsError` (exit 4) for a new error not allowed. What
+    happened, for the report: judged, or skipped and why."""
+    if args.no_plan:
+        _say("prediction skipped (--no-plan): a new error is found only after the install, and rolled back")
+        return {"status": "skipped", "why": "--no-plan", "accepted": [], "seconds": 0.0}
+    from cudastack.plan.gate import check_install
+
+    p = check_install(target, pip_args, allow=args.allow_errors, progress=_say, installer=args.installer)
+    if p.skipped:
+        _say(f"prediction skipped ({p.skipped[:300]}): the install is judged after it instead")
+    else:
+        _say(f"predicted: no new error ({p.seconds:.1f} s)")
+    return p.as_dict()
 
 
 def _emit(args: argparse.Namespace, target: Any, plan: Any, extra: dict[str, Any], code: ExitCode | None = None) -> int:
@@ -228,6 +247,9 @@ def _emit(args: argparse.Namespace, target: Any, plan: Any, extra: dict[str, Any
         r = extra["rollback"]
         out.append(f"rolled back: {r['restored']} file(s) restored, {r['deleted']} new file(s) deleted")
         out.extend(f"  NOT restored: {_remaining(c)}" for c in r["remaining"])
+    pred = extra.get("prediction") or {}
+    if pred.get("status") == "skipped":
+        out.append(f"prediction before the install: skipped ({pred.get('why')})")
     if "outcome" in extra and not plan.refused:
         out.append(f"outcome: {extra['outcome']} (exit {int(code)})")
     if extra.get("transaction"):
