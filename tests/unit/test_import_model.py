@@ -125,6 +125,22 @@ CASES: dict[str, tuple[str, dict[str, str], bool]] = {
         {"backend/__init__.py": "from optpkg import _fast\n"},
         True,
     ),
+    "a-computed-import-that-grafts-nothing": (  # torch's __getattr__: import_module(f".{name}", …)
+        "import importlib\n\nfor _n in ('extra',):\n    importlib.import_module(f'.{_n}', __name__)\n"
+        "from optpkg.utils import X\n",
+        {"extra/__init__.py": "", "utils.py": "X = 1\n", "extra/utils.py": "from optpkg import _fast\nX = 1\n"},
+        False,
+    ),
+    "a-computed-import-whose-names-the-package-takes": (  # cuda-core: globals().update(mod.__dict__)
+        "import importlib\n\nfor _n in ('extra',):\n"
+        "    globals().update(importlib.import_module(f'.{_n}', __name__).__dict__)\n"
+        "from optpkg.utils import X\n",
+        {
+            "extra/__init__.py": "import os\n\n_d = os.path.dirname(__file__)\n__path__ = [_d, os.path.dirname(_d)]\n",
+            "extra/utils.py": "from optpkg import _fast\nX = 1\n",
+        },
+        True,
+    ),
 }
 
 

@@ -665,7 +665,7 @@ class ImportTime:
     def _add(self, path: str, new: list[ast.AST]) -> None:
         self.running.setdefault(path, set()).update(map(id, new))
         self.named |= _named(new)
-        self._queue.extend(self._imports(new, self._package_of(path)))
+        self._queue.extend(self._imports(new, self._package_of(path), path))
 
     def advance(self) -> bool:
         """Run one more file, or one round of newly called functions; False once nothing is left."""
@@ -1113,8 +1113,9 @@ class ImportTime:
                 return None
         return {n.partition(".")[0] for n in self._imported}
 
-    def _imports(self, nodes: list[ast.AST], package: str) -> list[str]:
+    def _imports(self, nodes: list[ast.AST], package: str, path: str = "") -> list[str]:
         files, seen, out = self._files, self._seen, []
+        raw = self.raw(path) or b""
         for node in nodes:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in files:
                 out.append(node.value)  # pyzmq: select_backend("zmq.backend.cython") → import_module
@@ -1132,7 +1133,7 @@ class ImportTime:
                 chosen = [n for n in _computed(node, package, files) if n not in seen]
                 out.extend(chosen)
                 walked = isinstance(node.args[0], ast.Name)  # iter_modules(__path__): no graft
-                grafted = [n for n in chosen if files[n].endswith("__init__.py") and not walked]
+                grafted = [n for n in chosen if files[n].endswith("__init__.py") and not walked and _rebinds_path(raw)]
                 for n in grafted:
                     self._grafts.setdefault(n.rpartition(".")[0], set()).add(n.rpartition(".")[2])
                 if grafted:
@@ -1162,6 +1163,19 @@ class ImportTime:
                 moved = [*parts[:k], sub, *parts[k:]]
                 out.extend(n for i in range(k + 2, len(moved) + 1) if (n := ".".join(moved[:i])) in known)
         return out
+
+
+_PATH_CODE = re.compile(rb"^[^#\n]*(?:__path__|globals\(\)\.update\()", re.M)
+
+
+def _rebinds_path(raw: bytes) -> bool:
+    """Whether the file's code (not its comments) can change its package's ``__path__``: names
+    ``__path__`` or copies a module's names into its own (cuda-core's
+    ``globals().update(versioned_mod.__dict__)`` takes the subpackage's ``__path__``). Only then
+    does a computed import graft a subpackage; torch's ``__getattr__`` that returns
+    ``import_module(f".{name}", __name__)`` grafts nothing (``torch.utils`` is not
+    ``torch._inductor.utils``)."""
+    return _PATH_CODE.search(raw) is not None
 
 
 def _computed(call: ast.Call, package: str, files: dict[str, str]) -> list[str]:
