@@ -197,7 +197,7 @@ def detect_host(environ: dict[str, str]) -> GpuHost:
 
 def _nvml(notes: list[str]) -> tuple[list[Gpu], str, str | None]:
     try:
-        import pynvml  # type: ignore[import-not-found,unused-ignore]
+        import pynvml  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         return [], "", None
     try:
