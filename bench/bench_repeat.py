@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -168,13 +169,17 @@ def main() -> None:
         print(f"| {label[k]} | {med[k]:.3f} | {min(times[k]):.3f}–{max(times[k]):.3f} | {ratio} |")
     pairs = [b / a for a, b in zip(times["this"], times["ldd"], strict=True)]
     print(f"\nper-round ldd -r / this: median {statistics.median(pairs):.2f}×, min {min(pairs):.2f}×")
-    if args.phases:
-        os.environ["CUDASTACK_STATE_DIR"] = states["this"]
-        os.environ.pop("CUDASTACK_NO_CACHE", None)
-        print("\n| phase (one repeat run, in-process) | s |")
-        print("|---|---|")
-        for name, t in phases(py):
-            print(f"| {name} | {t:.3f} |")
+    try:
+        if args.phases:
+            os.environ["CUDASTACK_STATE_DIR"] = states["this"]
+            os.environ.pop("CUDASTACK_NO_CACHE", None)
+            print("\n| phase (one repeat run, in-process) | s |")
+            print("|---|---|")
+            for name, t in phases(py):
+                print(f"| {name} | {t:.3f} |")
+    finally:
+        for state in states.values():
+            shutil.rmtree(state, ignore_errors=True)
 
 
 if __name__ == "__main__":
