@@ -18,6 +18,7 @@ import hashlib
 import marshal
 import os
 import threading
+import time
 
 from cudastack.cache import source_digest
 from cudastack.elf.reader import ElfFile
@@ -46,11 +47,16 @@ def _key(st: os.stat_result) -> tuple[int, int, int, int, int, str]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, source_digest())
 
 
+RACY_NS = 2_000_000_000
+"""A file changed this recently (ns) is read but not stored."""
+
+
 class TableStore:
     """The on-disk store at ``directory``."""
 
-    def __init__(self, directory: str, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, directory: str, limit: int = DEFAULT_LIMIT, racy_ns: int = RACY_NS) -> None:
         self.directory = directory
+        self.racy_ns = racy_ns
         self.limit = limit
         self.writes = 0
 
@@ -78,7 +84,12 @@ class TableStore:
         return dataclasses.replace(elf, path=path)
 
     def save(self, st: os.stat_result, elf: ElfFile) -> None:
-        """Store ``elf`` under the identity ``st``; a store that cannot be written is skipped."""
+        """Store ``elf`` under the identity ``st``; a store that cannot be written is skipped, and
+        so is a file changed in the last ``RACY_NS``: timestamps come from a coarse kernel clock, so
+        a same-size rewrite within one tick would keep its key (git's "racy" index entries). ``racy_ns``
+        is that window (tests set 0)."""
+        if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < self.racy_ns:
+            return
         key = _key(st)
         blob = self._blob(key)
         values = tuple(getattr(elf, name) for name in _FIELDS)
