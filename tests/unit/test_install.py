@@ -281,8 +281,14 @@ class _Stalling(http.server.SimpleHTTPRequestHandler):
         super().do_GET()
 
 
-def test_cudastack_killed_during_download_takes_the_installer_with_it(env: Path, links: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("plan", [False, True], ids=["install", "prediction"])
+def test_cudastack_killed_during_download_takes_the_installer_with_it(
+    env: Path, links: Path, tmp_path: Path, plan: bool
+) -> None:
+    """The installer's download, or (by default) the prediction's own pip resolution that runs
+    first: either way, SIGKILL to cudastack takes pip's whole process group with it."""
     before_snap, before_tree = snapshot(env), tree(env)
+    _Stalling.stalled.clear()  # (a class attribute: set by an earlier run of this test)
     handler = lambda *a, **k: _Stalling(*a, directory=str(links), **k)  # noqa: E731
     socketserver.ThreadingTCPServer.daemon_threads = True
     with socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler) as server:
@@ -290,7 +296,8 @@ def test_cudastack_killed_during_download_takes_the_installer_with_it(env: Path,
         url = f"http://127.0.0.1:{server.server_address[1]}/"
         env_vars = {**os.environ, "CUDASTACK_STATE_DIR": str(tmp_path / "state")}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cudastack", "install", "--no-plan", "--python", str(env), "--", "--no-index",
+            [sys.executable, "-m", "cudastack", "install", *([] if plan else ["--no-plan"]), "--python", str(env), "--",
+             "--no-index",
              "--no-cache-dir",
              "--find-links", url, "tool==2.0"],
             env=env_vars, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -305,8 +312,9 @@ def test_cudastack_killed_during_download_takes_the_installer_with_it(env: Path,
             time.sleep(0.1)
         assert not _children_running(url, proc.pid), "the installer outlived cudastack"
         server.shutdown()
-    r = cli(env, tmp_path / "state", "rollback")  # the lock died with its holder
-    assert r.returncode == 0, r.stderr
+    if not plan:  # the prediction comes before anything changes: nothing to roll back
+        r = cli(env, tmp_path / "state", "rollback")  # the lock died with its holder
+        assert r.returncode == 0, r.stderr
     assert snapshot(env) == before_snap and tree(env) == before_tree
 
 

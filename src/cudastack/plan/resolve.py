@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import urllib.parse
@@ -56,18 +58,22 @@ def quiet_env() -> dict[str, str]:
 
 
 def run_pip(cmd: list[str], *, timeout: float, what: str, env: dict[str, str] | None = None) -> str:
+    """Run the installer under install's supervisor: when cudastack dies (SIGKILL too) or the
+    timeout passes, its whole process group dies with it (issue 13: no orphaned pip download)."""
+    from cudastack.install.run import run_supervised
+
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env or quiet_env())
-    except subprocess.TimeoutExpired:
-        raise PlanError(f"{what} timed out after {timeout:.0f} s: {' '.join(cmd)}") from None
+        rc, out, err, interrupted = run_supervised(cmd, env or quiet_env(), capture=True, timeout=timeout)
     except OSError as exc:
         raise PlanError(f"{what} could not start: {' '.join(cmd)}: {exc.strerror or exc}") from None
-    if proc.returncode != 0:
+    if interrupted:
+        raise PlanError(f"{what} was stopped (timed out after {timeout:.0f} s, or interrupted): {' '.join(cmd)}")
+    if rc != 0:
         raise PlanError(
-            f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}: {proc.stderr.strip()[-800:]}",
+            f"{what} failed (exit {rc}): {' '.join(cmd)}: {err.strip()[-800:]}",
             hint="nothing was changed",
         )
-    return proc.stdout
+    return out
 
 
 def resolve(target: Target, args: list[str], *, timeout: float = 1800) -> Resolution:
@@ -86,9 +92,17 @@ class PendingResolution:
         self.installer = installer
         self.stdin = stdin
         self.target = target
+        from cudastack.install.run import SUPERVISOR
+
+        # under install's supervisor, in a session of its own: when cudastack dies (SIGKILL too) the
+        # supervisor sees the life pipe close and kills the whole group (pip and its children)
+        life_r, self._life_w = os.pipe()
+        self._status_r, status_w = os.pipe()
         try:
             self.proc: subprocess.Popen[str] | None = subprocess.Popen(
-                cmd,
+                [sys.executable, "-I", "-S", str(SUPERVISOR), str(life_r), str(status_w), *cmd],
+                pass_fds=(life_r, status_w),
+                start_new_session=True,
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -98,14 +112,32 @@ class PendingResolution:
             self.error: str | None = None
         except OSError as exc:
             self.proc, self.error = None, f"resolution could not start: {' '.join(cmd)}: {exc.strerror or exc}"
+        finally:
+            os.close(life_r)
+            os.close(status_w)
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def _status(self) -> int:
+        """The installer's exit status as the supervisor reports it (closes the pipes)."""
+        with os.fdopen(self._status_r, "rb") as fh:
+            answer = fh.read().decode(errors="replace")
+        os.close(self._life_w)
+        self._kill()  # anything left in the group
+        if answer.startswith("error "):
+            return 127
+        return int(answer) if answer.lstrip("-").isdigit() else -signal.SIGKILL
 
     def cancel(self) -> None:
         """Stop a resolution no longer needed (the search accepted an earlier label)."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.kill()
+        self._kill()
         self.proc.communicate()  # reads and closes its pipes, finished or killed
+        self._status()
 
     def result(self, *, timeout: float = 1800) -> Resolution:
         if self.proc is None:
@@ -113,12 +145,14 @@ class PendingResolution:
         try:
             out, err = self.proc.communicate(self.stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self._kill()
             self.proc.communicate()
+            self._status()
             raise PlanError(f"resolution timed out after {timeout:.0f} s: {' '.join(self.cmd)}") from None
-        if self.proc.returncode != 0:
+        rc = self._status()
+        if rc != 0:
             raise PlanError(
-                f"resolution failed (exit {self.proc.returncode}): {' '.join(self.cmd)}: {err.strip()[-800:]}",
+                f"resolution failed (exit {rc}): {' '.join(self.cmd)}: {err.strip()[-800:]}",
                 hint="nothing was changed",
             )
         if self.installer == "uv":
