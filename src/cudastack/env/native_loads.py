@@ -47,6 +47,8 @@ class NativeLoad:
     """A bare library name (``libcuda.so.1``), searched as dlopen searches."""
     guard: str | None = None
     """``file:line`` of a ``try`` around it that catches the error (then the package survives)."""
+    each: bool = False
+    """In a loop of fallbacks followed by a ``raise``: every file the name matches is tried."""
 
 
 def find_native_loads(dist: Distribution) -> list[NativeLoad]:
@@ -210,11 +212,35 @@ def _loads_in(tree: ast.Module, path: str, record: list[str], called: dict[str, 
         (funcs[f].body, {**assigns, **_assignments(funcs[f])}, called[f]) for f in sorted(called.keys() & funcs.keys())
     ]
     for body, names, outer in bodies:
+        each = _in_fallback_loops(body)
         for stmt, guard in _statements(body, None):
             for call in (c for c in ast.walk(stmt) if isinstance(c, ast.Call)):
                 load = _load(call, path, names, record, guard, funcs)
+                if load is not None and id(call) in each:
+                    load = replace(load, each=True)
                 if load is not None:
                     out.append(load if load.guard or outer is None else replace(load, guard=outer))
+    return out
+
+
+def _in_fallback_loops(body: list[ast.stmt]) -> set[int]:
+    """The calls inside a loop that a ``raise`` follows in the same block (fallbacks: each
+    iteration tries another candidate until one works)."""
+    out: set[int] = set()
+    blocks = [body]
+    while blocks:
+        block = blocks.pop()
+        for i, node in enumerate(block):
+            if isinstance(node, ast.For | ast.While) and any(isinstance(s, ast.Raise) for s in block[i + 1 :]):
+                out.update(id(c) for c in ast.walk(node) if isinstance(c, ast.Call))
+            for field in ("body", "orelse", "finalbody"):
+                sub = getattr(node, field, None)
+                if isinstance(sub, list) and not isinstance(
+                    node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                ):
+                    blocks.append(sub)
+            if isinstance(node, ast.Try | ast.TryStar):
+                blocks.extend(h.body for h in node.handlers)
     return out
 
 

@@ -181,9 +181,13 @@ def _loaded_without_import(pred: Prediction, inventory: Inventory, base: Process
             why = f"loaded at import by {load.how} ({load.where})"
             judged = [i for path in load.paths if (i := index.get(path)) is not None]
             # a wildcard that matches modules picks one of them, not a library beside them
-            # (torchaudio's lib/*.so); a library is a candidate only where no module is
-            # (torchcodec's libtorchcodec_image.so, found by FileFinder.find_spec)
-            judged = [i for i in judged if pred.files[i].kind == "module"] or judged
+            # (torchaudio's lib/*.so); a library is judged only where no module matches and it is
+            # the one file the name can be (torchcodec's libtorchcodec_image.so, by
+            # FileFinder.find_spec) or a loop of fallbacks tries each (its FFmpeg versions):
+            # torch-c-dlpack-ext's addon per torch version is loaded only past a `return` the
+            # model does not decide, and none loads with torch 2.13
+            modules = [i for i in judged if pred.files[i].kind == "module"]
+            judged = modules or (judged if len(judged) == 1 or load.each else [])
             failing = [i for i in judged if pred.files[i].predicted == "on-demand" and pred.files[i].problems]
             # a name with wildcards picks one of several files (torch-c-dlpack-ext's addon for the
             # installed torch among twelve): the import fails for sure only when every one judged
