@@ -50,12 +50,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "no rule: matplotlib_inline/__init__.py imports matplotlib, which matplotlib-inline does not declare "
         "and which sglang's resolution does not install (ModuleNotFoundError)"
     ),
-    ("torchcodec-on-cpu-torch", "torchcodec"): (
-        "import model (env/native_loads.py): torchcodec/__init__ -> _core/ops.py calls load_image_library() at "
-        "import, which runs torch.ops.load_library(_get_extension_path('libtorchcodec_image')); that library "
-        "links libtorch_cuda.so / libc10_cuda.so (a CUDA build from PyPI) and CPU torch has neither: the load is "
-        "not followed, so the library is judged on-demand (info) and no error names torchcodec"
-    ),
 }
 
 

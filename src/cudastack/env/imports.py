@@ -297,7 +297,16 @@ def _constant_tables(tree: ast.Module, f: Any, param: str) -> dict[str, object]:
     unknown."""
     read = {n.id for n in ast.walk(f) if type(n) is ast.Name and n.id != param}
     top: dict[str, ast.expr] = {}
-    for stmt in tree.body:
+    # module level, and inside module-level ifs (torch 2.13 binds _lazy_modules and its
+    # __getattr__ in the else of `if TYPE_CHECKING:`); a name bound twice stays unknown below
+    block, stmts = list(tree.body), []
+    while block:
+        stmt = block.pop(0)
+        if type(stmt) is ast.If:
+            block[:0] = [*stmt.body, *stmt.orelse]
+        else:
+            stmts.append(stmt)
+    for stmt in stmts:
         if type(stmt) is ast.Assign and len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Name:
             if stmt.targets[0].id in read:
                 top[stmt.targets[0].id] = stmt.value

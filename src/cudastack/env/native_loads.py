@@ -25,7 +25,7 @@ import marshal
 import os
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cudastack.env.dists import Distribution
 from cudastack.files import open_file
@@ -50,6 +50,8 @@ class NativeLoad:
     """A bare library name (``libcuda.so.1``), searched as dlopen searches."""
     guard: str | None = None
     """``file:line`` of a ``try`` around it that catches the error (then the package survives)."""
+    each: bool = False
+    """In a loop of fallbacks followed by a ``raise``: every file the name matches is tried."""
 
 
 def find_native_loads(dist: Distribution) -> list[NativeLoad]:
@@ -127,6 +129,14 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
                     raws[full] = _read(dist.abspath(files[full]))
                     reached.append(full)
         frontier = reached
+    # one hop more, only to the module whose function the last hop calls at module level
+    # (torchcodec: __init__ -> _core -> _core/ops.py, which calls load_image_library() of
+    # _internally_replaced_utils): following every import a third hop costs 5x on torch
+    for name in frontier:
+        package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
+        for full in _called_from(raws[name], package):
+            if full in files and full not in raws:
+                raws[full] = _read(dist.abspath(files[full]))
     # the words first (a substring test runs at memchr speed; the pattern's \b and \s* do not)
     hits = {n: r for n, r in raws.items() if any(w in r for w in _CALL_WORDS) and _CALL.search(r)}
     if not hits:
@@ -150,14 +160,15 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
             own = funcs
         if any(f in r for f in own) and (t := _parse(r)) is not None:
             trees[n] = t
-    called = {
-        c.func.id
-        for t in trees.values()
-        for n in t.body
-        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and not _is_main_guard(n)
-        for c in ast.walk(n)
-        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
-    }
+    # a function called at module level runs at import; its loads are guarded only when every
+    # such call sits in a try that catches (torchcodec's `try: load_core_libraries()`)
+    called: dict[str, str | None] = {}
+    for n, t in trees.items():
+        for stmt, guard in _statements(t.body, None):
+            for c in ast.walk(stmt):
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Name):
+                    g = f"{files[n]}:{guard}" if guard else None
+                    called[c.func.id] = g if called.get(c.func.id, g) is not None else None
     out: list[NativeLoad] = []
     for name in sorted(hits):
         if name in trees:
@@ -178,6 +189,23 @@ def _imported(raw: bytes, package: str) -> list[str]:
         base = _resolve(mod.decode(), package)
         out.extend(f"{base}.{n.strip()}" for n in names.decode().split(","))
     return out
+
+
+_TOP_CALL = re.compile(rb"^(?:\w+\s*=\s*)?(\w+)\(", re.MULTILINE)
+_FROM_ANY = re.compile(rb"^from\s+(\.*[\w.]*)\s+import\s+(\([^)]*\)|[^\n]*)", re.MULTILINE)
+
+
+def _called_from(raw: bytes, package: str) -> list[str]:
+    """Modules whose names a file imports (``from X import f``) and calls at column 0 (``f()``,
+    ``x = f()``): a call that runs at import."""
+    calls = set(_TOP_CALL.findall(raw))
+    if not calls:
+        return []
+    return [
+        _resolve(mod.decode(), package)
+        for mod, names in _FROM_ANY.findall(raw)
+        if calls.intersection(re.findall(rb"\w+", re.sub(rb"#[^\n]*", b"", names)))
+    ]
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
@@ -227,22 +255,52 @@ def _python_files(dist: Distribution) -> dict[str, str]:
     return files
 
 
-def _loads_in(tree: ast.Module, path: str, record: list[str], called: set[str]) -> list[NativeLoad]:
+def _loads_in(tree: ast.Module, path: str, record: list[str], called: dict[str, str | None]) -> list[NativeLoad]:
     """The loading calls that run when the file is imported: module level, and the bodies of its
     functions that module-level code of the files read calls by name (one level)."""
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     assigns = _assignments(tree)
     out: list[NativeLoad] = []
-    bodies: list[tuple[list[ast.stmt], dict[str, ast.expr]]] = [
-        ([n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)], assigns)
+    bodies: list[tuple[list[ast.stmt], dict[str, ast.expr], str | None]] = [
+        (
+            [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)],
+            assigns,
+            None,
+        )
     ]
-    bodies += [(funcs[f].body, {**assigns, **_assignments(funcs[f])}) for f in sorted(called & funcs.keys())]
-    for body, names in bodies:
+    bodies += [
+        (funcs[f].body, {**assigns, **_assignments(funcs[f])}, called[f]) for f in sorted(called.keys() & funcs.keys())
+    ]
+    for body, names, outer in bodies:
+        each = _in_fallback_loops(body)
         for stmt, guard in _statements(body, None):
             for call in (c for c in ast.walk(stmt) if isinstance(c, ast.Call)):
-                load = _load(call, path, names, record, guard)
+                load = _load(call, path, names, record, guard, funcs)
+                if load is not None and id(call) in each:
+                    load = replace(load, each=True)
                 if load is not None:
-                    out.append(load)
+                    out.append(load if load.guard or outer is None else replace(load, guard=outer))
+    return out
+
+
+def _in_fallback_loops(body: list[ast.stmt]) -> set[int]:
+    """The calls inside a loop that a ``raise`` follows in the same block (fallbacks: each
+    iteration tries another candidate until one works)."""
+    out: set[int] = set()
+    blocks = [body]
+    while blocks:
+        block = blocks.pop()
+        for i, node in enumerate(block):
+            if isinstance(node, ast.For | ast.While) and any(isinstance(s, ast.Raise) for s in block[i + 1 :]):
+                out.update(id(c) for c in ast.walk(node) if isinstance(c, ast.Call))
+            for field in ("body", "orelse", "finalbody"):
+                sub = getattr(node, field, None)
+                if isinstance(sub, list) and not isinstance(
+                    node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                ):
+                    blocks.append(sub)
+            if isinstance(node, ast.Try | ast.TryStar):
+                blocks.extend(h.body for h in node.handlers)
     return out
 
 
@@ -252,8 +310,15 @@ def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt,
     guards its calls: nvidia-cudnn-frontend's soname fallbacks); their headers count as
     statements of the enclosing guard."""
     out: list[tuple[ast.stmt, str | None]] = []
-    for node in body:
+    for i, node in enumerate(body):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or _is_main_guard(node):
+            continue
+        if isinstance(node, ast.For | ast.While) and any(isinstance(s, ast.Raise) for s in body[i + 1 :]):
+            # fallbacks tried in a loop, then a raise when none worked (sgl-kernel's common_ops,
+            # torchcodec's FFmpeg versions): a try inside catches one candidate's failure, not the
+            # package's; the loop's loads count as unguarded here
+            out.extend(_statements([ast.Expr(value=node.iter if isinstance(node, ast.For) else node.test)], guard))
+            out.extend((s, guard) for s, _g in _statements(node.body, guard))
             continue
         if isinstance(node, ast.Try | ast.TryStar):
             catches = any(_catches(h) and not any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers)
@@ -295,7 +360,12 @@ def _assignments(scope: ast.Module | ast.FunctionDef) -> dict[str, ast.expr]:
 
 
 def _load(
-    call: ast.Call, path: str, names: dict[str, ast.expr], record: list[str], guard: str | None
+    call: ast.Call,
+    path: str,
+    names: dict[str, ast.expr],
+    record: list[str],
+    guard: str | None,
+    funcs: dict[str, ast.FunctionDef],
 ) -> NativeLoad | None:
     func = call.func
     fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -305,7 +375,7 @@ def _load(
         arg, how = call.args[0], _LOADERS[fname]
     else:
         return None
-    pattern = _evaluate(arg, path, names, 0)
+    pattern = _evaluate(arg, path, names, 0, funcs)
     if pattern is None or not pattern.replace("*", "").replace("/", ""):
         return None  # nothing known of the name (a loop over LD_LIBRARY_PATH's directories)
     where = f"{path}:{call.lineno}"
@@ -318,13 +388,18 @@ def _load(
     return NativeLoad(where=where, how=how, paths=hits, guard=g) if hits else None
 
 
-def _evaluate(node: ast.expr, path: str, names: dict[str, ast.expr], depth: int) -> str | None:
-    """A glob pattern for the string ``node`` evaluates to (``*`` where unknown), or None."""
+def _evaluate(
+    node: ast.expr, path: str, names: dict[str, ast.expr], depth: int, funcs: dict[str, ast.FunctionDef] | None = None
+) -> str | None:
+    """A glob pattern for the string ``node`` evaluates to (``*`` where unknown), or None.
+    ``funcs``: the file's functions; a call of one is evaluated by its single ``return`` with its
+    parameters bound to the arguments' patterns (torchcodec's ``_get_extension_path(name)``)."""
     if depth > 12:
         return None
+    funcs = funcs or {}
 
     def ev(n: ast.expr) -> str:
-        v = _evaluate(n, path, names, depth + 1)
+        v = _evaluate(n, path, names, depth + 1, funcs)
         return "*" if v is None else v
 
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -333,7 +408,7 @@ def _evaluate(node: ast.expr, path: str, names: dict[str, ast.expr], depth: int)
         if node.id == "__file__":
             return path
         if node.id in names:
-            return _evaluate(names[node.id], path, names, depth + 1)
+            return _evaluate(names[node.id], path, names, depth + 1, funcs)
         return None
     if isinstance(node, ast.JoinedStr):
         return "".join(
@@ -347,11 +422,20 @@ def _evaluate(node: ast.expr, path: str, names: dict[str, ast.expr], depth: int)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return ev(node.left) + ev(node.right)
     if isinstance(node, ast.Subscript):
-        return _evaluate(node.value, path, names, depth + 1)
+        return _evaluate(node.value, path, names, depth + 1, funcs)
+    if isinstance(node, ast.Attribute) and node.attr == "origin":
+        return _evaluate(node.value, path, names, depth + 1, funcs)  # a spec's file
     if isinstance(node, ast.Call):
         f = node.func
         fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
         args = node.args
+        if isinstance(f, ast.Name) and f.id in funcs:
+            return _call_of(funcs[f.id], node, path, names, depth, funcs)
+        if fname == "FileFinder" and args:
+            return ev(args[0])
+        if fname == "find_spec" and isinstance(f, ast.Attribute) and args:
+            # FileFinder(dir).find_spec(name): dir/name plus an extension suffix (.so, .abi3.so, ...)
+            return os.path.join(ev(f.value), ev(args[0]) + ".*so")
         if fname == "dirname" and args:
             return os.path.dirname(ev(args[0]))
         if fname == "join" and args:
@@ -370,3 +454,24 @@ def _evaluate(node: ast.expr, path: str, names: dict[str, ast.expr], depth: int)
         if fname in ("glob", "iglob", "sorted", "list") and args:
             return ev(args[0])
     return None
+
+
+def _call_of(
+    func: ast.FunctionDef,
+    call: ast.Call,
+    path: str,
+    names: dict[str, ast.expr],
+    depth: int,
+    funcs: dict[str, ast.FunctionDef],
+) -> str | None:
+    """The pattern of a call of a function of the file: its one ``return`` value, evaluated with
+    its parameters bound to the patterns of the call's positional arguments."""
+    returns = [r.value for r in ast.walk(func) if isinstance(r, ast.Return) and r.value is not None]
+    if len(returns) != 1:
+        return None
+    bound: dict[str, ast.expr] = {}
+    for param, arg in zip(func.args.args, call.args, strict=False):
+        v = _evaluate(arg, path, names, depth + 1, funcs)
+        bound[param.arg] = ast.Constant(value="*" if v is None else v)
+    scope = {**names, **_assignments(func), **bound}
+    return _evaluate(returns[0], path, scope, depth + 1, {k: v for k, v in funcs.items() if v is not func})

@@ -180,6 +180,14 @@ def _loaded_without_import(pred: Prediction, inventory: Inventory, base: Process
                 continue
             why = f"loaded at import by {load.how} ({load.where})"
             judged = [i for path in load.paths if (i := index.get(path)) is not None]
+            # a wildcard that matches modules picks one of them, not a library beside them
+            # (torchaudio's lib/*.so); a library is judged only where no module matches and it is
+            # the one file the name can be (torchcodec's libtorchcodec_image.so, by
+            # FileFinder.find_spec) or a loop of fallbacks tries each (its FFmpeg versions):
+            # torch-c-dlpack-ext's addon per torch version is loaded only past a `return` the
+            # model does not decide, and none loads with torch 2.13
+            modules = [i for i in judged if pred.files[i].kind == "module"]
+            judged = modules or (judged if len(judged) == 1 or load.each else [])
             failing = [i for i in judged if pred.files[i].predicted == "on-demand" and pred.files[i].problems]
             # a name with wildcards picks one of several files (torch-c-dlpack-ext's addon for the
             # installed torch among twelve): the import fails for sure only when every one judged
@@ -519,17 +527,11 @@ def predict(
     verdicts = import_verdicts([(dist, path) for _i, dist, path in failing])
     for (i, _dist, _path), (at_import, guard) in zip(failing, verdicts, strict=True):
         pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
-    _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
-    _loaded_without_import(pred, inventory, base)
-    _loaded_by_requirers(pred, inventory)
-    _block_dependents(pred, inventory)
-    pred.files.extend(_stdlib_modules(target, base, config, cache))
-    for dist in inventory.dists.values():
-        object.__setattr__(dist, "_import_time", None)  # the parsed Python of failing packages: done with it
     if torch_proc is not None:
         for obj in torch_proc.objects:
             loaded_at_import.add(cache.realpath(obj.path))
-    # libraries: those some module loads are "loads"; the others are judged alone, on demand
+    # libraries: those some module loads are "loads"; the others are judged alone, on demand (before
+    # the loads by path below: one may be loaded at import, torchcodec's libtorchcodec_image.so)
     for path, (elf, dist) in elfs.items():
         if is_extension_module(path, target.extension_suffixes, elf, site_dirs):
             continue
@@ -558,4 +560,11 @@ def predict(
                 result=res,
             )
         )
+    _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
+    _loaded_without_import(pred, inventory, base)
+    _loaded_by_requirers(pred, inventory)
+    _block_dependents(pred, inventory)
+    pred.files.extend(_stdlib_modules(target, base, config, cache))
+    for dist in inventory.dists.values():
+        object.__setattr__(dist, "_import_time", None)  # the parsed Python of failing packages: done with it
     return pred
