@@ -1142,7 +1142,15 @@ class ImportTime:
                 chosen = [n for n in _computed(node, package, files) if n not in seen]
                 out.extend(chosen)
                 walked = isinstance(node.args[0], ast.Name)  # iter_modules(__path__): no graft
-                grafted = [n for n in chosen if files[n].endswith("__init__.py") and not walked and _rebinds_path(raw)]
+                grafted = [
+                    n
+                    for n in chosen
+                    if files[n].endswith("__init__.py")
+                    and not walked
+                    # the importing file takes the subpackage's names (cuda-core), or the
+                    # subpackage appends itself to its parent's __path__
+                    and (_rebinds_path(raw) or self.tree(files[n], b"__path__") is not None)
+                ]
                 for n in grafted:
                     self._grafts.setdefault(n.rpartition(".")[0], set()).add(n.rpartition(".")[2])
                 if grafted:
