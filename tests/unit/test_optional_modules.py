@@ -677,18 +677,37 @@ SCIPY_INIT = (
 )
 
 
+TORCH_INIT = (  # torch 2.13: the table and __getattr__ bound in the else of `if TYPE_CHECKING:`
+    "import importlib\n"
+    "from typing import TYPE_CHECKING\n\n"
+    "if TYPE_CHECKING:\n"
+    "    from optpkg import sub as sub\n"
+    "else:\n"
+    "    _lazy_modules = {'sub', 'other'}\n\n"
+    "    def __getattr__(name):\n"
+    "        if name in _lazy_modules:\n"
+    "            return importlib.import_module(f'.{name}', __name__)\n"
+    "        raise AttributeError(name)\n\n\n"
+    "from optpkg import _helper  # noqa: E402\n"
+)
+
+
+@pytest.mark.parametrize("init", [SCIPY_INIT, TORCH_INIT], ids=["scipy", "torch-under-if"])
 @pytest.mark.parametrize("asks", ["__path__", "sub"])
 def test_a_module_getattr_guarded_by_a_constant_table_runs_only_for_its_names(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], asks: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], asks: str, init: str
 ) -> None:
     """scipy's pattern: ``__getattr__`` imports ``f'scipy.{name}'`` only ``if name in submodules``
     (a module-level list). scipy's own ``_testutils`` reads ``scipy.__path__`` and
     ``_distributor_init`` tries ``from . import _distributor_init_local``: neither name is in the
     list, so nothing is imported (the H200's validation: 94 of scipy's and 62 of scikit-learn's
-    modules were called loaded at import, 4 are). Asking for a listed name does import it."""
+    modules were called loaded at import, 4 are). Asking for a listed name does import it.
+    torch 2.13 binds its table (``_lazy_modules``) and ``__getattr__`` in the else of ``if
+    TYPE_CHECKING:``; unread, every subpackage of torch counted as imported (a false PKG001 error
+    without sympy, through ``torch/_inductor/utils.py``)."""
     helper = "import optpkg\nX = optpkg.__path__\n" if asks == "__path__" else "from optpkg import sub\n"
     sub = "from optpkg.sub import _fast\n"
-    files = {"optpkg/__init__.py": SCIPY_INIT, "optpkg/_helper.py": helper, "optpkg/sub/__init__.py": sub}
+    files = {"optpkg/__init__.py": init, "optpkg/_helper.py": helper, "optpkg/sub/__init__.py": sub}
     python = _installed(tmp_path, "optpkg", "optpkg/sub/_fast", files)
     real = subprocess.run(["env", "-i", str(python), "-c", "import optpkg"], capture_output=True, text=True)
     rc, data = _doctor(python, capsys)
