@@ -644,6 +644,8 @@ class ImportTime:
         """Method name → the methods of that name of live classes."""
         """Method names called on objects of unknown type."""
         self._getattr_done: set[tuple[str, str]] = set()
+        self._tables: dict[int, dict[str, object]] = {}
+        """``__getattr__`` node → the module's constant tables it reads (:func:`_constant_tables`)."""
         self._getattr_modules: set[str] = set()
         self._event = 0
         self._attr_event = 0
@@ -896,7 +898,10 @@ class ImportTime:
                 params = _params(f)
                 known: dict[str, object] = {params[0]: name} if params else {}
                 if known and tree is not None and p == path:
-                    known.update(_constant_tables(tree, f, params[0]))
+                    tables = self._tables.get(id(f))
+                    if tables is None:  # one walk of the module per __getattr__, not per name asked
+                        tables = self._tables[id(f)] = _constant_tables(tree, f, params[0])
+                    known.update(tables)
                 self._expand(p, f, known=known or None)
         package = self._package_of(path)
         funcs = [node for kind, _p, node in found if kind == "func"]
