@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One device run that re-validates the doctor against the real GPU stack (see docs/validation.md):
+# doctor timings, false alarms, import reach (overs/misses), the LD_LIBRARY_PATH stub experiment,
+# and traces for the named leftovers. Run from the repo root on the device: bash tools/device_validate.sh
+# Every step has its own time limit, so what finished comes back even if a later step runs long.
+set -u
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+P=${P:-/opt/torch/.venv/bin/python}
+OUT=${OUT:-/tmp/out}
+SITE=$($P -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+mkdir -p "$OUT"
+log() { echo "== $(date +%T) $*"; }
+{
+  log "device"; nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
+  log "doctor, cache off"
+  /usr/bin/time -f '%e s wall' CUDASTACK_NO_CACHE=1 timeout 120 $P -m cudastack doctor --format json >"$OUT/doctor.json" 2>"$OUT/doctor.err"; echo "exit $?"; tail -2 "$OUT/doctor.err"
+  log "doctor, warm"
+  /usr/bin/time -f '%e s wall' timeout 120 $P -m cudastack doctor --fail-on warning | tail -5
+  log "false alarms"; timeout 200 $P tools/false_alarms.py "$OUT/fa" --python $P | tail -8
+  log "import reach"; timeout 200 $P tools/validate_imports.py "$OUT/vi" --python $P | tail -12
+  log "scipy trace"; timeout 60 $P tools/reach_trace.py "$SITE" scipy --first 80 >"$OUT/scipy_trace.txt" 2>&1
+  (cd "$SITE" && tar czf "$OUT/scipy_py.tgz" $(find scipy -name '*.py' -size -400k | head -4000) scipy-*.dist-info/METADATA) 2>/dev/null
+  log "stub experiment"
+  timeout ${STUB_LIMIT:-200} $P tools/stub_experiment.py --python $P \
+    --import jax --import torch --import scipy --import sklearn --import cupy --import torchvision \
+    --soname libstdc++.so.6 --soname libgomp.so.1 --soname libcublasLt.so.13 --soname libz.so.1 \
+    --soname libnvJitLink.so.13 --soname libnvrtc.so.13 -o "$OUT/stub.json" | tail -15
+  log "done"
+} 2>&1 | tee "$OUT/log.txt"
