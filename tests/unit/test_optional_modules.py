@@ -692,7 +692,14 @@ TORCH_INIT = (  # torch 2.13: the table and __getattr__ bound in the else of `if
 )
 
 
-@pytest.mark.parametrize("init", [SCIPY_INIT, TORCH_INIT], ids=["scipy", "torch-under-if"])
+SCIPY_118_INIT = SCIPY_INIT.replace(  # scipy 1.18: the table shrinks at import (builds without Fortran)
+    "\n\n\ndef __getattr__", "\nimport os\nif not os.path.exists('other'):\n    submodules.remove('other')\ndel os\n\n\ndef __getattr__"
+)
+
+
+@pytest.mark.parametrize(
+    "init", [SCIPY_INIT, TORCH_INIT, SCIPY_118_INIT], ids=["scipy", "torch-under-if", "scipy-1.18-shrunk"]
+)
 @pytest.mark.parametrize("asks", ["__path__", "sub"])
 def test_a_module_getattr_guarded_by_a_constant_table_runs_only_for_its_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], asks: str, init: str
@@ -704,7 +711,9 @@ def test_a_module_getattr_guarded_by_a_constant_table_runs_only_for_its_names(
     modules were called loaded at import, 4 are). Asking for a listed name does import it.
     torch 2.13 binds its table (``_lazy_modules``) and ``__getattr__`` in the else of ``if
     TYPE_CHECKING:``; unread, every subpackage of torch counted as imported (a false PKG001 error
-    without sympy, through ``torch/_inductor/utils.py``)."""
+    without sympy, through ``torch/_inductor/utils.py``). scipy 1.18 shrinks its list at import
+    (``submodules.remove('odr')``): a name outside the list is still surely not in it (found on
+    the H100 with scipy 1.18.1: 94 over-predicted modules, all through this)."""
     helper = "import optpkg\nX = optpkg.__path__\n" if asks == "__path__" else "from optpkg import sub\n"
     sub = "from optpkg.sub import _fast\n"
     files = {"optpkg/__init__.py": init, "optpkg/_helper.py": helper, "optpkg/sub/__init__.py": sub}

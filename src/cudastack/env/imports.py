@@ -265,7 +265,10 @@ def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool
         if type(left) is ast.Name and left.id in known and op in (ast.In, ast.NotIn):
             members = _members(right, known)
             if members is not None:  # scipy's ``if name in submodules:`` in its __getattr__
-                return (known[left.id] in members) is (op is ast.In)
+                found = known[left.id] in members
+                if found and type(members) is _UpperBound:
+                    return None  # maybe removed at import (scipy 1.18's ``submodules.remove('odr')``)
+                return found is (op is ast.In)
         if type(left) is ast.Name and left.id in known and literal:
             v, c = known[left.id], literal[0]
             if op is ast.Eq or op is ast.Is:
@@ -286,15 +289,23 @@ def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool
     return None
 
 
-_MUTATORS = frozenset({"append", "extend", "insert", "add", "update", "remove", "pop", "clear", "discard"})
+_MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
+_SHRINKERS = frozenset({"remove", "pop", "clear", "discard"})
+
+
+class _UpperBound(tuple):  # type: ignore[type-arg]
+    """A constant table that the module may shrink (``.remove``, ``.pop``, ``del t[i]``) but never
+    grows: a name outside it is surely not in it; a name inside it may have been removed."""
 
 
 def _constant_tables(tree: ast.Module, f: Any, param: str) -> dict[str, object]:
     """Module-level names that function ``f`` reads and the module binds exactly once, by a
     top-level assignment of a list, tuple or set of constants (scipy's ``submodules``), as
     tuples: what a test such as ``if name in submodules:`` compares with. A name stored, deleted,
-    imported, declared global or mutated (``.append``, ``[i] =``) anywhere else in the file stays
-    unknown."""
+    imported, declared global or grown (``.append``, ``[i] =``) anywhere else in the file stays
+    unknown. One that is only shrunk (``.remove``, ``.pop``, ``.clear``, ``.discard``, ``del t[i]``)
+    is an :class:`_UpperBound`: scipy 1.18 removes ``'odr'`` from ``submodules`` at import when it
+    was built without Fortran."""
     read = {n.id for n in ast.walk(f) if type(n) is ast.Name and n.id != param}
     top: dict[str, ast.expr] = {}
     # module level, and inside module-level ifs (torch 2.13 binds _lazy_modules and its
@@ -313,6 +324,7 @@ def _constant_tables(tree: ast.Module, f: Any, param: str) -> dict[str, object]:
     if not top:
         return {}
     stores: dict[str, int] = {}
+    shrunk: set[str] = set()
     for n in ast.walk(tree):
         t = type(n)
         if t is ast.Name and type(n.ctx) is not ast.Load:  # type: ignore[attr-defined]
@@ -323,16 +335,20 @@ def _constant_tables(tree: ast.Module, f: Any, param: str) -> dict[str, object]:
         elif t is ast.alias:
             bound = (n.asname or n.name).partition(".")[0]  # type: ignore[attr-defined]
             stores[bound] = stores.get(bound, 0) + 2
-        elif type(getattr(n, "value", None)) is ast.Name and (
-            (t is ast.Attribute and n.attr in _MUTATORS)  # type: ignore[attr-defined]
-            or (t is ast.Subscript and type(n.ctx) is not ast.Load)  # type: ignore[attr-defined]
-        ):
-            stores[n.value.id] = stores.get(n.value.id, 0) + 2  # type: ignore[attr-defined]
+        elif type(getattr(n, "value", None)) is ast.Name:
+            if (t is ast.Attribute and n.attr in _SHRINKERS) or (  # type: ignore[attr-defined]
+                t is ast.Subscript and type(n.ctx) is ast.Del  # type: ignore[attr-defined]
+            ):
+                shrunk.add(n.value.id)  # type: ignore[attr-defined]
+            elif (t is ast.Attribute and n.attr in _MUTATORS) or (  # type: ignore[attr-defined]
+                t is ast.Subscript and type(n.ctx) is not ast.Load  # type: ignore[attr-defined]
+            ):
+                stores[n.value.id] = stores.get(n.value.id, 0) + 2  # type: ignore[attr-defined]
     out: dict[str, object] = {}
     for name, value in top.items():
         members = _members(value, {}) if stores.get(name) == 1 else None
         if members is not None:
-            out[name] = members
+            out[name] = _UpperBound(members) if name in shrunk else members
     return out
 
 
@@ -341,7 +357,7 @@ def _members(node: ast.expr, known: dict[str, object]) -> tuple[object, ...] | N
     to such a tuple; else None."""
     if type(node) is ast.Name:
         v = known.get(node.id)
-        return v if type(v) is tuple else None
+        return v if type(v) in (tuple, _UpperBound) else None
     if type(node) in (ast.List, ast.Tuple, ast.Set):
         out = [_literal(e) for e in node.elts]  # type: ignore[attr-defined]
         return None if any(x is None for x in out) else tuple(x[0] for x in out if x is not None)
