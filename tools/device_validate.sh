@@ -13,9 +13,9 @@ log() { echo "== $(date +%T) $*"; }
 {
   log "device"; nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
   log "doctor, cache off"
-  /usr/bin/time -f '%e s wall' CUDASTACK_NO_CACHE=1 timeout 120 $P -m cudastack doctor --format json >"$OUT/doctor.json" 2>"$OUT/doctor.err"; echo "exit $?"; tail -2 "$OUT/doctor.err"
+  TIMEFORMAT='%R s wall, %U s user'; time (CUDASTACK_NO_CACHE=1 timeout 120 $P -m cudastack doctor --format json >"$OUT/doctor.json" 2>"$OUT/doctor.err"; echo "exit $?")
   log "doctor, warm"
-  /usr/bin/time -f '%e s wall' timeout 120 $P -m cudastack doctor --fail-on warning | tail -5
+  time (timeout 120 $P -m cudastack doctor --fail-on warning | tail -5)
   log "false alarms"; timeout 200 $P tools/false_alarms.py "$OUT/fa" --python $P | tail -8
   log "import reach"; timeout 200 $P tools/validate_imports.py "$OUT/vi" --python $P | tail -12
   log "scipy trace"; timeout 60 $P tools/reach_trace.py "$SITE" scipy --first 80 >"$OUT/scipy_trace.txt" 2>&1
@@ -24,6 +24,7 @@ log() { echo "== $(date +%T) $*"; }
   timeout ${STUB_LIMIT:-200} $P tools/stub_experiment.py --python $P \
     --import jax --import torch --import scipy --import sklearn --import cupy --import torchvision \
     --soname libstdc++.so.6 --soname libgomp.so.1 --soname libcublasLt.so.13 --soname libz.so.1 \
-    --soname libnvJitLink.so.13 --soname libnvrtc.so.13 -o "$OUT/stub.json" | tail -15
+    --soname libnvJitLink.so.13 --soname libnvrtc.so.13 --soname libcusparse.so.12 --soname libcudart.so.13 \
+    --soname libcufft.so.12 --soname libcurand.so.10 ${STUB_EXTRA:-} -o "$OUT/stub.json" | tail -15
   log "done"
 } 2>&1 | tee "$OUT/log.txt"
