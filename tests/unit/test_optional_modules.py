@@ -692,8 +692,10 @@ TORCH_INIT = (  # torch 2.13: the table and __getattr__ bound in the else of `if
 )
 
 
-SCIPY_118_INIT = SCIPY_INIT.replace(  # scipy 1.18: the table shrinks at import (builds without Fortran)
-    "\n\n\ndef __getattr__", "\nimport os\nif not os.path.exists('other'):\n    submodules.remove('other')\ndel os\n\n\ndef __getattr__"
+# scipy 1.18: the table shrinks at import (builds without Fortran)
+SCIPY_118_INIT = SCIPY_INIT.replace(
+    "\n\n\ndef __getattr__",
+    "\nimport os\nif not os.path.exists('other'):\n    submodules.remove('other')\ndel os\n\n\ndef __getattr__",
 )
 
 

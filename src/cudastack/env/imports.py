@@ -357,7 +357,7 @@ def _members(node: ast.expr, known: dict[str, object]) -> tuple[object, ...] | N
     to such a tuple; else None."""
     if type(node) is ast.Name:
         v = known.get(node.id)
-        return v if type(v) in (tuple, _UpperBound) else None
+        return v if isinstance(v, tuple) else None
     if type(node) in (ast.List, ast.Tuple, ast.Set):
         out = [_literal(e) for e in node.elts]  # type: ignore[attr-defined]
         return None if any(x is None for x in out) else tuple(x[0] for x in out if x is not None)
