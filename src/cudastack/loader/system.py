@@ -16,7 +16,6 @@ from cudastack.loader.ldcache import LdCache, read_ld_cache
 DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib")
 # glibc >= 2.33 probes dir/glibc-hwcaps/<level>/ first (elf/dl-hwcaps.c); glibc < 2.37 then the
 # legacy subdirectories (removed in 2.37). Order as LD_DEBUG=libs shows on glibc 2.36 x86-64.
-LEGACY_SUBDIRS_X86_64 = ("tls/x86_64/x86_64", "tls/x86_64", "tls", "x86_64/x86_64", "x86_64")
 _LD_SO_CANDIDATES = ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib/ld-linux.so.2")
 
 
@@ -40,25 +39,54 @@ class LoaderConfig:
 def parse_ld_so_help(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(default dirs, subdirectories searched) from ``ld.so --help`` output. Pure."""
     dirs = tuple(m.group(1) for m in re.finditer(r"^\s+(/\S+) \(system search path\)", text, re.M))
-    hw = []
-    legacy = False
-    section = ""
+    hw = [f"glibc-hwcaps/{name}" for name, _ in _help_section(text, "Subdirectories of glibc-hwcaps")]
+    legacy = _help_section(text, "Legacy HWCAP subdirectories")
+    return dirs or DEFAULT_DIRS, tuple(hw) + legacy_subdirs(legacy)
+
+
+def parse_ld_so_platform(text: str) -> str | None:
+    """``$PLATFORM`` as ld.so expands it, from ``ld.so --help`` (the legacy HWCAP line marked
+    ``AT_PLATFORM``) or ``ld.so --list-diagnostics`` (``dl_platform="…"``); None if neither says.
+    glibc 2.26–2.36 on x86-64 replaces the kernel's ``x86_64`` with ``haswell`` or ``xeon_phi``
+    on CPUs that have those features (seen on Debian 12 with AVX-512: AT_PLATFORM x86_64 in the
+    auxiliary vector, ``$ORIGIN/$PLATFORM`` searched as ``$ORIGIN/haswell``). Pure."""
+    for name, note in _help_section(text, "Legacy HWCAP subdirectories"):
+        if "AT_PLATFORM" in note:
+            return name
+    m = re.search(r'^dl_platform="([^"]+)"', text, re.M)
+    return m.group(1) if m else None
+
+
+def _help_section(text: str, title: str) -> list[tuple[str, str]]:
+    """The searched ``(name, note)`` entries listed under a ``ld.so --help`` section title."""
+    out: list[tuple[str, str]] = []
+    inside = False
     for line in text.splitlines():
-        if line.startswith("Subdirectories of glibc-hwcaps"):
-            section = "hwcaps"
-            continue
-        if line.startswith("Legacy HWCAP subdirectories"):
-            section = "legacy"
-            continue
-        if not line.startswith("  "):
-            section = "" if line.strip() else section
-            continue
-        if section == "hwcaps" and "searched" in line:
-            hw.append("glibc-hwcaps/" + line.split()[0])
-        elif section == "legacy" and "searched" in line:
-            legacy = True
-    subdirs = tuple(hw) + (LEGACY_SUBDIRS_X86_64 if legacy else ())
-    return dirs or DEFAULT_DIRS, subdirs
+        if line.startswith(title):
+            inside = True
+        elif inside and line.startswith("  "):
+            name, _, note = line.strip().partition(" ")
+            if "searched" in note:
+                out.append((name, note))
+        elif inside and line.strip():
+            break
+    return out
+
+
+def legacy_subdirs(entries: list[tuple[str, str]]) -> tuple[str, ...]:
+    """The legacy HWCAP subdirectories glibc (≤ 2.36) probes under each search directory, in its
+    order: every combination of ``tls``, the platform and the other HWCAP names (in that order),
+    the longest first, e.g. ``tls/haswell/avx512_1/x86_64`` … ``x86_64`` (``LD_DEBUG=libs``); a
+    platform that is also a HWCAP name gives ``x86_64/x86_64``. Pure."""
+    platform = [n for n, note in entries if "AT_PLATFORM" in note][:1]
+    rest = [n for n, note in entries if n != "tls" and "AT_PLATFORM" not in note]
+    order = ["tls"] * any(n == "tls" for n, _ in entries) + platform + rest
+    out: list[str] = []
+    for mask in range((1 << len(order)) - 1, 0, -1):
+        sub = "/".join(n for i, n in enumerate(order) if mask & (1 << (len(order) - 1 - i)))
+        if sub not in out:
+            out.append(sub)
+    return tuple(out)
 
 
 def detect_loader(environ: dict[str, str] | None = None) -> LoaderConfig:
@@ -68,21 +96,21 @@ def detect_loader(environ: dict[str, str] | None = None) -> LoaderConfig:
     env = os.environ if environ is None else environ
     text = ""
     source = "built-in defaults"
+    platform = None
     if env.get("CUDASTACK_LD_SO_HELP"):
         with open(env["CUDASTACK_LD_SO_HELP"], encoding="utf-8", errors="replace") as fh:
             text = fh.read()
         source = env["CUDASTACK_LD_SO_HELP"]
+        platform = parse_ld_so_platform(text)
     else:
-        for ld in (*_LD_SO_CANDIDATES, *sorted(glob.glob("/lib64/ld-linux*.so*"))):
-            if os.path.exists(ld):
-                try:
-                    text = subprocess.run(
-                        [ld, "--help"], capture_output=True, text=True, timeout=10, check=False
-                    ).stdout
-                    source = f"{ld} --help"
-                except (OSError, subprocess.TimeoutExpired):
-                    text = ""
-                break
+        ld = next(
+            (p for p in (*_LD_SO_CANDIDATES, *sorted(glob.glob("/lib64/ld-linux*.so*"))) if os.path.exists(p)), None
+        )
+        if ld is not None:
+            text = _ld_so_output(ld, "--help")
+            source = f"{ld} --help"
+            # glibc >= 2.37 has no legacy section; --list-diagnostics (2.33+) still names dl_platform
+            platform = parse_ld_so_platform(text) or parse_ld_so_platform(_ld_so_output(ld, "--list-diagnostics"))
     dirs, subdirs = parse_ld_so_help(text) if text else (DEFAULT_DIRS, ())
     preload: list[str] = []
     try:
@@ -93,8 +121,24 @@ def detect_loader(environ: dict[str, str] | None = None) -> LoaderConfig:
         pass
     cache = read_ld_cache(env.get("CUDASTACK_LD_SO_CACHE", "/etc/ld.so.cache"))
     return LoaderConfig(
-        default_dirs=dirs, subdirs=subdirs, cache=cache, preload=tuple(preload), source=source, lib=lib_token(dirs)
+        default_dirs=dirs,
+        subdirs=subdirs,
+        cache=cache,
+        preload=tuple(preload),
+        source=source,
+        lib=lib_token(dirs),
+        platform=platform or os.uname().machine,
     )
+
+
+def _ld_so_output(ld: str, option: str) -> str:
+    """What the system's own ld.so prints for an informational option (``--help``,
+    ``--list-diagnostics``): no program of the target runs. Empty on failure."""
+    try:
+        proc = subprocess.run([ld, option], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout
 
 
 def lib_token(default_dirs: tuple[str, ...]) -> str:
