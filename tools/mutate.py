@@ -57,11 +57,7 @@ def find_function(tree: ast.Module, name: str) -> ast.FunctionDef:
 
 
 def _is_docstring(node: ast.AST, parent: ast.AST | None) -> bool:
-    return (
-        isinstance(parent, ast.Expr)
-        and isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-    )
+    return isinstance(parent, ast.Expr) and isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
 def points(func: ast.FunctionDef) -> Iterator[tuple[ast.AST, str, Any]]:
@@ -77,9 +73,7 @@ def points(func: ast.FunctionDef) -> Iterator[tuple[ast.AST, str, Any]]:
             for i, op in enumerate(node.ops):
                 if type(op) in CMP:
                     yield node, "cmp", i
-        elif isinstance(node, ast.BinOp) and type(node.op) in BIN:
-            yield node, "bin", None
-        elif isinstance(node, ast.AugAssign) and type(node.op) in BIN:
+        elif isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in BIN:
             yield node, "bin", None
         elif isinstance(node, ast.BoolOp):
             yield node, "bool", None
@@ -93,12 +87,12 @@ def points(func: ast.FunctionDef) -> Iterator[tuple[ast.AST, str, Any]]:
             for i in range(len(node.keywords)):
                 if node.keywords[i].arg is not None:
                     yield node, "kwarg", i
-        if isinstance(node, ast.stmt) and not (
-            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-        ):
+        if isinstance(node, ast.stmt) and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
             yield node, "delete", None
-        if isinstance(node, ast.Return) and node.value is not None and not (
-            isinstance(node.value, ast.Constant) and node.value.value is None
+        if (
+            isinstance(node, ast.Return)
+            and node.value is not None
+            and not (isinstance(node.value, ast.Constant) and node.value.value is None)
         ):
             yield node, "return", None
 
@@ -207,7 +201,7 @@ def main() -> int:
             for line, desc, text in mutants(source, name):
                 total += 1
                 target.write_text(text)
-                dead, secs = run_tests(args.tests, copy_src, max(args.timeout, base * 3))
+                dead, _secs = run_tests(args.tests, copy_src, max(args.timeout, base * 3))
                 killed += dead
                 if not dead:
                     survived.append(f"{module.name}:{line}: {desc}")

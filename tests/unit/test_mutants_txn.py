@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from cudastack.install import txn as T
+from cudastack.install import txn as tx
 from cudastack.target import Target, build_target
 
 
@@ -45,10 +45,10 @@ def make_txn(target: Target, name: str, state: str | None, *, sole: int = 0, lin
     """A transaction directory with a journal in ``state`` (None: no journal), a backup file of
     ``sole`` bytes that has no other name, and a hard link to ``linked_to`` (the environment
     still holds that inode)."""
-    path = T.transactions_dir(target) / name
+    path = tx.transactions_dir(target) / name
     (path / "files" / "sub").mkdir(parents=True)
     if state is not None:
-        (path / "journal.json").write_text(json.dumps({"format": T.TXN_FORMAT, "state": state}))
+        (path / "journal.json").write_text(json.dumps({"format": tx.TXN_FORMAT, "state": state}))
     if sole:
         (path / "files" / "sub" / "1").write_bytes(b"s" * sole)
     if linked_to is not None:
@@ -72,15 +72,20 @@ def test_prune_keeps_the_newest_and_the_unfinished_and_says_what_it_freed(env: t
     installing = make_txn(target, "20260104T000000-1", "installing", sole=20)
     newer = make_txn(target, "20260105T000000-1", "kept", sole=11)
     newest = make_txn(target, "20260106T000000-1", "kept", sole=13)
-    stray = T.transactions_dir(target) / "20260107T000000-1"  # no journal: not a transaction, untouched
+    stray = tx.transactions_dir(target) / "20260107T000000-1"  # no journal: not a transaction, untouched
     stray.mkdir()
     (stray / "x").write_bytes(b"x" * 9)
     expect_freed = find_sole_bytes(old) + find_sole_bytes(rolled)
     expect_held = sum(find_sole_bytes(p) for p in (newest, newer, installing, unfinished))
-    result = T.prune(target, keep=2)
+    result = tx.prune(target, keep=2)
     assert result.removed == [str(rolled), str(old)]
-    assert result.freed_bytes == expect_freed == 300 + 400 + len(json.dumps({"format": 1, "state": "kept"})) + len(
-        json.dumps({"format": 1, "state": "rolled-back"})
+    assert (
+        result.freed_bytes
+        == expect_freed
+        == 300
+        + 400
+        + len(json.dumps({"format": 1, "state": "kept"}))
+        + len(json.dumps({"format": 1, "state": "rolled-back"}))
     )
     assert result.kept == [
         {"transaction": str(newest), "why": "one of the newest 2"},
@@ -102,17 +107,17 @@ def test_prune_keeps_at_least_the_newest(env: tuple[Target, Path]) -> None:
     a = make_txn(target, "20260101T000000-1", "kept", sole=5)
     b = make_txn(target, "20260102T000000-1", "kept", sole=5)
     for keep in (0, -3):
-        result = T.prune(target, keep=keep)
+        result = tx.prune(target, keep=keep)
         assert result.kept == [{"transaction": str(b), "why": "one of the newest 1"}]
         assert b.exists()
     assert not a.exists()
-    assert T.prune(target, keep=1).removed == []
+    assert tx.prune(target, keep=1).removed == []
 
 
 def test_prune_without_transactions_does_nothing(env: tuple[Target, Path]) -> None:
     target, _site = env
-    assert not T.transactions_dir(target).exists()
-    assert T.prune(target).as_dict() == {"removed": [], "freed_bytes": 0, "kept": [], "kept_bytes": 0}
+    assert not tx.transactions_dir(target).exists()
+    assert tx.prune(target).as_dict() == {"removed": [], "freed_bytes": 0, "kept": [], "kept_bytes": 0}
 
 
 def test_prune_keeps_a_transaction_whose_journal_is_unreadable(env: tuple[Target, Path]) -> None:
@@ -122,7 +127,7 @@ def test_prune_keeps_a_transaction_whose_journal_is_unreadable(env: tuple[Target
     wrong = make_txn(target, "20260102T000000-1", None, sole=7)
     (wrong / "journal.json").write_text(json.dumps({"format": 99, "state": "kept"}))
     newest = make_txn(target, "20260103T000000-1", "kept")
-    result = T.prune(target, keep=1)
+    result = tx.prune(target, keep=1)
     assert result.removed == []
     assert [k["transaction"] for k in result.kept] == [str(newest), str(wrong), str(bad)]
     assert result.kept[1]["why"].startswith("unreadable journal: ") and "format 1" in result.kept[1]["why"]
@@ -138,15 +143,15 @@ def test_prune_removes_links_kept_beside_the_environment(env: tuple[Target, Path
     b = make_txn(target, "20260102T000000-1", "rolled-back", sole=10, beside=backups / "env-b")
     c = make_txn(target, "20260103T000000-1", "kept", sole=10, beside=backups / "env-c")
     expect = find_sole_bytes(a) + find_sole_bytes(backups / "env-a")
-    result = T.prune(target, keep=2)  # a goes, with its links beside; .cudastack-backup/ still holds b's and c's
+    result = tx.prune(target, keep=2)  # a goes, with its links beside; .cudastack-backup/ still holds b's and c's
     assert result.removed == [str(a)] and result.freed_bytes == expect
     assert result.kept_bytes == sum(find_sole_bytes(p) for p in (b, c, backups / "env-b", backups / "env-c"))
     assert not (backups / "env-a").exists() and (backups / "env-b" / "3").exists() and b.exists()
-    result = T.prune(target, keep=1)  # b goes; c's links stay
+    result = tx.prune(target, keep=1)  # b goes; c's links stay
     assert result.removed == [str(b)] and not (backups / "env-b").exists() and (backups / "env-c" / "3").exists()
     (c / "journal.json").write_text(json.dumps({"format": 1, "state": "kept"}))
     make_txn(target, "20260104T000000-1", "kept")
-    result = T.prune(target, keep=1)  # the last one beside: .cudastack-backup/ goes too
+    result = tx.prune(target, keep=1)  # the last one beside: .cudastack-backup/ goes too
     assert result.removed == [str(c)] and not backups.exists()
 
 
@@ -158,7 +163,7 @@ def test_prune_survives_a_manifest_that_is_not_an_object(env: tuple[Target, Path
     if manifest is None:
         (a / "manifest.json").write_text("null")
     make_txn(target, "20260102T000000-1", "kept")
-    result = T.prune(target, keep=1)
+    result = tx.prune(target, keep=1)
     assert result.removed == [str(a)] and not a.exists()
 
 
@@ -176,12 +181,12 @@ def test_held_bytes_and_delete_tree_count_only_the_last_name_of_regular_files(tm
     os.mkfifo(top / "fifo")
     expect = find_sole_bytes(top)
     assert expect == 2100
-    assert T._held_bytes(top) == expect
+    assert tx._held_bytes(top) == expect
     assert top.exists() and (top / "a" / "linked").exists()  # counting deletes nothing
-    assert T._delete_tree(top) == expect
+    assert tx._delete_tree(top) == expect
     assert not top.exists() and not os.path.lexists(top)
     assert outside.read_bytes() == b"o" * 5000 and os.stat(outside).st_nlink == 1
-    assert T._held_bytes(top) == 0 and T._delete_tree(top) == 0  # gone: nothing, no error
+    assert tx._held_bytes(top) == 0 and tx._delete_tree(top) == 0  # gone: nothing, no error
 
 
 def test_delete_tree_goes_on_past_what_it_cannot_delete(tmp_path: Path) -> None:
@@ -191,7 +196,7 @@ def test_delete_tree_goes_on_past_what_it_cannot_delete(tmp_path: Path) -> None:
     (top / "go").write_bytes(b"g" * 30)
     os.chmod(top / "keep", 0o500)  # its file cannot be unlinked (by root it can: then all goes)
     try:
-        freed = T._delete_tree(top)
+        freed = tx._delete_tree(top)
     finally:
         os.chmod(top / "keep", 0o700) if (top / "keep").exists() else None
     if os.geteuid() == 0:
@@ -204,7 +209,7 @@ def test_delete_tree_goes_on_past_what_it_cannot_delete(tmp_path: Path) -> None:
 
 
 def entry(path: Path) -> dict[str, Any]:
-    return T._entry(str(path), os.lstat(path))
+    return tx._entry(str(path), os.lstat(path))
 
 
 def backup_of(path: Path, store: Path, *, how: str) -> dict[str, Any]:
@@ -253,21 +258,21 @@ def test_put_brings_back_a_file_over_whatever_is_there_now(tmp_path: Path, how: 
             shutil.rmtree(f.parent)
         if now != "missing-parent":
             Path(str(f) + ".cudastack-restore").write_bytes(b"left by a killed rollback")
-        T._put(str(f), e, store)
+        tx._put(str(f), e, store)
         assert state(f) == want, now
         assert not os.path.lexists(str(f) + ".cudastack-restore")
         if how == "link":
             assert os.lstat(f).st_ino == inode, now  # the very inode again
         else:
             assert os.lstat(f).st_ino != os.lstat(e["blob"]).st_ino and os.lstat(f).st_nlink == 1, now
-        assert T._same_bytes(str(f), e, store) and T._blob_ok(store, e)
+        assert tx._same_bytes(str(f), e, store) and tx._blob_ok(store, e)
         if now != "missing-parent":
             _remove_now(f)
     assert sorted(os.listdir(f.parent)) == ["mod.py"]
 
 
 def _remove_now(f: Path) -> None:
-    T._remove(str(f))
+    tx._remove(str(f))
     assert not os.path.lexists(f)
 
 
@@ -285,8 +290,8 @@ def test_put_brings_back_a_symlink_and_a_directory(tmp_path: Path) -> None:
     (env / "d").write_bytes(b"not a dir")
     os.unlink(env / "ln")
     (env / "ln").symlink_to("/elsewhere")
-    T._put(str(env / "d"), e_dir, store)
-    T._put(str(env / "ln"), e_ln, store)
+    tx._put(str(env / "d"), e_dir, store)
+    tx._put(str(env / "ln"), e_ln, store)
     assert (state(env / "d"), state(env / "ln")) == (want_dir, want_ln)
     os.rmdir(env / "d")
     (env / "other").mkdir()
@@ -294,13 +299,13 @@ def test_put_brings_back_a_symlink_and_a_directory(tmp_path: Path) -> None:
     os.unlink(env / "ln")
     (env / "ln").mkdir()
     (env / "ln" / "x").write_bytes(b"")
-    T._put(str(env / "d"), e_dir, store)
-    T._put(str(env / "ln"), e_ln, store)
+    tx._put(str(env / "d"), e_dir, store)
+    tx._put(str(env / "ln"), e_ln, store)
     assert (state(env / "d"), state(env / "ln")) == (want_dir, want_ln)
     assert (env / "other").is_dir()  # a symlinked directory is replaced, not emptied through the link
     os.chmod(env / "d", 0o700)
     (env / "d" / "kept").write_bytes(b"k")
-    T._put(str(env / "d"), e_dir, store)  # an existing directory: its mode again, its contents kept
+    tx._put(str(env / "d"), e_dir, store)  # an existing directory: its mode again, its contents kept
     assert state(env / "d") == want_dir and (env / "d" / "kept").read_bytes() == b"k"
 
 
@@ -313,7 +318,7 @@ def test_put_gives_a_copy_the_mode_it_had_even_with_set_uid_bits(tmp_path: Path)
     e = backup_of(f, store, how="copy")
     os.chmod(Path(e["blob"]), 0o600)  # the copy's own mode must not leak through
     f.unlink()
-    T._put(str(f), e, store)
+    tx._put(str(f), e, store)
     assert stat.S_IMODE(os.lstat(f).st_mode) == 0o4755 and f.read_bytes() == b"#!/bin/sh\n"
 
 
@@ -323,28 +328,28 @@ def test_same_bytes_compares_real_bytes_when_the_inode_changed(tmp_path: Path) -
     f = tmp_path / "f"
     f.write_bytes(b"abc" * 1000)
     e = backup_of(f, store, how="copy")
-    assert T._same_bytes(str(f), e, store)  # the very inode
+    assert tx._same_bytes(str(f), e, store)  # the very inode
     os.link(f, tmp_path / "keep")  # its inode number is not free for reuse (tmpfs reuses them at once)
     copy = tmp_path / "copy"
     shutil.copyfile(f, copy)
     os.replace(copy, f)  # another inode, same bytes
-    assert T._same_bytes(str(f), e, store)
+    assert tx._same_bytes(str(f), e, store)
     same_size = bytearray(f.read_bytes())
     same_size[1500] ^= 1
     (tmp_path / "new").write_bytes(bytes(same_size))  # another inode, same size and mtime, one bit differs
     os.utime(tmp_path / "new", ns=(e["mtime_ns"], e["mtime_ns"]))
     os.replace(tmp_path / "new", f)
-    assert not T._same_bytes(str(f), e, store)
+    assert not tx._same_bytes(str(f), e, store)
     f.unlink()
-    assert not T._same_bytes(str(f), e, store)  # missing
+    assert not tx._same_bytes(str(f), e, store)  # missing
     f.write_bytes(b"abc" * 1000)
     no_blob = {k: v for k, v in e.items() if k != "blob"}
-    assert not T._same_bytes(str(f), no_blob, store)  # nothing to compare with: not proven
+    assert not tx._same_bytes(str(f), no_blob, store)  # nothing to compare with: not proven
     for k, v in (("size", e["size"] + 1), ("mtime_ns", e["mtime_ns"] + 1), ("ino", e["ino"] + 1)):
         os.replace(tmp_path / "store" / os.path.basename(e["blob"]), tmp_path / "hide")
         try:
             same_inode = entry(f) | {k: v, "blob": e["blob"]}
-            assert not T._same_bytes(str(f), same_inode, store), k  # the inode differs in one key: bytes decide
+            assert not tx._same_bytes(str(f), same_inode, store), k  # the inode differs in one key: bytes decide
         finally:
             os.replace(tmp_path / "hide", tmp_path / "store" / os.path.basename(e["blob"]))
 
@@ -355,13 +360,13 @@ def test_blob_ok_sees_a_damaged_backup(tmp_path: Path) -> None:
     f = tmp_path / "f"
     f.write_bytes(b"data")
     e = backup_of(f, store, how="copy")
-    assert T._blob_ok(store, e)
+    assert tx._blob_ok(store, e)
     for k in ("size", "bmtime_ns", "bino"):
-        assert not T._blob_ok(store, {**e, k: e[k] + 1}), k
-    assert not T._blob_ok(store, {k: v for k, v in e.items() if k != "blob"})
+        assert not tx._blob_ok(store, {**e, k: e[k] + 1}), k
+    assert not tx._blob_ok(store, {k: v for k, v in e.items() if k != "blob"})
     blob = Path(e["blob"])
     os.unlink(blob)
-    assert not T._blob_ok(store, e)
+    assert not tx._blob_ok(store, e)
     blob.mkdir()  # not a regular file
-    assert not T._blob_ok(store, {**e, "bino": os.lstat(blob).st_ino, "size": os.lstat(blob).st_size,
+    assert not tx._blob_ok(store, {**e, "bino": os.lstat(blob).st_ino, "size": os.lstat(blob).st_size,
                                   "bmtime_ns": os.lstat(blob).st_mtime_ns})  # fmt: skip
