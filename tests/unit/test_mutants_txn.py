@@ -370,3 +370,20 @@ def test_blob_ok_sees_a_damaged_backup(tmp_path: Path) -> None:
     blob.mkdir()  # not a regular file
     assert not tx._blob_ok(store, {**e, "bino": os.lstat(blob).st_ino, "size": os.lstat(blob).st_size,
                                   "bmtime_ns": os.lstat(blob).st_mtime_ns})  # fmt: skip
+
+
+def test_rollback_of_a_damaged_manifest_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A manifest.json that is JSON but not an object: a clear RollbackError (exit 6), no traceback."""
+    from cudastack.env.inventory import read_inventory
+    from tests.venvs import make_venv
+
+    monkeypatch.setenv("CUDASTACK_STATE_DIR", str(tmp_path / "state"))
+    python = make_venv(tmp_path / "env")
+    target = build_target(python=str(python), detect_gpus=False)
+    txn = tx.begin(target, read_inventory(target), [], {})
+    txn.set_state("installed")
+    for manifest in ("3", "[]", '"roots"', "null"):
+        (txn.path / "manifest.json").write_text(manifest)
+        with pytest.raises(tx.RollbackError, match=r"manifest.json is damaged \(not a JSON object\)") as err:
+            tx.rollback(target, txn)
+        assert err.value.exit_code == 6
