@@ -387,3 +387,30 @@ def test_rollback_of_a_damaged_manifest_says_so(tmp_path: Path, monkeypatch: pyt
         with pytest.raises(tx.RollbackError, match=r"manifest.json is damaged \(not a JSON object\)") as err:
             tx.rollback(target, txn)
         assert err.value.exit_code == 6
+
+
+def test_put_gives_back_the_owner_a_path_had(tmp_path: Path) -> None:
+    """A copy and a directory made again are the restorer's: the owner is put back (root), or the
+    put fails (anyone else may not give a file away: the rollback reports the path)."""
+    store = tmp_path / "store"
+    store.mkdir()
+    f, d = tmp_path / "f", tmp_path / "d"
+    f.write_bytes(b"theirs")
+    d.mkdir()
+    e_f, e_d = backup_of(f, store, how="copy"), entry(d)
+    foreign = {"uid": 54321, "gid": 54322}
+    e_f, e_d = {**e_f, **foreign}, {**e_d, **foreign}
+    f.unlink()
+    d.rmdir()
+    d.write_bytes(b"a file where the directory was")
+    if os.geteuid() != 0:
+        for path, e in ((f, e_f), (d, e_d)):
+            with pytest.raises(PermissionError):
+                tx._put(str(path), e, store)
+        return
+    tx._put(str(f), e_f, store)
+    tx._put(str(d), e_d, store)
+    for path in (f, d):
+        st = os.lstat(path)
+        assert (st.st_uid, st.st_gid) == (54321, 54322), path
+    assert f.read_bytes() == b"theirs" and d.is_dir()
