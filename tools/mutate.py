@@ -87,7 +87,8 @@ def points(func: ast.FunctionDef) -> Iterator[tuple[ast.AST, str, Any]]:
             for i in range(len(node.keywords)):
                 if node.keywords[i].arg is not None:
                     yield node, "kwarg", i
-        if isinstance(node, ast.stmt) and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+        docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        if isinstance(node, ast.stmt) and not docstring and not isinstance(node, ast.Pass):  # `pass` → `pass`
             yield node, "delete", None
         if (
             isinstance(node, ast.Return)
