@@ -137,3 +137,21 @@ def test_own_upgrade_is_only_the_marker_of_the_branch_head_is_on(repo: Path) -> 
     assert not marker.exists()
     ops._drop_marker(g)  # gone already: fine
     assert not marker.exists()
+
+
+def test_restore_of_a_detached_save_leaves_head_detached_there(repo: Path) -> None:
+    g = open_repo(str(repo))
+    first = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "--detach")
+    (repo / "a.py").write_text("detached edit\n")
+    want = snapshot(repo)
+    saved = ops.save(g)
+    assert saved.branch is None
+    git(repo, "checkout", "-q", "-f", "main")
+    (repo / "a.py").write_text("on main\n")
+    commit(repo, "main moves on")
+    ops.restore(g, saved.ref)
+    assert snapshot(repo) == want and want["branch"] is None
+    assert git(repo, "rev-parse", "HEAD") == first
+    assert (repo / ".git" / "HEAD").read_text().strip() == first  # detached: HEAD holds the commit itself
+    assert git(repo, "log", "-1", "--format=%s", "main") == "main moves on"  # the branch is left alone
