@@ -29,6 +29,16 @@ class InstallerError(CudastackError, RuntimeError):
     exit_code = 2  # the request does not resolve as given; nothing was changed
 
 
+class InstallerStoppedError(CudastackError, RuntimeError):
+    """The installer's dry run was stopped (interrupted, or timed out) before it gave a plan."""
+
+    exit_code = 3  # like plan's PlanError: the plan could not be made; nothing was changed
+
+
+DRY_RUN_TIMEOUT = 1800
+"""Seconds the installer's dry run may take (a stalled index): then it is stopped, with its group."""
+
+
 @dataclass(slots=True)
 class Plan:
     command: list[str]
@@ -268,8 +278,14 @@ def resolve(target: Target, args: list[str], installer: str = "pip") -> tuple[li
     # the target's own pip runs: without this it compiles itself into the environment (pip/__pycache__),
     # so even a dry run changed the files cudastack promises not to touch
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    rc, stdout, stderr, interrupted = run_supervised(cmd, capture=True, timeout=1800, env=env)
-    if rc != 0 or interrupted:
+    rc, stdout, stderr, interrupted = run_supervised(cmd, capture=True, timeout=DRY_RUN_TIMEOUT, env=env)
+    if interrupted:  # not the request's fault: the installer never answered (a stalled index) or ^C
+        raise InstallerStoppedError(
+            f"the installer's dry run was stopped before it resolved {' '.join(args)} (interrupted, or still "
+            f"running after {DRY_RUN_TIMEOUT} s): {shlex.join(cmd)}",
+            hint="nothing was changed; check that the index answers, then run again",
+        )
+    if rc != 0:
         raise InstallerError(
             f"the installer could not resolve {' '.join(args)}: {stderr.strip()[-800:]}",
             hint="nothing was changed",

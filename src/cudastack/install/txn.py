@@ -492,7 +492,10 @@ def _same_bytes(path: str, e: dict[str, Any], store: Path) -> bool:
         return False
     if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (e["dev"], e["ino"], e["size"], e["mtime_ns"]):
         return True  # the very inode it was, never written in place (docs/validation.md)
-    return "blob" in e and filecmp.cmp(path, store / e["blob"], shallow=False)
+    try:
+        return "blob" in e and filecmp.cmp(path, store / e["blob"], shallow=False)
+    except OSError:  # the backup is gone or unreadable (or the path became a directory): not proven
+        return False
 
 
 def rollback(target: Target, txn: Transaction, *, force: bool = False) -> RollbackResult:
@@ -517,6 +520,8 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
         )
     before = load_snapshot(str(txn.before))
     manifest = _read_json(txn.path / "manifest.json")
+    if not isinstance(manifest, dict):
+        raise RollbackError(f"{txn.path / 'manifest.json'} is damaged (not a JSON object); cannot restore from it")
     if "roots" not in manifest:
         raise RollbackError(f"{txn.path} was made by an older cudastack (no whole-scheme backup); cannot restore it")
     roots: list[str] = manifest["roots"]
@@ -689,7 +694,8 @@ def prune(target: Target, keep: int = KEEP_TRANSACTIONS) -> PruneResult:
         txn = Transaction(base / name)
         beside = None
         with contextlib.suppress(RollbackError, OSError):
-            beside = _read_json(txn.path / "manifest.json").get("beside")
+            manifest = _read_json(txn.path / "manifest.json")
+            beside = manifest.get("beside") if isinstance(manifest, dict) else None  # damaged: no links beside
         trees = [t for t in (Path(beside) if beside else None, txn.path) if t is not None]
         try:
             state = str(txn.journal.get("state"))
