@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import base64
-import functools
 import os
 import re
 import shlex
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
-from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -19,6 +17,8 @@ from packaging.version import InvalidVersion, Version
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data import families as fam
 from cudastack.env.dists import Distribution
+from cudastack.env.requirements import applies as _applies
+from cudastack.env.requirements import iter_requirements as _requirements
 from cudastack.files import file_digest, open_file, read_bytes
 from cudastack.findings import Cause, Finding, Fix, Severity
 
@@ -30,64 +30,9 @@ def _v(text: str) -> Version | None:
         return None
 
 
-_EXTRA_ONLY = re.compile(r"""^[^;]*;\s*extra\s*==\s*["']([^"']+)["']\s*$""")
-
-
-@functools.cache
-def parse_requirement(line: str) -> Requirement | None:
-    """A Requires-Dist line, parsed once per run (the same lines recur across distributions)."""
-    try:
-        return Requirement(line)
-    except InvalidRequirement:
-        return None
-
-
-def _requirements(dist: Distribution, extras: frozenset[str] | None = None) -> Iterator[tuple[str, Requirement | None]]:
-    """Requires-Dist of ``dist``; with ``extras`` given, lines that only apply to another extra
-    (``; extra == "dev"``, most of them) are skipped without parsing."""
-    for line in dist.requires:
-        if extras is not None:
-            m = _EXTRA_ONLY.match(line)
-            if m and m.group(1) not in extras:
-                continue
-        yield line, parse_requirement(line)
-
-
-def _applies(req: Requirement, markers: dict[str, str], extras: frozenset[str]) -> bool:
-    if req.marker is None:
-        return True
-    for extra in ("", *sorted(extras)):
-        try:
-            if req.marker.evaluate({**markers, "extra": extra}):
-                return True
-        except (UndefinedComparison, UndefinedEnvironmentName):
-            return False
-    return False
-
-
 def requested_extras(ctx: Context) -> dict[str, frozenset[str]]:
-    """Extras in effect per distribution: the user's (``--extras``/config) plus those that other
-    installed distributions ask for (torch asks ``cuda-toolkit[cublas,...]``), to a fixpoint."""
-    markers = ctx.target.markers
-    extras: dict[str, set[str]] = defaultdict(set)
-    for name, ex in ctx.target.extras.items():
-        extras[canonicalize_name(name)].update(ex)
-    for _ in range(10):  # extras chains are short; bound the fixpoint
-        changed = False
-        for dist in ctx.inventory.dists.values():
-            mine = frozenset(extras.get(dist.key, ()))
-            for _line, req in _requirements(dist, mine):
-                if req is None or not req.extras:
-                    continue
-                if _applies(req, markers, mine):
-                    key = canonicalize_name(req.name)
-                    new = set(req.extras) - extras[key]
-                    if new:
-                        extras[key] |= new
-                        changed = True
-        if not changed:
-            break
-    return {k: frozenset(v) for k, v in extras.items()}
+    """Extras in effect per distribution (see :func:`cudastack.env.requirements.requested_extras`)."""
+    return ctx.requested_extras
 
 
 @rule(
@@ -146,9 +91,8 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
     markers = ctx.target.markers
     if not markers:
         raise SkipCheck("the target's Python version is unknown, so markers cannot be evaluated")
-    extras = requested_extras(ctx)
+    extras = ctx.requested_extras
     guessed = not ctx.target.extras
-    missing: dict[str, list[tuple[Distribution, str, Requirement]]] = defaultdict(list)
     for dist in sorted(ctx.inventory.dists.values(), key=lambda d: d.key):
         mine = extras.get(dist.key, frozenset())
         for line, req in _requirements(dist, mine):
@@ -158,8 +102,7 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
                 continue
             dep = ctx.inventory.get(req.name)
             if dep is None:
-                missing[canonicalize_name(req.name)].append((dist, line, req))
-                continue
+                continue  # the missing ones: ctx.missing_requirements, below
             version = _v(dep.version)
             if version is None or not req.specifier or req.specifier.contains(version, prereleases=True):
                 continue
@@ -186,8 +129,8 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
                 ),
                 hints=_extras_hint(dist, guessed),
             )
-    for key, asks in sorted(missing.items()):
-        yield _missing_finding(ctx, key, asks, guessed)
+    for key, asks in ctx.missing_requirements.items():
+        yield _missing_finding(ctx, key, list(asks), guessed)
 
 
 _NO_BREAK_SHOWN = (
@@ -1625,3 +1568,4 @@ def pip_over_conda(ctx: Context) -> Iterator[Finding]:
                 ),
             ),
         )
+
