@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from cudastack.cuda.host import Gpu
     from cudastack.elf.cache import ElfCache
     from cudastack.env.requirements import Ask
+    from cudastack.env.unprovided import UnprovidedImport
     from cudastack.loader.builds import BuildMismatch
     from cudastack.loader.predict import Prediction
 
@@ -108,6 +109,14 @@ class Context:
         from cudastack.env.requirements import find_missing_requirements
 
         return find_missing_requirements(self.inventory, self.target.markers, self.requested_extras)
+
+    @functools.cached_property
+    def unprovided_imports(self) -> tuple[UnprovidedImport, ...]:
+        """Module-level, unguarded imports on the import chain of each distribution's top-level
+        packages of a module that nothing in the environment provides (``env/unprovided.py``)."""
+        from cudastack.env.unprovided import find_unprovided_imports
+
+        return find_unprovided_imports(self.target, self.inventory)
 
     @functools.cached_property
     def builds(self) -> dict[str, BuildMismatch]:
