@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from cudastack.checks.pkg import parse_requirement
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data.families import KNOWN_PTH
 from cudastack.env.imports import _MAX_PY_BYTES as IMPORT_SCAN_LIMIT  # the import model's read bound
+from cudastack.env.requirements import parse_requirement
 from cudastack.files import check_regular
 from cudastack.findings import Finding, Fix, Severity
 

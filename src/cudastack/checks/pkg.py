@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import base64
-import functools
 import os
 import re
 import shlex
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
-from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -19,6 +17,9 @@ from packaging.version import InvalidVersion, Version
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data import families as fam
 from cudastack.env.dists import Distribution
+from cudastack.env.requirements import applies as _applies
+from cudastack.env.requirements import iter_requirements as _requirements
+from cudastack.env.unprovided import UnprovidedImport
 from cudastack.files import file_digest, open_file, read_bytes
 from cudastack.findings import Cause, Finding, Fix, Severity
 
@@ -30,64 +31,9 @@ def _v(text: str) -> Version | None:
         return None
 
 
-_EXTRA_ONLY = re.compile(r"""^[^;]*;\s*extra\s*==\s*["']([^"']+)["']\s*$""")
-
-
-@functools.cache
-def parse_requirement(line: str) -> Requirement | None:
-    """A Requires-Dist line, parsed once per run (the same lines recur across distributions)."""
-    try:
-        return Requirement(line)
-    except InvalidRequirement:
-        return None
-
-
-def _requirements(dist: Distribution, extras: frozenset[str] | None = None) -> Iterator[tuple[str, Requirement | None]]:
-    """Requires-Dist of ``dist``; with ``extras`` given, lines that only apply to another extra
-    (``; extra == "dev"``, most of them) are skipped without parsing."""
-    for line in dist.requires:
-        if extras is not None:
-            m = _EXTRA_ONLY.match(line)
-            if m and m.group(1) not in extras:
-                continue
-        yield line, parse_requirement(line)
-
-
-def _applies(req: Requirement, markers: dict[str, str], extras: frozenset[str]) -> bool:
-    if req.marker is None:
-        return True
-    for extra in ("", *sorted(extras)):
-        try:
-            if req.marker.evaluate({**markers, "extra": extra}):
-                return True
-        except (UndefinedComparison, UndefinedEnvironmentName):
-            return False
-    return False
-
-
 def requested_extras(ctx: Context) -> dict[str, frozenset[str]]:
-    """Extras in effect per distribution: the user's (``--extras``/config) plus those that other
-    installed distributions ask for (torch asks ``cuda-toolkit[cublas,...]``), to a fixpoint."""
-    markers = ctx.target.markers
-    extras: dict[str, set[str]] = defaultdict(set)
-    for name, ex in ctx.target.extras.items():
-        extras[canonicalize_name(name)].update(ex)
-    for _ in range(10):  # extras chains are short; bound the fixpoint
-        changed = False
-        for dist in ctx.inventory.dists.values():
-            mine = frozenset(extras.get(dist.key, ()))
-            for _line, req in _requirements(dist, mine):
-                if req is None or not req.extras:
-                    continue
-                if _applies(req, markers, mine):
-                    key = canonicalize_name(req.name)
-                    new = set(req.extras) - extras[key]
-                    if new:
-                        extras[key] |= new
-                        changed = True
-        if not changed:
-            break
-    return {k: frozenset(v) for k, v in extras.items()}
+    """Extras in effect per distribution (see :func:`cudastack.env.requirements.requested_extras`)."""
+    return ctx.requested_extras
 
 
 @rule(
@@ -146,9 +92,8 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
     markers = ctx.target.markers
     if not markers:
         raise SkipCheck("the target's Python version is unknown, so markers cannot be evaluated")
-    extras = requested_extras(ctx)
+    extras = ctx.requested_extras
     guessed = not ctx.target.extras
-    missing: dict[str, list[tuple[Distribution, str, Requirement]]] = defaultdict(list)
     for dist in sorted(ctx.inventory.dists.values(), key=lambda d: d.key):
         mine = extras.get(dist.key, frozenset())
         for line, req in _requirements(dist, mine):
@@ -158,8 +103,7 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
                 continue
             dep = ctx.inventory.get(req.name)
             if dep is None:
-                missing[canonicalize_name(req.name)].append((dist, line, req))
-                continue
+                continue  # the missing ones: ctx.missing_requirements, below
             version = _v(dep.version)
             if version is None or not req.specifier or req.specifier.contains(version, prereleases=True):
                 continue
@@ -186,8 +130,8 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
                 ),
                 hints=_extras_hint(dist, guessed),
             )
-    for key, asks in sorted(missing.items()):
-        yield _missing_finding(ctx, key, asks, guessed)
+    for key, asks in ctx.missing_requirements.items():
+        yield _missing_finding(ctx, key, list(asks), guessed)
 
 
 _NO_BREAK_SHOWN = (
@@ -1625,3 +1569,102 @@ def pip_over_conda(ctx: Context) -> Iterator[Finding]:
                 ),
             ),
         )
+
+
+@rule(
+    code="PKG017",
+    name="unprovided-import",
+    severity=Severity.ERROR,
+    summary="Importing a package runs an import of a module that nothing installed provides",
+)
+def unprovided_import(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    What importing each top-level package of each distribution surely runs: the statements of a
+    module's own body (column 0: never inside a `try`, an `if` or a function), from the package's
+    `__init__.py` through the modules of the same distribution those statements import (the
+    files of the import model, `env/imports.py`). An `import X` or `from X import ...` there whose
+    top-level module `X` no site directory (with what `.pth` files add), `PYTHONPATH`, the
+    standard library, a built-in module or the distribution itself provides is reported, with
+    the chain of statements from `import pkg` to it. A guarded import (`try: ... except
+    ImportError`), one inside a function or a branch, and a module reached only through one of
+    those, is never judged here: it fails later, if at all.
+
+    Unlike PKG001 this needs no `Requires-Dist`: it finds the dependency a distribution uses and
+    does not declare (matplotlib-inline imports matplotlib and does not require it).
+
+    Severity: an `error`, since the import raises `ModuleNotFoundError`; the evidence is the
+    chain. A `warning` with `caused_by` pointing at PKG001 when a requirement that PKG001 reports
+    missing may provide the module (its name matches, or the importing distribution requires a
+    missing distribution): the missing distribution is the root cause and PKG001 its one error.
+
+    ## Why is this bad?
+    `import matplotlib_inline` (and so IPython's inline backend, and every notebook that sets it)
+    fails with `ModuleNotFoundError: No module named 'matplotlib'` in an environment that pip
+    resolved without complaint: `pip check` sees nothing, since no metadata names the module.
+
+    ## Example
+    `import matplotlib_inline fails: matplotlib_inline/backend_inline.py:6 imports matplotlib,
+    which nothing in this environment provides`
+
+    ## Fix
+    Install the distribution that provides the module (the fix line guesses it is named like the
+    module), or move the importing package to a release that declares or guards it.
+
+    ## References
+    - https://github.com/ipython/matplotlib-inline/issues/4
+    - https://github.com/Deltares/MeshKernelPy/issues/124
+    """
+    found = ctx.unprovided_imports
+    by_key: dict[tuple[str, str], list[UnprovidedImport]] = defaultdict(list)
+    for u in found:
+        by_key[(u.distribution, u.module)].append(u)
+    for (key, module), hits in sorted(by_key.items()):
+        dist = ctx.inventory.dists[key]
+        first = hits[0]
+        rel = os.path.relpath(first.path, dist.site_dir)
+        roots = ", ".join(f"`import {r}`" for r in dict.fromkeys(u.root for u in hits))
+        evidence = [f"{dist.name} {dist.version} ({dist.meta_dir}): {roots} runs, at module level:"]
+        evidence += [f"  {step}" for step in first.chain]
+        evidence.append(
+            f"nothing provides `{module}`: not in {', '.join(ctx.target.site_dirs)}, the standard "
+            f"library or {dist.name} itself"
+        )
+        cause = _missing_provider(ctx, dist, module)
+        severity = Severity.ERROR
+        if cause is not None:
+            severity = Severity.WARNING
+            evidence.append(
+                f"warning, not error: {cause} is a missing requirement (PKG001) and may provide `{module}`: "
+                "PKG001 is the root cause"
+            )
+        yield Finding(
+            code="PKG017",
+            severity=severity,
+            message=f"import {first.root} fails: {rel}:{first.line} imports {module}, which nothing in this "
+            "environment provides",
+            subject=f"{key} -> {module}",
+            distribution=key,
+            path=first.path,
+            evidence=tuple(evidence),
+            fix=ctx.install_fix(
+                f"Install what provides `{module}` (assumed to be named so), which {dist.name} imports "
+                "without declaring it"
+                if cause is None
+                else f"Install {cause}, which {dist.name} requires",
+                [cause or module],
+            ),
+            caused_by=Cause(code="PKG001", subject=cause) if cause else None,
+        )
+
+
+def _missing_provider(ctx: Context, dist: Distribution, module: str) -> str | None:
+    """The missing distribution (PKG001's subject) that may provide ``module``: one named like it
+    (``helper-lib`` for ``helper_lib``, ``python-X``, ``pyX``), else one that ``dist`` requires
+    (``PyYAML`` provides ``yaml``); None when no missing requirement may."""
+    missing = ctx.missing_requirements
+    want = canonicalize_name(module)
+    names = {want, f"python-{want}", f"{want}-python", f"py{want}", f"py-{want}"}
+    named = next((k for k in missing if k in names), None)
+    if named is not None:
+        return named
+    return next((k for k, asks in missing.items() if any(d.key == dist.key for d, _, _ in asks)), None)

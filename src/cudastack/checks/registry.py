@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from cudastack.cuda.coverage import DeviceCodeInventory, GpuVerdict
     from cudastack.cuda.host import Gpu
     from cudastack.elf.cache import ElfCache
+    from cudastack.env.requirements import Ask
+    from cudastack.env.unprovided import UnprovidedImport
     from cudastack.loader.builds import BuildMismatch
     from cudastack.loader.predict import Prediction
 
@@ -92,6 +94,29 @@ class Context:
         from cudastack.loader.predict import predict
 
         return predict(self.target, self.inventory, cache=self.elf_cache)
+
+    @functools.cached_property
+    def requested_extras(self) -> dict[str, frozenset[str]]:
+        """Extras in effect per distribution: declared ones and those other distributions ask for."""
+        from cudastack.env.requirements import requested_extras
+
+        return requested_extras(self.inventory, self.target.markers, self.target.extras)
+
+    @functools.cached_property
+    def missing_requirements(self) -> dict[str, tuple[Ask, ...]]:
+        """Distributions that an applying Requires-Dist asks for and that are not installed, each
+        with every requirement that asks (PKG001 judges them; PKG017 points at them as a cause)."""
+        from cudastack.env.requirements import find_missing_requirements
+
+        return find_missing_requirements(self.inventory, self.target.markers, self.requested_extras)
+
+    @functools.cached_property
+    def unprovided_imports(self) -> tuple[UnprovidedImport, ...]:
+        """Module-level, unguarded imports on the import chain of each distribution's top-level
+        packages of a module that nothing in the environment provides (``env/unprovided.py``)."""
+        from cudastack.env.unprovided import find_unprovided_imports
+
+        return find_unprovided_imports(self.target, self.inventory)
 
     @functools.cached_property
     def builds(self) -> dict[str, BuildMismatch]:

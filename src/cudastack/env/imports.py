@@ -682,6 +682,11 @@ class ImportTime:
         self._imported: set[str] = set()
         """Every module name imported so far: looked for again whenever a graft appears."""
 
+    @property
+    def modules(self) -> dict[str, str]:
+        """Dotted name → file of every Python module the distribution installs (read-only)."""
+        return self._files
+
     def _package_of(self, path: str) -> str:
         pkg = self._packages.get(path)
         if pkg is None:

@@ -1,0 +1,136 @@
+"""PKG017 against reality: small real wheels installed by pip into a fresh venv, each judged by the
+doctor and by a real ``import app`` in a fresh interpreter. The import fails exactly when the
+doctor reports an error; guarded imports, imports inside functions, modules reached only through
+a guarded import and modules that something installed provides give no PKG017 at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudastack.cli import main
+from tests.venvs import make_venv
+from tests.wheels import make_wheel, pip_install
+
+# name -> (files of app 1.0, app's Requires-Dist, the PKG017 severity expected, or None for none)
+CASES: dict[str, tuple[dict[str, str], tuple[str, ...], str | None]] = {
+    # matplotlib-inline's shape: __init__ imports a submodule whose body imports an undeclared module
+    "undeclared-through-a-submodule": (
+        {"app/__init__.py": "from . import backend\n", "app/backend.py": "import os\nimport lost_plotting\n"},
+        (),
+        "error",
+    ),
+    "from-import-of-a-submodule-of-it": (
+        {"app/__init__.py": '"""doc\nimport lost_plotting\n"""\nfrom lost_plotting.core import Figure\n'},
+        (),
+        "error",
+    ),
+    "guarded": (
+        {"app/__init__.py": "try:\n    import lost_plotting\nexcept ImportError:\n    lost_plotting = None\n"},
+        (),
+        None,
+    ),
+    "inside-a-function": (
+        {"app/__init__.py": "def show():\n    import lost_plotting\n\n    return lost_plotting\n"},
+        (),
+        None,
+    ),
+    "reached-only-through-a-guarded-import": (
+        {
+            "app/__init__.py": "try:\n    from . import plot\nexcept ImportError:\n    plot = None\n",
+            "app/plot.py": "import lost_plotting\n",
+        },
+        (),
+        None,
+    ),
+    "provided-by-another-distribution": (
+        {"app/__init__.py": "import json\nimport helper\nfrom helper import VALUE\n"},
+        (),
+        None,
+    ),
+    "a-sibling-on-its-own-sys-path": (
+        {
+            "app/__init__.py": "import os, sys\n\nsys.path.insert(0, os.path.dirname(__file__))\nimport sibling\n",
+            "app/sibling.py": "VALUE = 1\n",
+        },
+        (),
+        None,
+    ),
+    # declared and missing: PKG001's error is the one root cause, PKG017 a warning that points at it
+    "declared-and-missing": (
+        {"app/__init__.py": "import lost_plotting\n"},
+        ("lost-plotting>=1",),
+        "warning",
+    ),
+}
+
+
+def real_import(python: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["env", "-i", f"PATH={os.environ.get('PATH', '')}", str(python), "-c", "import app"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def doctor(python: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[dict[str, Any]]]:
+    rc = main(["doctor", "--python", str(python), "--format", "json", "--select", "PKG001", "--select", "PKG017"])
+    return rc, json.loads(capsys.readouterr().out)["findings"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_pkg017_agrees_with_a_real_import(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files, requires, expected = CASES[case]
+    links = tmp_path / "wheels"
+    make_wheel(links, "app", "1.0", {k: v.encode() for k, v in files.items()}, requires=requires)
+    make_wheel(links, "helper", "1.0", {"helper/__init__.py": b"VALUE = 1\n"})
+    python = make_venv(tmp_path / "env")
+    pip_install(python, links, "app", "helper", extra=("--no-deps",))
+    real = real_import(python)
+    rc, found = doctor(python, capsys)
+    pkg017 = [f for f in found if f["code"] == "PKG017"]
+    errors = [f for f in found if f["severity"] == "error"]
+    assert (real.returncode != 0) == bool(errors), (real.stderr[-500:], found)
+    assert rc == (1 if errors else 0)
+    if expected is None:
+        assert pkg017 == []
+        return
+    assert "No module named 'lost_plotting'" in real.stderr
+    assert [(f["subject"], f["distribution"], f["severity"]) for f in pkg017] == [
+        ("app -> lost_plotting", "app", expected)
+    ]
+    evidence = "\n".join(pkg017[0]["evidence"])
+    assert "import app" in evidence and "lost_plotting" in evidence
+    if expected == "warning":
+        assert pkg017[0]["caused_by"] == {"code": "PKG001", "subject": "lost-plotting"}
+        assert [(f["code"], f["subject"]) for f in errors] == [("PKG001", "lost-plotting")]
+    else:
+        assert pkg017[0]["caused_by"] is None
+
+
+def test_the_chain_names_each_module_level_statement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The evidence walks from ``import app`` through ``from . import backend`` to the failing
+    line, as the real traceback does."""
+    files, _, _ = CASES["undeclared-through-a-submodule"]
+    links = tmp_path / "wheels"
+    make_wheel(links, "app", "1.0", {k: v.encode() for k, v in files.items()})
+    python = make_venv(tmp_path / "env")
+    pip_install(python, links, "app", extra=("--no-deps",))
+    real = real_import(python)
+    assert 'app/backend.py", line 2' in real.stderr
+    _, found = doctor(python, capsys)
+    (f,) = found
+    assert f["message"] == (
+        "import app fails: app/backend.py:2 imports lost_plotting, which nothing in this environment provides"
+    )
+    chain = [e.strip() for e in f["evidence"][1:4]]
+    assert chain[0] == "import app"
+    assert chain[1].endswith("app/__init__.py:1 `from . import backend`")
+    assert chain[2].endswith("app/backend.py:2 `import lost_plotting`")
