@@ -96,3 +96,36 @@ def test_garbage_never_raises() -> None:
     blobs.append(b"\x7fELF" + b"LZSS string data decompression failed" + rng.randbytes(1 << 16))
     for blob in blobs:
         assert parse_string_table(blob) is None or isinstance(parse_string_table(blob), tuple)
+
+
+def test_the_exec_function_reads_of_the_table_are_found_at_o2(generated: Path) -> None:
+    """At -O2 the module's exec function (found from its PyModuleDef slots, stripped or not) reads
+    the strings of module-level code from the table: ``json`` and ``decoder`` of ``from json import
+    decoder``, the constants. It also reads the inlined code objects' local names (``email``,
+    ``message_from_string`` of the lazy import), which is why import reachability does not use
+    these reads yet. -O0 reads through the state pointer: not resolved (None)."""
+    from cudastack.elf.cython import _Elf, parse_exec_reads
+
+    module = _compile(generated, 1)
+    stripped = module.with_name("stripped" + module.name)
+    subprocess.run(["strip", "-o", str(stripped), str(module)], check=True)
+    nm = subprocess.run(["nm", str(module)], capture_output=True, text=True, check=True).stdout
+    exec_addr = next(int(line.split()[0], 16) for line in nm.splitlines() if line.endswith("__pyx_pymod_exec_cymod"))
+    assert _Elf(stripped.read_bytes()).exec_function() == exec_addr
+    reads = parse_exec_reads(stripped.read_bytes())
+    assert reads is not None and reads == parse_exec_reads(module.read_bytes())
+    assert {b"json", b"decoder", b"lazy", b"the value of setting_number_7"} <= reads
+    assert parse_exec_reads(_compile_o0(generated).read_bytes()) is None
+
+
+def _compile_o0(c_file: Path) -> Path:
+    out = c_file.parent / "o0" / f"cymod{sysconfig.get_config_var('EXT_SUFFIX')}"
+    out.parent.mkdir(exist_ok=True)
+    include = sysconfig.get_paths()["include"]
+    proc = subprocess.run(
+        [str(CC), "-O0", "-shared", "-fPIC", f"-I{include}", str(c_file), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out

@@ -27,6 +27,7 @@ from __future__ import annotations
 import bz2
 import itertools
 import mmap
+import re
 import struct
 import zlib
 from array import array
@@ -226,3 +227,222 @@ def _lzss_ends(ro: bytes, pos: int) -> tuple[set[int], bytes]:
                 return ends, bytes(out)
             flags >>= 1
     return ends, bytes(out)
+
+
+# --- which strings the module's own code uses at import -------------------------------------
+#
+# Cython ≥ 3.2 keeps the strings as ``__pyx_mstate_global->__pyx_string_tab[i]``, an array of
+# ``PyObject *`` inside the module state (``.bss``). The module's exec function
+# (``__pyx_pymod_exec_<name>``, the ``Py_mod_exec`` slot of its PyModuleDef: PEP 489) runs the
+# module-level code, and reads each string it uses from that array: at -O2 ``mov reg, [rip+disp]``
+# at ``table + 8*i``; at -O0 ``lea rax, [rip+state]`` then ``mov reg, [rax+disp]``. The function's
+# extent comes from ``.eh_frame_hdr``. The table's place: three strings every Cython module's exec
+# function reads (``__test__``, ``__main__``, ``__name__``) narrow it to a few candidates; the fill
+# loop's ``lea reg, [rip+table]`` followed by ``[reg+i*8]`` picks the one.
+
+_PY_MOD_CREATE, _PY_MOD_EXEC = 1, 2  # CPython Include/moduleobject.h
+_R_X86_64_RELATIVE = 8  # System V x86-64 psABI, table 4.10
+_ANCHORS = (b"__test__", b"__main__", b"__name__")
+_MAX_EXEC = 4 << 20  # a module's exec function: cupy's largest is far smaller
+
+
+def parse_exec_reads(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
+    """The strings of the Cython ≥ 3.2 string table (see :func:`parse_string_table`) that the
+    module's exec function reads at -O2 (``mov r64, [rip+table+8*i]``); None when the module has no
+    such table, its exec function cannot be found, or the table's place is not certain (an older
+    Cython, another compiler or architecture, an -O0 build: its reads go through the state pointer
+    and are not resolved yet).
+
+    Not yet the strings module-level code uses, so not used by import reachability: at -O2 gcc
+    inlines ``__Pyx_CreateCodeObjects`` into the exec function, and it reads every function's local
+    variable names — ``email`` of ``def f(): import email`` among them, i.e. a lazy import."""
+    table = parse_string_table(data)
+    if table is None or data[18:20] != b"\x3e\x00":  # e_machine EM_X86_64
+        return None
+    try:
+        elf = _Elf(data)
+        start = elf.exec_function()
+        if start is None:
+            return None
+        end = elf.function_end(start)
+        if end is None or not 0 < end - start <= _MAX_EXEC:
+            return None
+        code = elf.read(start, end - start)
+    except (struct.error, IndexError, ValueError):
+        return None
+    index = {s: i for i, s in reversed(list(enumerate(table)))}
+    if any(a not in index for a in _ANCHORS):
+        return None
+    text = elf.sections.get(b".text")
+    if text is None:
+        return None
+    _kind, text_addr, text_off, text_size, _link = text
+    text_bytes = bytes(data[text_off : text_off + text_size])
+    for reads, rip in ((_rip_reads(code, start), True), (_offset_reads(code), False)):
+        targets = {t for t, _ in reads}
+        candidates = _table_bases(targets, [index[a] for a in _ANCHORS])
+        fills = _fill_bases(text_bytes, text_addr, rip) & candidates
+        if len(fills) != 1:
+            continue
+        base = fills.pop()
+        used: set[bytes] = set()
+        for target, _at in reads:
+            i, r = divmod(target - base, 8)
+            if not r and 0 <= i < len(table):
+                used.add(table[i])
+        return frozenset(used)
+    return None
+
+
+def _table_bases(targets: set[int], anchors: list[int]) -> set[int]:
+    """The addresses (or state offsets) entry 0 may be at: every anchor read there. Where the exec
+    function reads a dense run of the table, several; :func:`_fill_bases` picks the one."""
+    first, *rest = anchors
+    return {t - 8 * first for t in targets if all(t - 8 * first + 8 * a in targets for a in rest)}
+
+
+_LEA_RIP = re.compile(rb"[\x48\x4c]\x8d[\x05\x0d\x15\x1d\x25\x2d\x35\x3d]", re.DOTALL)
+_ADD_IMM = re.compile(rb"\x48(?:\x05|\x81[\xc0-\xc7]|\x8d[\x40-\x47\x80-\x87])", re.DOTALL)
+
+
+def _indexes_by_8(code: bytes, reg: int) -> bool:
+    """Whether ``code`` reads or writes ``[reg + index*8]`` with a 64-bit move: the fill loop's
+    ``stringtab[i] = string`` (a ``lea`` of something else, crt's ``completed.0``, does not)."""
+    for i in range(len(code) - 3):
+        rex, op, modrm, sib = code[i : i + 4]
+        if rex & 0xF8 == 0x48 and op in (0x89, 0x8B) and modrm & 7 == 4 and modrm >> 6 != 3:
+            if sib >> 6 == 3 and (sib & 7 | (rex & 1) << 3) == reg:
+                return True
+    return False
+
+
+def _fill_bases(text: bytes, addr: int, rip: bool) -> set[int]:
+    """Where the code that fills the table (``__Pyx_InitConstants``, inlined into the exec function
+    at -O2) takes its address: ``lea reg, [rip+table]`` at -O2; at -O0 the state pointer plus the
+    table's offset (``add rax, imm32``, ``lea reg, [reg+disp32]``)."""
+    out: set[int] = set()
+    if rip:
+        for m in _LEA_RIP.finditer(text):
+            end = m.end() + 4
+            if end <= len(text) and _indexes_by_8(
+                text[end : end + 160], (text[m.start()] & 4) << 1 | (text[m.end() - 1] >> 3) & 7
+            ):
+                out.add(addr + end + struct.unpack_from("<i", text, m.end())[0])
+        return out
+    for m in _ADD_IMM.finditer(text):  # the -O0 form: its loop indexes a stack slot, not checked
+        if m.end() + 4 <= len(text):
+            out.add(struct.unpack_from("<i", text, m.end())[0])
+    return out
+
+
+def _rip_reads(code: bytes, start: int) -> list[tuple[int, int]]:
+    """``(target, offset in code)`` of every 64-bit load ``mov r64, [rip+disp32]`` (REX.W 8B, ModRM
+    mod 00 rm 101): -O2's reads of the table. Found by their bytes, not decoded: a false match must
+    also land on the table exactly, at an 8-byte boundary."""
+    out = []
+    for i in range(len(code) - 6):
+        if code[i] in (0x48, 0x4C) and code[i + 1] == 0x8B and code[i + 2] & 0xC7 == 0x05:
+            (disp,) = struct.unpack_from("<i", code, i + 3)
+            out.append((start + i + 7 + disp, i))
+    return out
+
+
+def _offset_reads(code: bytes) -> list[tuple[int, int]]:
+    """``(displacement, offset in code)`` of every ``mov r64, [r64+disp]`` with a positive
+    displacement (REX.W 8B, ModRM mod 01/10, no SIB): -O0's reads of the state's fields."""
+    out = []
+    for i in range(len(code) - 7):
+        if code[i] in (0x48, 0x49, 0x4C, 0x4D) and code[i + 1] == 0x8B:
+            modrm = code[i + 2]
+            if modrm & 7 == 4:
+                continue
+            if modrm >> 6 == 1 and code[i + 3] < 0x80:
+                out.append((code[i + 3], i))
+            elif modrm >> 6 == 2:
+                (disp,) = struct.unpack_from("<i", code, i + 3)
+                if disp > 0:
+                    out.append((disp, i))
+    return out
+
+
+class _Elf:
+    """Just enough of a little-endian ELF64 shared object: sections, dynamic relocations, the
+    PyModuleDef slots and ``.eh_frame_hdr``'s function table."""
+
+    data: bytes | mmap.mmap
+
+    def __init__(self, data: bytes | mmap.mmap) -> None:
+        self.data = data
+        (shoff,) = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+        if shentsize < 64 or not 0 < shnum < 4096 or shstrndx >= shnum:
+            raise ValueError("no section headers")
+        heads = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        names = heads[shstrndx][4]
+        self.sections: dict[bytes, tuple[int, int, int, int, int]] = {}
+        for name, kind, _flags, addr, offset, size, link, _info, _align, _entsize in heads:
+            end = data.find(b"\0", names + name, names + name + 64)
+            self.sections[bytes(data[names + name : end])] = (kind, addr, offset, size, link)
+        self.heads = heads
+
+    def read(self, addr: int, size: int) -> bytes:
+        """Bytes at a virtual address, from the section holding them."""
+        for kind, saddr, offset, ssize, _link in self.sections.values():
+            if kind != 8 and saddr and saddr <= addr and addr + size <= saddr + ssize:  # 8: SHT_NOBITS
+                return bytes(self.data[offset + addr - saddr : offset + addr - saddr + size])
+        raise ValueError(f"no section holds {addr:#x}")
+
+    def _relocations(self) -> Iterator[tuple[int, int, int, int]]:
+        """``(offset, type, symbol, addend)`` of ``.rela.dyn``."""
+        rela = self.sections.get(b".rela.dyn")
+        if rela is None:
+            return
+        _kind, _addr, offset, size, _link = rela
+        for i in range(offset, offset + size - 23, 24):
+            r_offset, info, addend = struct.unpack_from("<QQq", self.data, i)
+            yield r_offset, info & 0xFFFFFFFF, info >> 32, addend
+
+    def exec_function(self) -> int | None:
+        """The ``Py_mod_exec`` slot's function: a relocated pointer after the slot id 2, the entry
+        before it a relocated pointer after slot id 1 (``Py_mod_create``), as Cython writes them."""
+        relative = {o: a for o, t, _s, a in self._relocations() if t == _R_X86_64_RELATIVE}
+        for where, target in relative.items():
+            if where - 16 not in relative:
+                continue
+            try:
+                (slot,) = struct.unpack("<i", self.read(where - 8, 4))
+                (before,) = struct.unpack("<i", self.read(where - 24, 4))
+            except ValueError:
+                continue
+            if slot == _PY_MOD_EXEC and before == _PY_MOD_CREATE:
+                return target
+        return None
+
+    def function_end(self, start: int) -> int | None:
+        """The end of the function starting at ``start``, from its FDE (``.eh_frame_hdr``'s sorted
+        table, the encodings gcc and ld write: datarel sdata4 pairs, FDE pcrel sdata4)."""
+        hdr = self.sections.get(b".eh_frame_hdr")
+        if hdr is None:
+            return None
+        _kind, addr, offset, size, _link = hdr
+        version, _ptr_enc, count_enc, table_enc = self.data[offset : offset + 4]
+        if version != 1 or count_enc != 0x03 or table_enc != 0x3B:
+            return None
+        (count,) = struct.unpack_from("<I", self.data, offset + 8)
+        table = offset + 12
+        lo, hi = 0, min(count, (size - 12) // 8)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            loc, fde = struct.unpack_from("<ii", self.data, table + 8 * mid)
+            if addr + loc < start:
+                lo = mid + 1
+            elif addr + loc > start:
+                hi = mid
+            else:
+                fde_addr = addr + fde
+                body = self.read(fde_addr, 16)
+                begin, length = struct.unpack_from("<iI", body, 8)
+                if fde_addr + 8 + begin != start:
+                    return None
+                return start + int(length)
+        return None
