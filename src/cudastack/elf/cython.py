@@ -278,20 +278,18 @@ def parse_exec_reads(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
         return None
     _kind, text_addr, text_off, text_size, _link = text
     text_bytes = bytes(data[text_off : text_off + text_size])
-    for reads, rip in ((_rip_reads(code, start), True), (_offset_reads(code), False)):
-        targets = {t for t, _ in reads}
-        candidates = _table_bases(targets, [index[a] for a in _ANCHORS])
-        fills = _fill_bases(text_bytes, text_addr, rip) & candidates
-        if len(fills) != 1:
-            continue
-        base = fills.pop()
-        used: set[bytes] = set()
-        for target, _at in reads:
-            i, r = divmod(target - base, 8)
-            if not r and 0 <= i < len(table):
-                used.add(table[i])
-        return frozenset(used)
-    return None
+    reads = _rip_reads(code, start)
+    candidates = _table_bases({t for t, _ in reads}, [index[a] for a in _ANCHORS])
+    fills = _fill_bases(text_bytes, text_addr) & candidates
+    if len(fills) != 1:
+        return None
+    base = fills.pop()
+    used: set[bytes] = set()
+    for target, _at in reads:
+        i, r = divmod(target - base, 8)
+        if not r and 0 <= i < len(table):
+            used.add(table[i])
+    return frozenset(used)
 
 
 def _table_bases(targets: set[int], anchors: list[int]) -> set[int]:
@@ -302,36 +300,31 @@ def _table_bases(targets: set[int], anchors: list[int]) -> set[int]:
 
 
 _LEA_RIP = re.compile(rb"[\x48\x4c]\x8d[\x05\x0d\x15\x1d\x25\x2d\x35\x3d]", re.DOTALL)
-_ADD_IMM = re.compile(rb"\x48(?:\x05|\x81[\xc0-\xc7]|\x8d[\x40-\x47\x80-\x87])", re.DOTALL)
 
 
 def _indexes_by_8(code: bytes, reg: int) -> bool:
-    """Whether ``code`` reads or writes ``[reg + index*8]`` with a 64-bit move: the fill loop's
-    ``stringtab[i] = string`` (a ``lea`` of something else, crt's ``completed.0``, does not)."""
-    for i in range(len(code) - 3):
-        rex, op, modrm, sib = code[i : i + 4]
-        if rex & 0xF8 == 0x48 and op in (0x89, 0x8B) and modrm & 7 == 4 and modrm >> 6 != 3:
-            if sib >> 6 == 3 and (sib & 7 | (rex & 1) << 3) == reg:
-                return True
+    """Whether ``code`` stores a 64-bit register to ``[reg + index*8]``, no displacement: the fill
+    loop's ``stringtab[i] = string`` (not crt's ``lea`` of ``completed.0``, nor a store into a
+    field array of the state at ``[state + i*8 + disp]``)."""
+    for i in range(len(code) - 4):
+        rex, op, modrm, sib, disp8 = code[i : i + 5]
+        if rex & 0xF8 != 0x48 or op != 0x89 or modrm & 7 != 4 or sib >> 6 != 3:
+            continue
+        if (sib & 7 | (rex & 1) << 3) == reg and (modrm >> 6 == 0 or (modrm >> 6 == 1 and disp8 == 0)):
+            return True
     return False
 
 
-def _fill_bases(text: bytes, addr: int, rip: bool) -> set[int]:
+def _fill_bases(text: bytes, addr: int) -> set[int]:
     """Where the code that fills the table (``__Pyx_InitConstants``, inlined into the exec function
-    at -O2) takes its address: ``lea reg, [rip+table]`` at -O2; at -O0 the state pointer plus the
-    table's offset (``add rax, imm32``, ``lea reg, [reg+disp32]``)."""
+    at -O2 or a function of its own) takes its address: ``lea reg, [rip+table]``, then
+    ``[reg+i*8] = …`` within the next bytes."""
     out: set[int] = set()
-    if rip:
-        for m in _LEA_RIP.finditer(text):
-            end = m.end() + 4
-            if end <= len(text) and _indexes_by_8(
-                text[end : end + 160], (text[m.start()] & 4) << 1 | (text[m.end() - 1] >> 3) & 7
-            ):
-                out.add(addr + end + struct.unpack_from("<i", text, m.end())[0])
-        return out
-    for m in _ADD_IMM.finditer(text):  # the -O0 form: its loop indexes a stack slot, not checked
-        if m.end() + 4 <= len(text):
-            out.add(struct.unpack_from("<i", text, m.end())[0])
+    for m in _LEA_RIP.finditer(text):
+        end = m.end() + 4
+        reg = (text[m.start()] & 4) << 1 | (text[m.end() - 1] >> 3) & 7
+        if end <= len(text) and _indexes_by_8(text[end : end + 160], reg):
+            out.add(addr + end + int(struct.unpack_from("<i", text, m.end())[0]))
     return out
 
 
@@ -344,24 +337,6 @@ def _rip_reads(code: bytes, start: int) -> list[tuple[int, int]]:
         if code[i] in (0x48, 0x4C) and code[i + 1] == 0x8B and code[i + 2] & 0xC7 == 0x05:
             (disp,) = struct.unpack_from("<i", code, i + 3)
             out.append((start + i + 7 + disp, i))
-    return out
-
-
-def _offset_reads(code: bytes) -> list[tuple[int, int]]:
-    """``(displacement, offset in code)`` of every ``mov r64, [r64+disp]`` with a positive
-    displacement (REX.W 8B, ModRM mod 01/10, no SIB): -O0's reads of the state's fields."""
-    out = []
-    for i in range(len(code) - 7):
-        if code[i] in (0x48, 0x49, 0x4C, 0x4D) and code[i + 1] == 0x8B:
-            modrm = code[i + 2]
-            if modrm & 7 == 4:
-                continue
-            if modrm >> 6 == 1 and code[i + 3] < 0x80:
-                out.append((code[i + 3], i))
-            elif modrm >> 6 == 2:
-                (disp,) = struct.unpack_from("<i", code, i + 3)
-                if disp > 0:
-                    out.append((disp, i))
     return out
 
 
