@@ -241,7 +241,7 @@ def _lzss_ends(ro: bytes, pos: int) -> tuple[set[int], bytes]:
 # loop's ``lea reg, [rip+table]`` followed by ``[reg+i*8]`` picks the one.
 
 _PY_MOD_CREATE, _PY_MOD_EXEC = 1, 2  # CPython Include/moduleobject.h
-_R_X86_64_RELATIVE = 8  # System V x86-64 psABI, table 4.10
+_R_X86_64_GLOB_DAT, _R_X86_64_JUMP_SLOT, _R_X86_64_RELATIVE = 6, 7, 8  # System V x86-64 psABI, table 4.10
 _ANCHORS = (b"__test__", b"__main__", b"__name__")
 _MAX_EXEC = 4 << 20  # a module's exec function: cupy's largest is far smaller
 
@@ -251,11 +251,65 @@ def parse_exec_reads(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
     module's exec function reads at -O2 (``mov r64, [rip+table+8*i]``); None when the module has no
     such table, its exec function cannot be found, or the table's place is not certain (an older
     Cython, another compiler or architecture, an -O0 build: its reads go through the state pointer
-    and are not resolved yet).
+    and are not resolved).
 
-    Not yet the strings module-level code uses, so not used by import reachability: at -O2 gcc
-    inlines ``__Pyx_CreateCodeObjects`` into the exec function, and it reads every function's local
-    variable names — ``email`` of ``def f(): import email`` among them, i.e. a lazy import."""
+    More than the strings module-level code uses: at -O2 gcc inlines ``__Pyx_CreateCodeObjects``
+    into the exec function, and it reads every function's local variable names — ``email`` of
+    ``def f(): import email`` among them. :func:`parse_init_imports` keeps only import calls'."""
+    found = _exec_reads(data)
+    if found is None:
+        return None
+    table, reads, _elf, _start, _code = found
+    return frozenset(table[i] for i, _at in reads)
+
+
+def parse_init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
+    """The strings that the module's exec function hands to its import calls outside ``try:`` /
+    ``except ImportError`` — ``a.b`` and ``c`` of ``from a.b import c``, ``json`` of ``import json``
+    — read from an -O2 Cython ≥ 3.2 module; None where :func:`parse_exec_reads` is.
+
+    An import call is a call to ``PyImport_ImportModuleLevelObject`` (its PLT entry) or to a
+    function that calls it (``__Pyx__Import``); its strings are the table reads in the bytes
+    before it, back to the previous call. A call whose failure branch (the first conditional jump
+    after it) lands on a load of ``PyExc_ImportError`` is inside a ``try`` that tests for
+    ImportError: gcc lays out the try's error label as the handler's type test."""
+    found = _exec_reads(data)
+    if found is None:
+        return None
+    table, reads, elf, start, code = found
+    try:
+        plt = elf.plt_entry(b"PyImport_ImportModuleLevelObject")
+        import_error = elf.got_slot(b"PyExc_ImportError")
+        raisers = {elf.plt_entry(n) for n in (b"PyErr_SetString", b"PyErr_Format", b"PyErr_SetObject")}
+    except (struct.error, IndexError, ValueError):
+        return None
+    if plt is None:
+        return frozenset()
+    calls = list(_calls(code, start, elf))
+    importers = {plt}
+    for target in {t for _at, t in calls} - {plt}:
+        end = elf.function_end(target)
+        if end is not None and 0 < end - target <= 1 << 16:
+            try:
+                body = elf.read(target, end - target)
+            except ValueError:
+                continue
+            if any(t == plt for _at, t in _calls(body, target, elf)):
+                importers.add(target)
+    out: set[bytes] = set()
+    previous = 0
+    for at, target in calls:
+        if target in importers and not (
+            import_error is not None and _guarded(code, start, at, import_error, {r for r in raisers if r})
+        ):
+            out.update(table[i] for i, r in reads if previous <= r < at)
+        previous = at + 5
+    return frozenset(out)
+
+
+def _exec_reads(data: bytes | mmap.mmap) -> tuple[tuple[bytes, ...], list[tuple[int, int]], _Elf, int, bytes] | None:
+    """The table, ``(index, offset in code)`` of each read of it by the exec function, and that
+    function (its ELF, address and bytes)."""
     table = parse_string_table(data)
     if table is None or data[18:20] != b"\x3e\x00":  # e_machine EM_X86_64
         return None
@@ -268,37 +322,186 @@ def parse_exec_reads(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
         if end is None or not 0 < end - start <= _MAX_EXEC:
             return None
         code = elf.read(start, end - start)
+        text = elf.sections.get(b".text")
+        if text is None:
+            return None
+        _kind, text_addr, text_off, text_size, _link = text
+        text_bytes = bytes(data[text_off : text_off + text_size])
     except (struct.error, IndexError, ValueError):
         return None
     index = {s: i for i, s in reversed(list(enumerate(table)))}
     if any(a not in index for a in _ANCHORS):
         return None
-    text = elf.sections.get(b".text")
-    if text is None:
-        return None
-    _kind, text_addr, text_off, text_size, _link = text
-    text_bytes = bytes(data[text_off : text_off + text_size])
     reads = _rip_reads(code, start)
     candidates = _table_bases({t for t, _ in reads}, [index[a] for a in _ANCHORS])
-    fills = _fill_bases(text_bytes, text_addr) & candidates
+    fills = _fill_bases(text_bytes, text_addr, candidates)
     if len(fills) != 1:
         return None
     base = fills.pop()
-    used: set[bytes] = set()
-    for target, _at in reads:
+    out = []
+    for target, at in reads:
         i, r = divmod(target - base, 8)
         if not r and 0 <= i < len(table):
-            used.add(table[i])
-    return frozenset(used)
+            out.append((i, at))
+    return table, out, elf, start, code
+
+
+def _calls(code: bytes, start: int, elf: _Elf) -> Iterator[tuple[int, int]]:
+    """``(offset, target)`` of each ``call rel32`` in ``code`` whose target is a function (the start
+    of an ``.eh_frame`` FDE) or a PLT entry: a byte ``e8`` inside another instruction rarely is."""
+    plt = [(a, a + n) for a, n in elf.plt_ranges()]
+    i = code.find(b"\xe8")
+    while 0 <= i < len(code) - 4:
+        (rel,) = struct.unpack_from("<i", code, i + 1)
+        target = start + i + 5 + rel
+        if any(lo <= target < hi for lo, hi in plt) or elf.function_end(target) is not None:
+            yield i, target
+        i = code.find(b"\xe8", i + 1)
+
+
+def _guarded(code: bytes, start: int, at: int, got: int, raisers: set[int]) -> bool:
+    """Whether the call at ``at`` fails into an ``except ImportError`` test: its failure branch
+    (the first conditional jump after it) leads, through the clean-up of temporaries and
+    unconditional jumps, to a load of ``PyExc_ImportError`` from its GOT slot that is not the
+    argument of a raise (``PyErr_SetString``/``PyErr_Format``: the exec function's own "init …"
+    error and ``from x import y``'s "cannot import name"). Anything the small decoder does not
+    know (:func:`_insn`) ends the walk as not guarded: an import kept, never a miss."""
+    pos, target = at + 5, -1
+    for _ in range(4):
+        insn = _insn(code, pos)
+        if insn is None:
+            return False
+        length, kind, branch = insn
+        if kind == "jcc":
+            target = branch
+            break
+        pos += length
+    if target < 0:
+        return False
+    pos, hops, loaded = target, 0, -1
+    for _ in range(48):
+        insn = _insn(code, pos)
+        if insn is None:
+            return loaded >= 0  # a raise's arguments are plain moves: past them, the type test
+        length, kind, branch = insn
+        if kind == "ret":
+            return False
+        if kind == "call" and loaded >= 0:
+            return start + branch not in raisers
+        if kind == "jmp":
+            hops += 1
+            if hops > 4:
+                return False
+            pos = branch
+            continue
+        if kind == "load" and start + branch == got:
+            loaded = pos
+        pos += length
+    return loaded >= 0
+
+
+_MODRM_ONLY = frozenset([*range(0x00, 0x04), *range(0x08, 0x0C), *range(0x10, 0x14), *range(0x18, 0x1C)])
+_MODRM_ONLY |= frozenset([*range(0x20, 0x24), *range(0x28, 0x2C), *range(0x30, 0x34), *range(0x38, 0x3C)])
+_MODRM_ONLY |= frozenset([0x63, *range(0x84, 0x8C), 0x8D, 0x8F, 0xD0, 0xD1, 0xD2, 0xD3, 0xFE, 0xFF])
+_IMM8 = frozenset([0x04, 0x0C, 0x14, 0x1C, 0x24, 0x2C, 0x34, 0x3C, 0xA8, 0x6A, *range(0xB0, 0xB8)])
+_IMM32 = frozenset([0x05, 0x0D, 0x15, 0x1D, 0x25, 0x2D, 0x35, 0x3D, 0xA9, 0x68])
+_PLAIN = frozenset([*range(0x50, 0x60), *range(0x90, 0x9A), 0x9C, 0x9D, 0xC9, 0xCC, 0xF4])
+_0F_MODRM = frozenset([0x1E, 0x1F, *range(0x40, 0x50), *range(0x90, 0xA0), 0xAF, 0xB6, 0xB7, 0xBE, 0xBF])
+_0F_MODRM |= frozenset([0x10, 0x11, 0x28, 0x29, 0x57, 0x6E, 0x6F, 0x7E, 0x7F, 0xD6, 0xEF, 0xA3, 0xAB, 0xB3])
+
+
+def _insn(code: bytes, pos: int) -> tuple[int, str, int] | None:
+    """Length, kind (``jmp``, ``jcc``, ``call``, ``ret``, ``load`` of ``[rip+disp]``, ``other``) and
+    target (branch target as an offset in ``code``, or a load's address less the function's start)
+    of the x86-64 instruction at ``pos``: the integer subset gcc writes in clean-up blocks; None
+    for anything else."""
+    i = pos
+    while i < len(code) and code[i] in (0x66, 0x67, 0xF2, 0xF3, 0xF0, 0x2E, 0x3E, 0x26, 0x64, 0x65, 0x36):
+        i += 1
+    rex = code[i] if i < len(code) and 0x40 <= code[i] <= 0x4F else 0
+    i += 1 if rex else 0
+    if i + 1 >= len(code):
+        return None
+    op = code[i]
+    i += 1
+    modrm, imm = False, 0
+    if op == 0x0F:
+        op2 = code[i]
+        i += 1
+        if 0x80 <= op2 <= 0x8F:
+            if i + 4 > len(code):
+                return None
+            return i + 4 - pos, "jcc", i + 4 + struct.unpack_from("<i", code, i)[0]
+        if op2 == 0xBA:  # bt/bts/btr/btc r/m, imm8 (the type-flags test of PyExceptionClass_Check)
+            modrm, imm = True, 1
+        elif op2 not in _0F_MODRM:
+            return None
+        else:
+            modrm = True
+    elif 0x70 <= op <= 0x7F or op == 0xEB:
+        rel = struct.unpack_from("<b", code, i)[0]
+        return i + 1 - pos, "jcc" if op != 0xEB else "jmp", i + 1 + rel
+    elif op in (0xE8, 0xE9):
+        if i + 4 > len(code):
+            return None
+        return i + 4 - pos, "call" if op == 0xE8 else "jmp", i + 4 + struct.unpack_from("<i", code, i)[0]
+    elif op == 0xC3:
+        return i - pos, "ret", 0
+    elif op in _PLAIN:
+        return i - pos, "other", 0
+    elif op in _IMM8:
+        return i + 1 - pos, "other", 0
+    elif op in _IMM32:
+        return i + 4 - pos, "other", 0
+    elif 0xB8 <= op <= 0xBF:
+        return i + (8 if rex & 8 else 4) - pos, "other", 0
+    elif op in _MODRM_ONLY:
+        modrm = True
+    elif op in (0x80, 0x82, 0x83, 0x6B, 0xC0, 0xC1, 0xC6):
+        modrm, imm = True, 1
+    elif op in (0x81, 0x69, 0xC7):
+        modrm, imm = True, 4
+    elif op in (0xF6, 0xF7):
+        modrm = True
+        if i < len(code) and (code[i] >> 3) & 7 in (0, 1):
+            imm = 1 if op == 0xF6 else 4
+    if not modrm or i >= len(code):
+        return None
+    m = code[i]
+    i += 1
+    mod, rm = m >> 6, m & 7
+    if op == 0xFF and (m >> 3) & 7 in (2, 3, 4, 5):
+        return None  # an indirect call or jump: where it goes is not in the bytes
+    rip = None
+    if mod != 3 and rm == 4:
+        if i >= len(code):
+            return None
+        if mod == 0 and code[i] & 7 == 5:
+            i += 4
+        i += 1
+    if mod == 0 and rm == 5:
+        if i + 4 > len(code):
+            return None
+        rip = i + 4 + imm + struct.unpack_from("<i", code, i)[0]
+        i += 4
+    elif mod == 1:
+        i += 1
+    elif mod == 2:
+        i += 4
+    i += imm
+    if rip is not None and op == 0x8B and rex & 8:
+        return i - pos, "load", rip
+    return i - pos, "other", 0
 
 
 def _table_bases(targets: set[int], anchors: list[int]) -> set[int]:
-    """The addresses (or state offsets) entry 0 may be at: every anchor read there. Where the exec
-    function reads a dense run of the table, several; :func:`_fill_bases` picks the one."""
+    """The addresses entry 0 may be at: every anchor read there. Where the exec function reads a
+    dense run of the table, several; :func:`_fill_bases` picks the one."""
     first, *rest = anchors
     return {t - 8 * first for t in targets if all(t - 8 * first + 8 * a in targets for a in rest)}
 
 
+_MOV_RIP = re.compile(rb"[\x48\x4c]\x8b[\x05\x0d\x15\x1d\x25\x2d\x35\x3d]", re.DOTALL)
 _LEA_RIP = re.compile(rb"[\x48\x4c]\x8d[\x05\x0d\x15\x1d\x25\x2d\x35\x3d]", re.DOTALL)
 
 
@@ -315,16 +518,20 @@ def _indexes_by_8(code: bytes, reg: int) -> bool:
     return False
 
 
-def _fill_bases(text: bytes, addr: int) -> set[int]:
-    """Where the code that fills the table (``__Pyx_InitConstants``, inlined into the exec function
-    at -O2 or a function of its own) takes its address: ``lea reg, [rip+table]``, then
-    ``[reg+i*8] = …`` within the next bytes."""
+def _fill_bases(text: bytes, addr: int, candidates: set[int]) -> set[int]:
+    """Which of ``candidates`` the code that fills the table (``__Pyx_InitConstants``, inlined into
+    the exec function at -O2 or a function of its own) takes the address of: ``lea reg,
+    [rip+table]``, then ``[reg+i*8] = …`` within the next bytes."""
     out: set[int] = set()
     for m in _LEA_RIP.finditer(text):
         end = m.end() + 4
-        reg = (text[m.start()] & 4) << 1 | (text[m.end() - 1] >> 3) & 7
-        if end <= len(text) and _indexes_by_8(text[end : end + 160], reg):
-            out.add(addr + end + int(struct.unpack_from("<i", text, m.end())[0]))
+        if end > len(text):
+            break
+        target = addr + end + int(struct.unpack_from("<i", text, m.end())[0])
+        if target in candidates and target not in out:
+            reg = (text[m.start()] & 4) << 1 | (text[m.end() - 1] >> 3) & 7
+            if _indexes_by_8(text[end : end + 160], reg):
+                out.add(target)
     return out
 
 
@@ -333,10 +540,9 @@ def _rip_reads(code: bytes, start: int) -> list[tuple[int, int]]:
     mod 00 rm 101): -O2's reads of the table. Found by their bytes, not decoded: a false match must
     also land on the table exactly, at an 8-byte boundary."""
     out = []
-    for i in range(len(code) - 6):
-        if code[i] in (0x48, 0x4C) and code[i + 1] == 0x8B and code[i + 2] & 0xC7 == 0x05:
-            (disp,) = struct.unpack_from("<i", code, i + 3)
-            out.append((start + i + 7 + disp, i))
+    for m in _MOV_RIP.finditer(code):
+        if m.end() + 4 <= len(code):
+            out.append((start + m.end() + 4 + int(struct.unpack_from("<i", code, m.end())[0]), m.start()))
     return out
 
 
@@ -420,4 +626,47 @@ class _Elf:
                 if fde_addr + 8 + begin != start:
                     return None
                 return start + int(length)
+        return None
+
+    def _symbol_relocations(self, section: bytes, kind: int, symbol: bytes) -> Iterator[int]:
+        """``r_offset`` of each relocation of ``kind`` in ``section`` against ``symbol``."""
+        dynsym, rela = self.sections.get(b".dynsym"), self.sections.get(section)
+        if dynsym is None or rela is None:
+            return
+        _kind, _addr, sym_off, sym_size, link = dynsym
+        strtab = self.heads[link][4]
+        _k, _a, offset, size, _l = rela
+        for i in range(offset, offset + size - 23, 24):
+            r_offset, info = struct.unpack_from("<QQ", self.data, i)
+            sym = info >> 32
+            if info & 0xFFFFFFFF == kind and sym * 24 < sym_size:
+                (name,) = struct.unpack_from("<I", self.data, sym_off + sym * 24)
+                if self.data[strtab + name : strtab + name + len(symbol) + 1] == symbol + b"\0":
+                    yield r_offset
+
+    def got_slot(self, symbol: bytes) -> int | None:
+        """The GOT slot the dynamic linker fills with ``symbol``'s address (GLOB_DAT)."""
+        return next(self._symbol_relocations(b".rela.dyn", _R_X86_64_GLOB_DAT, symbol), None)
+
+    def plt_ranges(self) -> list[tuple[int, int]]:
+        """``(address, size)`` of ``.plt``, ``.plt.sec`` and ``.plt.got``."""
+        return [(v[1], v[3]) for k, v in self.sections.items() if k in (b".plt", b".plt.sec", b".plt.got")]
+
+    def plt_entry(self, symbol: bytes) -> int | None:
+        """The PLT entry that calls go through for ``symbol``: the 16-byte entry of ``.plt`` or
+        ``.plt.sec`` whose ``jmp [rip+slot]`` (ff 25) reads its JUMP_SLOT."""
+        slot = next(self._symbol_relocations(b".rela.plt", _R_X86_64_JUMP_SLOT, symbol), None)
+        if slot is None:
+            return None
+        for name in (b".plt.sec", b".plt"):
+            section = self.sections.get(name)
+            if section is None:
+                continue
+            _kind, addr, offset, size, _link = section
+            code = bytes(self.data[offset : offset + size])
+            i = code.find(b"\xff\x25")
+            while 0 <= i < len(code) - 5:
+                if addr + i + 6 + struct.unpack_from("<i", code, i + 2)[0] == slot:
+                    return addr + i - (addr + i) % 16
+                i = code.find(b"\xff\x25", i + 1)
         return None

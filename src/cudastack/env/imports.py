@@ -18,6 +18,7 @@ from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cudastack.elf.cython import parse_init_imports
 from cudastack.env.dists import Distribution
 from cudastack.files import open_file
 from cudastack.parallel import Forked, spare_cpus
@@ -1332,9 +1333,28 @@ def _compiled_refs(
                 parent, _, base = name.rpartition(".")
                 if parent in refs and name not in refs and not skip(name) and _nul_string(data, base.encode()):
                     refs.add(name)
+            cython = parse_init_imports(data)  # Cython >= 3.2: its table is compressed
+            if cython:
+                refs |= _cython_refs(cython, path, tops, modules)
     except (OSError, ValueError):
         pass
     return refs
+
+
+def _cython_refs(strings: frozenset[bytes], path: str, tops: list[str], modules: dict[str, str]) -> set[str]:
+    """Modules that a Cython >= 3.2 module imports at init, from the strings its module-level import
+    calls take outside ``try: … except ImportError`` (:func:`cudastack.elf.cython.parse_init_imports`):
+    each dotted name of the distribution, and ``c`` of ``from a.b import c``; a name relative to
+    the module's package too (``from . import c``, ``from .b import c``: level > 0)."""
+    names = {s.decode("utf-8", "replace") for s in strings}
+    own = next((n for n, p in modules.items() if p == path), "")
+    package = own.rpartition(".")[0]
+    dotted = {n for n in names if n and n.split(".", 1)[0] in tops}
+    if package:
+        dotted |= {f"{package}.{n}" if n else package for n in names}
+    out = {n for n in dotted if n in modules}
+    out.update(n for n in modules if n.rpartition(".")[0] in dotted and n.rpartition(".")[2] in names)
+    return out | {n for n in dotted if any(m.startswith(n + ".") for m in modules)}
 
 
 def _is_extension(path: str) -> bool:
