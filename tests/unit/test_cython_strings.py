@@ -129,3 +129,41 @@ def _compile_o0(c_file: Path) -> Path:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
+
+
+IMPORTS = (
+    "import json\nfrom os import path\n"
+    "try:\n    import tomllib\nexcept ImportError:\n    tomllib = None\n"
+    "ACCELERATORS = ['cutensor', 'cub']\n"
+    + "".join(f"{n} = 'the value of {n}'\n" for n in NAMES)
+    + "def lazy():\n    import email\n    return email\n"
+)
+
+
+def test_init_imports_are_the_unguarded_module_level_ones(generated: Path) -> None:
+    """``import json`` and ``from os import path`` are read; ``tomllib`` (inside ``try: … except
+    ImportError``), ``email`` (a function's import) and ``cutensor`` (a string constant) are not —
+    all four are whole strings of the same table. A real import of the module in a fresh
+    interpreter loads json and os.path, and not email."""
+    from cudastack.elf.cython import parse_init_imports
+
+    work = generated.parent / "imports"
+    work.mkdir(exist_ok=True)
+    (work / "cymod.pyx").write_text(IMPORTS)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cython", "-3", "cymod.pyx", "-o", "cymod.c"], cwd=work, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    module = _compile(work / "cymod.c", 1)
+    real = subprocess.run(
+        [sys.executable, "-E", "-s", "-c", "import sys, cymod; print(' '.join(sorted(sys.modules)))"],
+        cwd=module.parent,
+        capture_output=True,
+        text=True,
+    )
+    assert real.returncode == 0, real.stderr
+    assert {"json", "os.path"} <= set(real.stdout.split()) and "email" not in real.stdout.split()
+    table = parse_string_table(module.read_bytes())
+    assert table is not None and {b"json", b"os", b"path", b"tomllib", b"email", b"cutensor"} <= set(table)
+    assert parse_init_imports(module.read_bytes()) == {b"json", b"os", b"path"}
+    assert parse_init_imports(_compile_o0(work / "cymod.c").read_bytes()) is None

@@ -1287,13 +1287,11 @@ def _compiled_refs(
     """Modules of the distribution a compiled (Cython, mypyc) module names, read from its bytes:
     dotted names (``cupy_backends.cuda.api.runtime``); Cython's mangled ``cimport`` paths
     (``13cupy_backends_4cuda_3api_7runtime``); ``from a.b import c`` as the strings ``a.b`` and
-    ``c``, NUL-terminated. Not read: the zlib-compressed string table of Cython ≥ 3.1 (cupy's
-    ``fusion`` names ``new_fusion`` only there): it is a sorted run of every identifier and
-    string constant, where ``cutensor`` the accelerator name reads like ``cutensor`` the module —
-    tried, and it turned cupy's lazily imported cuTENSOR binding back into a false error; read
-    string by string (:func:`cudastack.elf.cython.parse_string_table`) it still cannot say which
-    strings module-level code uses — cupy 14.2: 35 modules would gain references, the lazy
-    cutensor and jitify among them. Evidence
+    ``c``, NUL-terminated; for Cython >= 3.2, whose string table is compressed, the strings its
+    module-level import calls take (:func:`_cython_refs`). The whole table would not do: it is a
+    sorted run of every identifier and constant, where ``cutensor`` the accelerator name reads like
+    ``cutensor`` the module (cupy 14.2: 35 modules would gain references, the lazy cutensor and
+    jitify among them). Evidence
     only where present: a name in the bytes can still belong to a lazy import — measured against real imports by
     ``tools/validate_imports.py``. A handful of ``find`` scans per top-level name: this runs only
     for a distribution with a module that fails to load."""
