@@ -1347,12 +1347,11 @@ def _cython_refs(strings: frozenset[bytes], path: str, tops: list[str], modules:
     names = {s.decode("utf-8", "replace") for s in strings}
     own = next((n for n, p in modules.items() if p == path), "")
     package = own.rpartition(".")[0]
-    dotted = {n for n in names if n and n.split(".", 1)[0] in tops}
+    dotted = {n for n in names if n and n.split(".", 1)[0] in tops}  # whole: a grafted path too
     if package:
-        dotted |= {f"{package}.{n}" if n else package for n in names}
-    out = {n for n in dotted if n in modules}
-    out.update(n for n in modules if n.rpartition(".")[0] in dotted and n.rpartition(".")[2] in names)
-    return out | {n for n in dotted if any(m.startswith(n + ".") for m in modules)}
+        relative = {f"{package}.{n}" if n else package for n in names}
+        dotted |= {n for n in relative if n in modules or any(m.startswith(n + ".") for m in modules)}
+    return dotted | {n for n in modules if n.rpartition(".")[0] in dotted and n.rpartition(".")[2] in names}
 
 
 def _is_extension(path: str) -> bool:
