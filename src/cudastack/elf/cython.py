@@ -334,7 +334,9 @@ def _exec_reads(data: bytes | mmap.mmap) -> tuple[tuple[bytes, ...], list[tuple[
         return None
     reads = _rip_reads(code, start)
     candidates = _table_bases({t for t, _ in reads}, [index[a] for a in _ANCHORS])
-    fills = _fill_bases(text_bytes, text_addr, candidates)
+    fills = _fill_bases(code, start, candidates)  # inlined at -O2 (gcc), else a function of its own
+    if len(fills) != 1:
+        fills = _fill_bases(text_bytes, text_addr, candidates)
     if len(fills) != 1:
         return None
     base = fills.pop()
@@ -565,6 +567,7 @@ class _Elf:
             end = data.find(b"\0", names + name, names + name + 64)
             self.sections[bytes(data[names + name : end])] = (kind, addr, offset, size, link)
         self.heads = heads
+        self._fdes: dict[int, int] | None = None
 
     def read(self, addr: int, size: int) -> bytes:
         """Bytes at a virtual address, from the section holding them."""
@@ -602,31 +605,22 @@ class _Elf:
     def function_end(self, start: int) -> int | None:
         """The end of the function starting at ``start``, from its FDE (``.eh_frame_hdr``'s sorted
         table, the encodings gcc and ld write: datarel sdata4 pairs, FDE pcrel sdata4)."""
-        hdr = self.sections.get(b".eh_frame_hdr")
-        if hdr is None:
+        if self._fdes is None:
+            self._fdes = {}
+            hdr = self.sections.get(b".eh_frame_hdr")
+            if hdr is not None:
+                _kind, addr, offset, size, _link = hdr
+                version, _ptr_enc, count_enc, table_enc = self.data[offset : offset + 4]
+                if version == 1 and count_enc == 0x03 and table_enc == 0x3B:
+                    (count,) = struct.unpack_from("<I", self.data, offset + 8)
+                    count = min(count, (size - 12) // 8)
+                    pairs = array("i", bytes(self.data[offset + 12 : offset + 12 + 8 * count]))
+                    self._fdes = {addr + pairs[i]: addr + pairs[i + 1] for i in range(0, len(pairs) - 1, 2)}
+        fde_addr = self._fdes.get(start)
+        if fde_addr is None:
             return None
-        _kind, addr, offset, size, _link = hdr
-        version, _ptr_enc, count_enc, table_enc = self.data[offset : offset + 4]
-        if version != 1 or count_enc != 0x03 or table_enc != 0x3B:
-            return None
-        (count,) = struct.unpack_from("<I", self.data, offset + 8)
-        table = offset + 12
-        lo, hi = 0, min(count, (size - 12) // 8)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            loc, fde = struct.unpack_from("<ii", self.data, table + 8 * mid)
-            if addr + loc < start:
-                lo = mid + 1
-            elif addr + loc > start:
-                hi = mid
-            else:
-                fde_addr = addr + fde
-                body = self.read(fde_addr, 16)
-                begin, length = struct.unpack_from("<iI", body, 8)
-                if fde_addr + 8 + begin != start:
-                    return None
-                return start + int(length)
-        return None
+        begin, length = struct.unpack_from("<iI", self.read(fde_addr, 16), 8)
+        return start + int(length) if fde_addr + 8 + begin == start else None
 
     def _symbol_relocations(self, section: bytes, kind: int, symbol: bytes) -> Iterator[int]:
         """``r_offset`` of each relocation of ``kind`` in ``section`` against ``symbol``."""
