@@ -266,13 +266,15 @@ def parse_exec_reads(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
 def parse_init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
     """The strings that the module's exec function hands to its import calls outside ``try:`` /
     ``except ImportError`` — ``a.b`` and ``c`` of ``from a.b import c``, ``json`` of ``import json``
-    — read from an -O2 Cython ≥ 3.2 module; None where :func:`parse_exec_reads` is.
+    — read from a Cython ≥ 3.2 module built with gcc -O1 to -O3 or -Os (C or C++); None where
+    :func:`parse_exec_reads` is (-O0 among them).
 
     An import call is a call to ``PyImport_ImportModuleLevelObject`` (its PLT entry) or to a
-    function that calls it (``__Pyx__Import``); its strings are the table reads in the bytes
-    before it, back to the previous call. A call whose failure branch (the first conditional jump
-    after it) lands on a load of ``PyExc_ImportError`` is inside a ``try`` that tests for
-    ImportError: gcc lays out the try's error label as the handler's type test."""
+    function that calls it (``__Pyx__Import``), or to ``PyImport_GetModule`` (its fast path, inlined
+    at -O3); its strings are the table reads in the bytes before it, back to the previous call. A
+    call whose failure branch (the first conditional jump after it) lands on a load of
+    ``PyExc_ImportError`` is inside a ``try`` that tests for ImportError: gcc lays out the try's
+    error label as the handler's type test."""
     found = _exec_reads(data)
     if found is None:
         return None
@@ -296,12 +298,26 @@ def parse_init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
                 continue
             if any(t == plt for _at, t in _calls(body, target, elf)):
                 importers.add(target)
+    # gcc -O3 inlines __Pyx__Import's fast path, PyImport_GetModule(name), ahead of the import
+    # call, and loads the name (and the from-list) before it: such a site shares the guard of the
+    # import call that follows it.
+    lookup = elf.plt_entry(b"PyImport_GetModule")
+    known = {r for r in raisers if r}
+    guarded: dict[int, bool] = {}
+    pending: list[int] = []
+    for at, target in calls:
+        if target == lookup:
+            pending.append(at)
+        elif target in importers:
+            guarded[at] = import_error is not None and _guarded(code, start, at, import_error, known)
+            for site in pending:
+                guarded[site] = guarded[at] if at - site <= 512 else False
+            pending = []
+    guarded.update((site, False) for site in pending)
     out: set[bytes] = set()
     previous = 0
-    for at, target in calls:
-        if target in importers and not (
-            import_error is not None and _guarded(code, start, at, import_error, {r for r in raisers if r})
-        ):
+    for at, _target in calls:
+        if at in guarded and not guarded[at]:
             out.update(table[i] for i, r in reads if previous <= r < at)
         previous = at + 5
     return frozenset(out)
