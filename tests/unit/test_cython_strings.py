@@ -168,4 +168,7 @@ def test_init_imports_are_the_unguarded_module_level_ones(generated: Path, opt: 
     table = parse_string_table(module.read_bytes())
     assert table is not None and {b"json", b"os", b"path", b"tomllib", b"email", b"cutensor"} <= set(table)
     assert parse_init_imports(module.read_bytes()) == {b"json", b"os", b"path"}
-    assert parse_init_imports(_compile_o0(work / "cymod.c").read_bytes()) is None
+    # -O0 (h5py 3.16's wheels): read through the state pointer; the guard is not seen there (an
+    # over, never a miss); None where the table is not split (Cython 3.3 builds its index on the stack)
+    o0 = parse_init_imports(_compile_o0(work / "cymod.c").read_bytes())
+    assert o0 is None or {b"json", b"os", b"path"} <= o0 <= {b"json", b"os", b"path", b"tomllib"}

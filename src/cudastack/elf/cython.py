@@ -288,16 +288,7 @@ def parse_init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
     if plt is None:
         return frozenset()
     calls = list(_calls(code, start, elf))
-    importers = {plt}
-    for target in {t for _at, t in calls} - {plt}:
-        end = elf.function_end(target)
-        if end is not None and 0 < end - target <= 1 << 16:
-            try:
-                body = elf.read(target, end - target)
-            except ValueError:
-                continue
-            if any(t == plt for _at, t in _calls(body, target, elf)):
-                importers.add(target)
+    importers = {t for t in {t for _at, t in calls} if _calls_import(elf, t, plt, 2)}
     # gcc -O3 inlines __Pyx__Import's fast path, PyImport_GetModule(name), ahead of the import
     # call, and loads the name (and the from-list) before it: such a site shares the guard of the
     # import call that follows it.
@@ -321,6 +312,22 @@ def parse_init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
             out.update(table[i] for i, r in reads if previous <= r < at)
         previous = at + 5
     return frozenset(out)
+
+
+def _calls_import(elf: _Elf, target: int, plt: int, depth: int) -> bool:
+    """Whether the function at ``target`` is ``plt`` or calls it, directly or (``depth`` > 1) through
+    a function it calls: at -O0 ``__Pyx_Import`` calls ``__Pyx__Import``, which calls it."""
+    if target == plt:
+        return True
+    end = elf.function_end(target)
+    if depth <= 0 or end is None or not 0 < end - target <= 1 << 16:
+        return False
+    try:
+        body = elf.read(target, end - target)
+    except ValueError:
+        return False
+    callees = {t for _at, t in _calls(body, target, elf)}
+    return plt in callees or (depth > 1 and any(_calls_import(elf, t, plt, depth - 1) for t in callees - {target}))
 
 
 def _exec_reads(data: bytes | mmap.mmap) -> tuple[tuple[bytes, ...], list[tuple[int, int]], _Elf, int, bytes] | None:
@@ -348,11 +355,20 @@ def _exec_reads(data: bytes | mmap.mmap) -> tuple[tuple[bytes, ...], list[tuple[
     index = {s: i for i, s in reversed(list(enumerate(table)))}
     if any(a not in index for a in _ANCHORS):
         return None
+    anchors = [index[a] for a in _ANCHORS]
     reads = _rip_reads(code, start)
-    candidates = _table_bases({t for t, _ in reads}, [index[a] for a in _ANCHORS])
+    candidates = _table_bases({t for t, _ in reads}, anchors)
     fills = _fill_bases(code, start, candidates)  # inlined at -O2 (gcc), else a function of its own
     if len(fills) != 1:
         fills = _fill_bases(text_bytes, text_addr, candidates)
+    if len(fills) != 1:
+        # -O0: ``lea rax, [rip+state]; mov r64, [rax+disp]``, the table at the offset that
+        # __Pyx_InitConstants adds to the state pointer (``add rax, imm32``)
+        reads = _state_reads(code, start)
+        candidates = _table_bases({t for t, _ in reads}, anchors)
+        states = {t for t, _ in _state_reads(code, start, displacement=False)}
+        offsets = _added_offsets(text_bytes)
+        fills = {c for c in candidates if any(c - s in offsets for s in states)}
     if len(fills) != 1:
         return None
     base = fills.pop()
@@ -562,6 +578,34 @@ def _rip_reads(code: bytes, start: int) -> list[tuple[int, int]]:
         if m.end() + 4 <= len(code):
             out.append((start + m.end() + 4 + int(struct.unpack_from("<i", code, m.end())[0]), m.start()))
     return out
+
+
+_LEA_MOV = re.compile(
+    rb"[\x48\x4c]\x8d[\x05\x0d\x15\x1d\x25\x2d\x35\x3d]....[\x48\x49\x4c\x4d]\x8b[\x40-\xbf]", re.DOTALL
+)
+_ADD_IMM32 = re.compile(rb"\x48\x05(....)", re.DOTALL)
+
+
+def _state_reads(code: bytes, start: int, displacement: bool = True) -> list[tuple[int, int]]:
+    """-O0's reads of the module state: ``lea r, [rip+state]`` then ``mov r64, [r+disp]``;
+    ``(state + disp, offset in code)``, or with ``displacement=False`` ``(state, offset)``."""
+    out = []
+    for m in _LEA_MOV.finditer(code):
+        i = m.start()
+        reg = (code[i] & 4) << 1 | (code[i + 2] >> 3) & 7
+        rex, modrm = code[i + 7], code[i + 9]
+        if (modrm & 7 | (rex & 1) << 3) != reg or modrm & 7 == 4 or i + 14 > len(code):
+            continue
+        state = start + i + 7 + int(struct.unpack_from("<i", code, i + 3)[0])
+        disp = code[i + 10] if modrm >> 6 == 1 else int(struct.unpack_from("<i", code, i + 10)[0])
+        if disp >= 0 and not (modrm >> 6 == 1 and disp >= 0x80):
+            out.append((state + disp if displacement else state, i))
+    return out
+
+
+def _added_offsets(text: bytes) -> set[int]:
+    """Every ``add rax, imm32`` immediate of ``text`` (-O0's ``&state->__pyx_string_tab``)."""
+    return {int.from_bytes(m.group(1), "little", signed=True) for m in _ADD_IMM32.finditer(text)}
 
 
 class _Elf:
