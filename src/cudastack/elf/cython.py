@@ -248,10 +248,9 @@ _MAX_EXEC = 4 << 20  # a module's exec function: cupy's largest is far smaller
 
 def parse_exec_reads(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
     """The strings of the Cython ≥ 3.2 string table (see :func:`parse_string_table`) that the
-    module's exec function reads at -O2 (``mov r64, [rip+table+8*i]``); None when the module has no
-    such table, its exec function cannot be found, or the table's place is not certain (an older
-    Cython, another compiler or architecture, an -O0 build: its reads go through the state pointer
-    and are not resolved).
+    module's exec function reads (``mov r64, [rip+table+8*i]``; at -O0 through the state pointer);
+    None when the module has no such table, its exec function cannot be found, or the table's
+    place is not certain (an older Cython, another compiler or architecture).
 
     More than the strings module-level code uses: at -O2 gcc inlines ``__Pyx_CreateCodeObjects``
     into the exec function, and it reads every function's local variable names — ``email`` of
@@ -266,8 +265,9 @@ def parse_exec_reads(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
 def parse_init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
     """The strings that the module's exec function hands to its import calls outside ``try:`` /
     ``except ImportError`` — ``a.b`` and ``c`` of ``from a.b import c``, ``json`` of ``import json``
-    — read from a Cython ≥ 3.2 module built with gcc -O1 to -O3 or -Os (C or C++); None where
-    :func:`parse_exec_reads` is (-O0 among them).
+    — read from a Cython ≥ 3.2 module built with gcc (C or C++, -O0 to -O3, -Os); None where
+    :func:`parse_exec_reads` is. At -O0 the guard is not seen (its error branch is the
+    fall-through): a guarded import is kept there.
 
     An import call is a call to ``PyImport_ImportModuleLevelObject`` (its PLT entry) or to a
     function that calls it (``__Pyx__Import``), or to ``PyImport_GetModule`` (its fast path, inlined
