@@ -172,3 +172,23 @@ def test_init_imports_are_the_unguarded_module_level_ones(generated: Path, opt: 
     # over, never a miss); None where the table is not split (Cython 3.3 builds its index on the stack)
     o0 = parse_init_imports(_compile_o0(work / "cymod.c").read_bytes())
     assert o0 is None or {b"json", b"os", b"path"} <= o0 <= {b"json", b"os", b"path", b"tomllib"}
+
+
+def test_init_imports_of_a_corrupt_module_never_raise(generated: Path) -> None:
+    """A real module with bytes flipped (in its code, its relocations, its unwind table) or cut
+    short: the reader answers None or a set, never raises (it runs on every compiled module that a
+    failing package imports)."""
+    import random
+
+    from cudastack.elf.cython import parse_init_imports
+
+    good = _compile(generated, 1).read_bytes()
+    assert parse_init_imports(good)  # the intact module is read
+    rng = random.Random(7)
+    for n in range(150):
+        blob = bytearray(good)
+        for _ in range(1 + n % 40):
+            blob[rng.randrange(len(blob))] = rng.randrange(256)
+        cut = bytes(blob[: rng.randrange(64, len(blob))]) if n % 5 == 0 else bytes(blob)
+        result = parse_init_imports(cut)
+        assert result is None or isinstance(result, frozenset)

@@ -275,16 +275,20 @@ def parse_init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
     call whose failure branch (the first conditional jump after it) lands on a load of
     ``PyExc_ImportError`` is inside a ``try`` that tests for ImportError: gcc lays out the try's
     error label as the handler's type test."""
+    try:
+        return _init_imports(data)
+    except (struct.error, IndexError, ValueError):  # a truncated or corrupt file: nothing read
+        return None
+
+
+def _init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
     found = _exec_reads(data)
     if found is None:
         return None
     table, reads, elf, start, code = found
-    try:
-        plt = elf.plt_entry(b"PyImport_ImportModuleLevelObject")
-        import_error = elf.got_slot(b"PyExc_ImportError")
-        raisers = {elf.plt_entry(n) for n in (b"PyErr_SetString", b"PyErr_Format", b"PyErr_SetObject")}
-    except (struct.error, IndexError, ValueError):
-        return None
+    plt = elf.plt_entry(b"PyImport_ImportModuleLevelObject")
+    import_error = elf.got_slot(b"PyExc_ImportError")
+    raisers = {elf.plt_entry(n) for n in (b"PyErr_SetString", b"PyErr_Format", b"PyErr_SetObject")}
     if plt is None:
         return frozenset()
     calls = list(_calls(code, start, elf))
