@@ -27,6 +27,7 @@ from __future__ import annotations
 import bz2
 import itertools
 import mmap
+import re
 import struct
 import zlib
 from array import array
@@ -226,3 +227,504 @@ def _lzss_ends(ro: bytes, pos: int) -> tuple[set[int], bytes]:
                 return ends, bytes(out)
             flags >>= 1
     return ends, bytes(out)
+
+
+# --- which strings the module's own code uses at import -------------------------------------
+#
+# Cython ≥ 3.2 keeps the strings as ``__pyx_mstate_global->__pyx_string_tab[i]``, an array of
+# ``PyObject *`` inside the module state (``.bss``). The module's exec function
+# (``__pyx_pymod_exec_<name>``, the ``Py_mod_exec`` slot of its PyModuleDef: PEP 489) runs the
+# module-level code, and reads each string it uses from that array: at -O2 ``mov reg, [rip+disp]``
+# at ``table + 8*i``; at -O0 ``lea rax, [rip+state]`` then ``mov reg, [rax+disp]``. The function's
+# extent comes from ``.eh_frame_hdr``. The table's place: three strings every Cython module's exec
+# function reads (``__test__``, ``__main__``, ``__name__``) narrow it to a few candidates; the fill
+# loop's ``lea reg, [rip+table]`` followed by ``[reg+i*8]`` picks the one.
+
+_PY_MOD_CREATE, _PY_MOD_EXEC = 1, 2  # CPython Include/moduleobject.h
+_R_X86_64_GLOB_DAT, _R_X86_64_JUMP_SLOT, _R_X86_64_RELATIVE = 6, 7, 8  # System V x86-64 psABI, table 4.10
+_ANCHORS = (b"__test__", b"__main__", b"__name__")
+_MAX_EXEC = 4 << 20  # a module's exec function: cupy's largest is far smaller
+
+
+def parse_exec_reads(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
+    """The strings of the Cython ≥ 3.2 string table (see :func:`parse_string_table`) that the
+    module's exec function reads (``mov r64, [rip+table+8*i]``; at -O0 through the state pointer);
+    None when the module has no such table, its exec function cannot be found, or the table's
+    place is not certain (an older Cython, another compiler or architecture).
+
+    More than the strings module-level code uses: at -O2 gcc inlines ``__Pyx_CreateCodeObjects``
+    into the exec function, and it reads every function's local variable names — ``email`` of
+    ``def f(): import email`` among them. :func:`parse_init_imports` keeps only import calls'."""
+    found = _exec_reads(data)
+    if found is None:
+        return None
+    table, reads, _elf, _start, _code = found
+    return frozenset(table[i] for i, _at in reads)
+
+
+def parse_init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
+    """The strings that the module's exec function hands to its import calls outside ``try:`` /
+    ``except ImportError`` — ``a.b`` and ``c`` of ``from a.b import c``, ``json`` of ``import json``
+    — read from a Cython ≥ 3.2 module built with gcc (C or C++, -O0 to -O3, -Os); None where
+    :func:`parse_exec_reads` is. At -O0 the guard is not seen (its error branch is the
+    fall-through): a guarded import is kept there.
+
+    An import call is a call to ``PyImport_ImportModuleLevelObject`` (its PLT entry) or to a
+    function that calls it (``__Pyx__Import``), or to ``PyImport_GetModule`` (its fast path, inlined
+    at -O3); its strings are the table reads in the bytes before it, back to the previous call. A
+    call whose failure branch (the first conditional jump after it) lands on a load of
+    ``PyExc_ImportError`` is inside a ``try`` that tests for ImportError: gcc lays out the try's
+    error label as the handler's type test."""
+    try:
+        return _init_imports(data)
+    except (struct.error, IndexError, ValueError):  # a truncated or corrupt file: nothing read
+        return None
+
+
+def _init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
+    found = _exec_reads(data)
+    if found is None:
+        return None
+    table, reads, elf, start, code = found
+    plt = elf.plt_entry(b"PyImport_ImportModuleLevelObject")
+    import_error = elf.got_slot(b"PyExc_ImportError")
+    raisers = {elf.plt_entry(n) for n in (b"PyErr_SetString", b"PyErr_Format", b"PyErr_SetObject")}
+    if plt is None:
+        return frozenset()
+    calls = list(_calls(code, start, elf))
+    importers = {t for t in {t for _at, t in calls} if _calls_import(elf, t, plt, 2)}
+    # gcc -O3 inlines __Pyx__Import's fast path, PyImport_GetModule(name), ahead of the import
+    # call, and loads the name (and the from-list) before it: such a site shares the guard of the
+    # import call that follows it.
+    lookup = elf.plt_entry(b"PyImport_GetModule")
+    known = {r for r in raisers if r}
+    guarded: dict[int, bool] = {}
+    pending: list[int] = []
+    for at, target in calls:
+        if target == lookup:
+            pending.append(at)
+        elif target in importers:
+            guarded[at] = import_error is not None and _guarded(code, start, at, import_error, known)
+            for site in pending:
+                guarded[site] = guarded[at] if at - site <= 512 else False
+            pending = []
+    guarded.update((site, False) for site in pending)
+    out: set[bytes] = set()
+    previous = 0
+    for at, _target in calls:
+        if at in guarded and not guarded[at]:
+            out.update(table[i] for i, r in reads if previous <= r < at)
+        previous = at + 5
+    return frozenset(out)
+
+
+def _calls_import(elf: _Elf, target: int, plt: int, depth: int) -> bool:
+    """Whether the function at ``target`` is ``plt`` or calls it, directly or (``depth`` > 1) through
+    a function it calls: at -O0 ``__Pyx_Import`` calls ``__Pyx__Import``, which calls it."""
+    if target == plt:
+        return True
+    end = elf.function_end(target)
+    if depth <= 0 or end is None or not 0 < end - target <= 1 << 16:
+        return False
+    try:
+        body = elf.read(target, end - target)
+    except ValueError:
+        return False
+    callees = {t for _at, t in _calls(body, target, elf)}
+    return plt in callees or (depth > 1 and any(_calls_import(elf, t, plt, depth - 1) for t in callees - {target}))
+
+
+def _exec_reads(data: bytes | mmap.mmap) -> tuple[tuple[bytes, ...], list[tuple[int, int]], _Elf, int, bytes] | None:
+    """The table, ``(index, offset in code)`` of each read of it by the exec function, and that
+    function (its ELF, address and bytes)."""
+    table = parse_string_table(data)
+    if table is None or data[18:20] != b"\x3e\x00":  # e_machine EM_X86_64
+        return None
+    try:
+        elf = _Elf(data)
+        start = elf.exec_function()
+        if start is None:
+            return None
+        end = elf.function_end(start)
+        if end is None or not 0 < end - start <= _MAX_EXEC:
+            return None
+        code = elf.read(start, end - start)
+        text = elf.sections.get(b".text")
+        if text is None:
+            return None
+        _kind, text_addr, text_off, text_size, _link = text
+        text_bytes = bytes(data[text_off : text_off + text_size])
+    except (struct.error, IndexError, ValueError):
+        return None
+    index = {s: i for i, s in reversed(list(enumerate(table)))}
+    if any(a not in index for a in _ANCHORS):
+        return None
+    anchors = [index[a] for a in _ANCHORS]
+    reads = _rip_reads(code, start)
+    candidates = _table_bases({t for t, _ in reads}, anchors)
+    fills = _fill_bases(code, start, candidates)  # inlined at -O2 (gcc), else a function of its own
+    if len(fills) != 1:
+        fills = _fill_bases(text_bytes, text_addr, candidates)
+    if len(fills) != 1:
+        # -O0: ``lea rax, [rip+state]; mov r64, [rax+disp]``, the table at the offset that
+        # __Pyx_InitConstants adds to the state pointer (``add rax, imm32``)
+        reads = _state_reads(code, start)
+        candidates = _table_bases({t for t, _ in reads}, anchors)
+        states = {t for t, _ in _state_reads(code, start, displacement=False)}
+        offsets = _added_offsets(text_bytes)
+        fills = {c for c in candidates if any(c - s in offsets for s in states)}
+    if len(fills) != 1:
+        return None
+    base = fills.pop()
+    out = []
+    for target, at in reads:
+        i, r = divmod(target - base, 8)
+        if not r and 0 <= i < len(table):
+            out.append((i, at))
+    return table, out, elf, start, code
+
+
+def _calls(code: bytes, start: int, elf: _Elf) -> Iterator[tuple[int, int]]:
+    """``(offset, target)`` of each ``call rel32`` in ``code`` whose target is a function (the start
+    of an ``.eh_frame`` FDE) or a PLT entry: a byte ``e8`` inside another instruction rarely is."""
+    plt = [(a, a + n) for a, n in elf.plt_ranges()]
+    i = code.find(b"\xe8")
+    while 0 <= i < len(code) - 4:
+        (rel,) = struct.unpack_from("<i", code, i + 1)
+        target = start + i + 5 + rel
+        if any(lo <= target < hi for lo, hi in plt) or elf.function_end(target) is not None:
+            yield i, target
+        i = code.find(b"\xe8", i + 1)
+
+
+def _guarded(code: bytes, start: int, at: int, got: int, raisers: set[int]) -> bool:
+    """Whether the call at ``at`` fails into an ``except ImportError`` test: its failure branch
+    (the first conditional jump after it) leads, through the clean-up of temporaries and
+    unconditional jumps, to a load of ``PyExc_ImportError`` from its GOT slot that is not the
+    argument of a raise (``PyErr_SetString``/``PyErr_Format``: the exec function's own "init …"
+    error and ``from x import y``'s "cannot import name"). Anything the small decoder does not
+    know (:func:`_insn`) ends the walk as not guarded: an import kept, never a miss."""
+    pos, target = at + 5, -1
+    for _ in range(4):
+        insn = _insn(code, pos)
+        if insn is None:
+            return False
+        length, kind, branch = insn
+        if kind == "jcc":
+            target = branch
+            break
+        pos += length
+    if target < 0:
+        return False
+    pos, hops, loaded = target, 0, -1
+    for _ in range(48):
+        insn = _insn(code, pos)
+        if insn is None:
+            return loaded >= 0  # a raise's arguments are plain moves: past them, the type test
+        length, kind, branch = insn
+        if kind == "ret":
+            return False
+        if kind == "call" and loaded >= 0:
+            return start + branch not in raisers
+        if kind == "jmp":
+            hops += 1
+            if hops > 4:
+                return False
+            pos = branch
+            continue
+        if kind == "load" and start + branch == got:
+            loaded = pos
+        pos += length
+    return loaded >= 0
+
+
+_MODRM_ONLY = frozenset([*range(0x00, 0x04), *range(0x08, 0x0C), *range(0x10, 0x14), *range(0x18, 0x1C)])
+_MODRM_ONLY |= frozenset([*range(0x20, 0x24), *range(0x28, 0x2C), *range(0x30, 0x34), *range(0x38, 0x3C)])
+_MODRM_ONLY |= frozenset([0x63, *range(0x84, 0x8C), 0x8D, 0x8F, 0xD0, 0xD1, 0xD2, 0xD3, 0xFE, 0xFF])
+_IMM8 = frozenset([0x04, 0x0C, 0x14, 0x1C, 0x24, 0x2C, 0x34, 0x3C, 0xA8, 0x6A, *range(0xB0, 0xB8)])
+_IMM32 = frozenset([0x05, 0x0D, 0x15, 0x1D, 0x25, 0x2D, 0x35, 0x3D, 0xA9, 0x68])
+_PLAIN = frozenset([*range(0x50, 0x60), *range(0x90, 0x9A), 0x9C, 0x9D, 0xC9, 0xCC, 0xF4])
+_0F_MODRM = frozenset([0x1E, 0x1F, *range(0x40, 0x50), *range(0x90, 0xA0), 0xAF, 0xB6, 0xB7, 0xBE, 0xBF])
+_0F_MODRM |= frozenset([0x10, 0x11, 0x28, 0x29, 0x57, 0x6E, 0x6F, 0x7E, 0x7F, 0xD6, 0xEF, 0xA3, 0xAB, 0xB3])
+
+
+def _insn(code: bytes, pos: int) -> tuple[int, str, int] | None:
+    """Length, kind (``jmp``, ``jcc``, ``call``, ``ret``, ``load`` of ``[rip+disp]``, ``other``) and
+    target (branch target as an offset in ``code``, or a load's address less the function's start)
+    of the x86-64 instruction at ``pos``: the integer subset gcc writes in clean-up blocks; None
+    for anything else."""
+    i = pos
+    while i < len(code) and code[i] in (0x66, 0x67, 0xF2, 0xF3, 0xF0, 0x2E, 0x3E, 0x26, 0x64, 0x65, 0x36):
+        i += 1
+    rex = code[i] if i < len(code) and 0x40 <= code[i] <= 0x4F else 0
+    i += 1 if rex else 0
+    if i + 1 >= len(code):
+        return None
+    op = code[i]
+    i += 1
+    modrm, imm = False, 0
+    if op == 0x0F:
+        op2 = code[i]
+        i += 1
+        if 0x80 <= op2 <= 0x8F:
+            if i + 4 > len(code):
+                return None
+            return i + 4 - pos, "jcc", i + 4 + struct.unpack_from("<i", code, i)[0]
+        if op2 == 0xBA:  # bt/bts/btr/btc r/m, imm8 (the type-flags test of PyExceptionClass_Check)
+            modrm, imm = True, 1
+        elif op2 not in _0F_MODRM:
+            return None
+        else:
+            modrm = True
+    elif 0x70 <= op <= 0x7F or op == 0xEB:
+        rel = struct.unpack_from("<b", code, i)[0]
+        return i + 1 - pos, "jcc" if op != 0xEB else "jmp", i + 1 + rel
+    elif op in (0xE8, 0xE9):
+        if i + 4 > len(code):
+            return None
+        return i + 4 - pos, "call" if op == 0xE8 else "jmp", i + 4 + struct.unpack_from("<i", code, i)[0]
+    elif op == 0xC3:
+        return i - pos, "ret", 0
+    elif op in _PLAIN:
+        return i - pos, "other", 0
+    elif op in _IMM8:
+        return i + 1 - pos, "other", 0
+    elif op in _IMM32:
+        return i + 4 - pos, "other", 0
+    elif 0xB8 <= op <= 0xBF:
+        return i + (8 if rex & 8 else 4) - pos, "other", 0
+    elif op in _MODRM_ONLY:
+        modrm = True
+    elif op in (0x80, 0x82, 0x83, 0x6B, 0xC0, 0xC1, 0xC6):
+        modrm, imm = True, 1
+    elif op in (0x81, 0x69, 0xC7):
+        modrm, imm = True, 4
+    elif op in (0xF6, 0xF7):
+        modrm = True
+        if i < len(code) and (code[i] >> 3) & 7 in (0, 1):
+            imm = 1 if op == 0xF6 else 4
+    if not modrm or i >= len(code):
+        return None
+    m = code[i]
+    i += 1
+    mod, rm = m >> 6, m & 7
+    if op == 0xFF and (m >> 3) & 7 in (2, 3, 4, 5):
+        return None  # an indirect call or jump: where it goes is not in the bytes
+    rip = None
+    if mod != 3 and rm == 4:
+        if i >= len(code):
+            return None
+        if mod == 0 and code[i] & 7 == 5:
+            i += 4
+        i += 1
+    if mod == 0 and rm == 5:
+        if i + 4 > len(code):
+            return None
+        rip = i + 4 + imm + struct.unpack_from("<i", code, i)[0]
+        i += 4
+    elif mod == 1:
+        i += 1
+    elif mod == 2:
+        i += 4
+    i += imm
+    if rip is not None and op == 0x8B and rex & 8:
+        return i - pos, "load", rip
+    return i - pos, "other", 0
+
+
+def _table_bases(targets: set[int], anchors: list[int]) -> set[int]:
+    """The addresses entry 0 may be at: every anchor read there. Where the exec function reads a
+    dense run of the table, several; :func:`_fill_bases` picks the one."""
+    first, *rest = anchors
+    return {t - 8 * first for t in targets if all(t - 8 * first + 8 * a in targets for a in rest)}
+
+
+_MOV_RIP = re.compile(rb"[\x48\x4c]\x8b[\x05\x0d\x15\x1d\x25\x2d\x35\x3d]", re.DOTALL)
+_LEA_RIP = re.compile(rb"[\x48\x4c]\x8d[\x05\x0d\x15\x1d\x25\x2d\x35\x3d]", re.DOTALL)
+
+
+def _indexes_by_8(code: bytes, reg: int) -> bool:
+    """Whether ``code`` stores a 64-bit register to ``[reg + index*8]``, no displacement: the fill
+    loop's ``stringtab[i] = string`` (not crt's ``lea`` of ``completed.0``, nor a store into a
+    field array of the state at ``[state + i*8 + disp]``)."""
+    for i in range(len(code) - 4):
+        rex, op, modrm, sib, disp8 = code[i : i + 5]
+        if rex & 0xF8 != 0x48 or op != 0x89 or modrm & 7 != 4 or sib >> 6 != 3:
+            continue
+        if (sib & 7 | (rex & 1) << 3) == reg and (modrm >> 6 == 0 or (modrm >> 6 == 1 and disp8 == 0)):
+            return True
+    return False
+
+
+def _fill_bases(text: bytes, addr: int, candidates: set[int]) -> set[int]:
+    """Which of ``candidates`` the code that fills the table (``__Pyx_InitConstants``, inlined into
+    the exec function at -O2 or a function of its own) takes the address of: ``lea reg,
+    [rip+table]``, then ``[reg+i*8] = …`` within the next bytes."""
+    out: set[int] = set()
+    for m in _LEA_RIP.finditer(text):
+        end = m.end() + 4
+        if end > len(text):
+            break
+        target = addr + end + int(struct.unpack_from("<i", text, m.end())[0])
+        if target in candidates and target not in out:
+            reg = (text[m.start()] & 4) << 1 | (text[m.end() - 1] >> 3) & 7
+            if _indexes_by_8(text[end : end + 160], reg):
+                out.add(target)
+    return out
+
+
+def _rip_reads(code: bytes, start: int) -> list[tuple[int, int]]:
+    """``(target, offset in code)`` of every 64-bit load ``mov r64, [rip+disp32]`` (REX.W 8B, ModRM
+    mod 00 rm 101): -O2's reads of the table. Found by their bytes, not decoded: a false match must
+    also land on the table exactly, at an 8-byte boundary."""
+    out = []
+    for m in _MOV_RIP.finditer(code):
+        if m.end() + 4 <= len(code):
+            out.append((start + m.end() + 4 + int(struct.unpack_from("<i", code, m.end())[0]), m.start()))
+    return out
+
+
+_LEA_MOV = re.compile(
+    rb"[\x48\x4c]\x8d[\x05\x0d\x15\x1d\x25\x2d\x35\x3d]....[\x48\x49\x4c\x4d]\x8b[\x40-\xbf]", re.DOTALL
+)
+_ADD_IMM32 = re.compile(rb"\x48\x05(....)", re.DOTALL)
+
+
+def _state_reads(code: bytes, start: int, displacement: bool = True) -> list[tuple[int, int]]:
+    """-O0's reads of the module state: ``lea r, [rip+state]`` then ``mov r64, [r+disp]``;
+    ``(state + disp, offset in code)``, or with ``displacement=False`` ``(state, offset)``."""
+    out = []
+    for m in _LEA_MOV.finditer(code):
+        i = m.start()
+        reg = (code[i] & 4) << 1 | (code[i + 2] >> 3) & 7
+        rex, modrm = code[i + 7], code[i + 9]
+        if (modrm & 7 | (rex & 1) << 3) != reg or modrm & 7 == 4 or i + 14 > len(code):
+            continue
+        state = start + i + 7 + int(struct.unpack_from("<i", code, i + 3)[0])
+        disp = code[i + 10] if modrm >> 6 == 1 else int(struct.unpack_from("<i", code, i + 10)[0])
+        if disp >= 0 and not (modrm >> 6 == 1 and disp >= 0x80):
+            out.append((state + disp if displacement else state, i))
+    return out
+
+
+def _added_offsets(text: bytes) -> set[int]:
+    """Every ``add rax, imm32`` immediate of ``text`` (-O0's ``&state->__pyx_string_tab``)."""
+    return {int.from_bytes(m.group(1), "little", signed=True) for m in _ADD_IMM32.finditer(text)}
+
+
+class _Elf:
+    """Just enough of a little-endian ELF64 shared object: sections, dynamic relocations, the
+    PyModuleDef slots and ``.eh_frame_hdr``'s function table."""
+
+    data: bytes | mmap.mmap
+
+    def __init__(self, data: bytes | mmap.mmap) -> None:
+        self.data = data
+        (shoff,) = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+        if shentsize < 64 or not 0 < shnum < 4096 or shstrndx >= shnum:
+            raise ValueError("no section headers")
+        heads = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        names = heads[shstrndx][4]
+        self.sections: dict[bytes, tuple[int, int, int, int, int]] = {}
+        for name, kind, _flags, addr, offset, size, link, _info, _align, _entsize in heads:
+            end = data.find(b"\0", names + name, names + name + 64)
+            self.sections[bytes(data[names + name : end])] = (kind, addr, offset, size, link)
+        self.heads = heads
+        self._fdes: dict[int, int] | None = None
+
+    def read(self, addr: int, size: int) -> bytes:
+        """Bytes at a virtual address, from the section holding them."""
+        for kind, saddr, offset, ssize, _link in self.sections.values():
+            if kind != 8 and saddr and saddr <= addr and addr + size <= saddr + ssize:  # 8: SHT_NOBITS
+                return bytes(self.data[offset + addr - saddr : offset + addr - saddr + size])
+        raise ValueError(f"no section holds {addr:#x}")
+
+    def _relocations(self) -> Iterator[tuple[int, int, int, int]]:
+        """``(offset, type, symbol, addend)`` of ``.rela.dyn``."""
+        rela = self.sections.get(b".rela.dyn")
+        if rela is None:
+            return
+        _kind, _addr, offset, size, _link = rela
+        for i in range(offset, offset + size - 23, 24):
+            r_offset, info, addend = struct.unpack_from("<QQq", self.data, i)
+            yield r_offset, info & 0xFFFFFFFF, info >> 32, addend
+
+    def exec_function(self) -> int | None:
+        """The ``Py_mod_exec`` slot's function: a relocated pointer after the slot id 2, the entry
+        before it a relocated pointer after slot id 1 (``Py_mod_create``), as Cython writes them."""
+        relative = {o: a for o, t, _s, a in self._relocations() if t == _R_X86_64_RELATIVE}
+        for where, target in relative.items():
+            if where - 16 not in relative:
+                continue
+            try:
+                (slot,) = struct.unpack("<i", self.read(where - 8, 4))
+                (before,) = struct.unpack("<i", self.read(where - 24, 4))
+            except ValueError:
+                continue
+            if slot == _PY_MOD_EXEC and before == _PY_MOD_CREATE:
+                return target
+        return None
+
+    def function_end(self, start: int) -> int | None:
+        """The end of the function starting at ``start``, from its FDE (``.eh_frame_hdr``'s sorted
+        table, the encodings gcc and ld write: datarel sdata4 pairs, FDE pcrel sdata4)."""
+        if self._fdes is None:
+            self._fdes = {}
+            hdr = self.sections.get(b".eh_frame_hdr")
+            if hdr is not None:
+                _kind, addr, offset, size, _link = hdr
+                version, _ptr_enc, count_enc, table_enc = self.data[offset : offset + 4]
+                if version == 1 and count_enc == 0x03 and table_enc == 0x3B:
+                    (count,) = struct.unpack_from("<I", self.data, offset + 8)
+                    count = min(count, (size - 12) // 8)
+                    pairs = array("i", bytes(self.data[offset + 12 : offset + 12 + 8 * count]))
+                    self._fdes = {addr + pairs[i]: addr + pairs[i + 1] for i in range(0, len(pairs) - 1, 2)}
+        fde_addr = self._fdes.get(start)
+        if fde_addr is None:
+            return None
+        begin, length = struct.unpack_from("<iI", self.read(fde_addr, 16), 8)
+        return start + int(length) if fde_addr + 8 + begin == start else None
+
+    def _symbol_relocations(self, section: bytes, kind: int, symbol: bytes) -> Iterator[int]:
+        """``r_offset`` of each relocation of ``kind`` in ``section`` against ``symbol``."""
+        dynsym, rela = self.sections.get(b".dynsym"), self.sections.get(section)
+        if dynsym is None or rela is None:
+            return
+        _kind, _addr, sym_off, sym_size, link = dynsym
+        strtab = self.heads[link][4]
+        _k, _a, offset, size, _l = rela
+        for i in range(offset, offset + size - 23, 24):
+            r_offset, info = struct.unpack_from("<QQ", self.data, i)
+            sym = info >> 32
+            if info & 0xFFFFFFFF == kind and sym * 24 < sym_size:
+                (name,) = struct.unpack_from("<I", self.data, sym_off + sym * 24)
+                if self.data[strtab + name : strtab + name + len(symbol) + 1] == symbol + b"\0":
+                    yield r_offset
+
+    def got_slot(self, symbol: bytes) -> int | None:
+        """The GOT slot the dynamic linker fills with ``symbol``'s address (GLOB_DAT)."""
+        return next(self._symbol_relocations(b".rela.dyn", _R_X86_64_GLOB_DAT, symbol), None)
+
+    def plt_ranges(self) -> list[tuple[int, int]]:
+        """``(address, size)`` of ``.plt``, ``.plt.sec`` and ``.plt.got``."""
+        return [(v[1], v[3]) for k, v in self.sections.items() if k in (b".plt", b".plt.sec", b".plt.got")]
+
+    def plt_entry(self, symbol: bytes) -> int | None:
+        """The PLT entry that calls go through for ``symbol``: the 16-byte entry of ``.plt`` or
+        ``.plt.sec`` whose ``jmp [rip+slot]`` (ff 25) reads its JUMP_SLOT."""
+        slot = next(self._symbol_relocations(b".rela.plt", _R_X86_64_JUMP_SLOT, symbol), None)
+        if slot is None:
+            return None
+        for name in (b".plt.sec", b".plt"):
+            section = self.sections.get(name)
+            if section is None:
+                continue
+            _kind, addr, offset, size, _link = section
+            code = bytes(self.data[offset : offset + size])
+            i = code.find(b"\xff\x25")
+            while 0 <= i < len(code) - 5:
+                if addr + i + 6 + struct.unpack_from("<i", code, i + 2)[0] == slot:
+                    return addr + i - (addr + i) % 16
+                i = code.find(b"\xff\x25", i + 1)
+        return None

@@ -18,6 +18,7 @@ from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cudastack.elf.cython import parse_init_imports
 from cudastack.env.dists import Distribution
 from cudastack.files import open_file
 from cudastack.parallel import Forked, spare_cpus
@@ -1291,13 +1292,11 @@ def _compiled_refs(
     """Modules of the distribution a compiled (Cython, mypyc) module names, read from its bytes:
     dotted names (``cupy_backends.cuda.api.runtime``); Cython's mangled ``cimport`` paths
     (``13cupy_backends_4cuda_3api_7runtime``); ``from a.b import c`` as the strings ``a.b`` and
-    ``c``, NUL-terminated. Not read: the zlib-compressed string table of Cython ≥ 3.1 (cupy's
-    ``fusion`` names ``new_fusion`` only there): it is a sorted run of every identifier and
-    string constant, where ``cutensor`` the accelerator name reads like ``cutensor`` the module —
-    tried, and it turned cupy's lazily imported cuTENSOR binding back into a false error; read
-    string by string (:func:`cudastack.elf.cython.parse_string_table`) it still cannot say which
-    strings module-level code uses — cupy 14.2: 35 modules would gain references, the lazy
-    cutensor and jitify among them. Evidence
+    ``c``, NUL-terminated; for Cython >= 3.2, whose string table is compressed, the strings its
+    module-level import calls take (:func:`_cython_refs`). The whole table would not do: it is a
+    sorted run of every identifier and constant, where ``cutensor`` the accelerator name reads like
+    ``cutensor`` the module (cupy 14.2: 35 modules would gain references, the lazy cutensor and
+    jitify among them). Evidence
     only where present: a name in the bytes can still belong to a lazy import — measured against real imports by
     ``tools/validate_imports.py``. A handful of ``find`` scans per top-level name: this runs only
     for a distribution with a module that fails to load."""
@@ -1337,9 +1336,27 @@ def _compiled_refs(
                 parent, _, base = name.rpartition(".")
                 if parent in refs and name not in refs and not skip(name) and _nul_string(data, base.encode()):
                     refs.add(name)
+            cython = parse_init_imports(data)  # Cython >= 3.2: its table is compressed
+            if cython:
+                refs |= _cython_refs(cython, path, tops, modules)
     except (OSError, ValueError):
         pass
     return refs
+
+
+def _cython_refs(strings: frozenset[bytes], path: str, tops: list[str], modules: dict[str, str]) -> set[str]:
+    """Modules that a Cython >= 3.2 module imports at init, from the strings its module-level import
+    calls take outside ``try: … except ImportError`` (:func:`cudastack.elf.cython.parse_init_imports`):
+    each dotted name of the distribution, and ``c`` of ``from a.b import c``; a name relative to
+    the module's package too (``from . import c``, ``from .b import c``: level > 0)."""
+    names = {s.decode("utf-8", "replace") for s in strings}
+    own = next((n for n, p in modules.items() if p == path), "")
+    package = own.rpartition(".")[0]
+    dotted = {n for n in names if n and n.split(".", 1)[0] in tops}  # whole: a grafted path too
+    if package:
+        relative = {f"{package}.{n}" if n else package for n in names}
+        dotted |= {n for n in relative if n in modules or any(m.startswith(n + ".") for m in modules)}
+    return dotted | {n for n in modules if n.rpartition(".")[0] in dotted and n.rpartition(".")[2] in names}
 
 
 def _is_extension(path: str) -> bool:

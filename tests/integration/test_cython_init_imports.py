@@ -1,0 +1,103 @@
+"""What a Cython >= 3.2 extension imports at init, read from its compressed string table, against a
+real import in a fresh interpreter. A small package of real gcc -O2 Cython modules: ``front``
+imports ``helper`` at module level, ``optional`` inside ``try: … except ImportError`` (and
+``optional`` really fails to load), ``lazymod`` only inside a function. Before the table was read,
+``helper`` was a miss: Cython 3.2+ keeps the name only in the zlib-compressed blob."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from cudastack.env.dists import read_distribution
+from cudastack.env.imports import ImportTime
+from tests import oracles
+from tests.native import CC
+
+FILLER = "".join(f"setting_number_{i} = 'the value of setting_number_{i}'\n" for i in range(60))
+FRONT = (
+    "from pkg import helper\n"
+    "try:\n    from pkg import optional\nexcept ImportError:\n    optional = None\n"
+    + FILLER
+    + "def lazy():\n    from pkg import lazymod\n    return lazymod\n"
+)
+LEAF = "VALUE = 1\n" + FILLER
+BROKEN = """
+#include <Python.h>
+extern int cudastack_no_such_function(void);
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "optional", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_optional(void) { cudastack_no_such_function(); return PyModule_Create(&def); }
+"""
+
+
+def _cythonize(work: Path, name: str, source: str) -> Path:
+    (work / f"{name}.pyx").write_text(source)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cython", "-3", f"{name}.pyx", "-o", f"{name}.c"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return work / f"{name}.c"
+
+
+def _compile(c_file: Path, out: Path) -> None:
+    include = sysconfig.get_paths()["include"]
+    proc = subprocess.run(
+        [str(CC), "-O2", "-shared", "-fPIC", f"-I{include}", str(c_file), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("Cython", minversion="3.2")
+    if CC is None:
+        oracles.missing("gcc is not installed")
+    work = tmp_path_factory.mktemp("cysrc")
+    site = tmp_path_factory.mktemp("site")
+    pkg = site / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from pkg import front\n")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    records = ["pkg/__init__.py,,"]
+    for name, source in (("front", FRONT), ("helper", LEAF), ("lazymod", LEAF)):
+        _compile(_cythonize(work, name, source), pkg / f"{name}{suffix}")
+        records.append(f"pkg/{name}{suffix},,")
+    (work / "optional.c").write_text(BROKEN)
+    _compile(work / "optional.c", pkg / f"optional{suffix}")
+    records.append(f"pkg/optional{suffix},,")
+    info = site / "pkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
+    (info / "RECORD").write_text("\n".join([*records, "pkg-1.0.dist-info/RECORD,,"]) + "\n")
+    return site
+
+
+def test_init_imports_of_a_cython_module_match_a_real_import(site: Path) -> None:
+    real = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys, json; sys.path.insert(0, {str(site)!r}); import pkg; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pkg.'))))",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert real.returncode == 0, real.stderr[-2000:]
+    loaded = set(json.loads(real.stdout))
+    assert loaded == {"pkg.front", "pkg.helper"}  # optional failed, swallowed; lazymod never asked
+    run = ImportTime(read_distribution(str(site), "pkg-1.0.dist-info"))
+    predicted = {n for n in ("pkg.front", "pkg.helper", "pkg.lazymod", "pkg.optional") if run.loads(n)}
+    assert predicted == loaded
