@@ -35,6 +35,41 @@ CASES: dict[str, tuple[str, dict[str, str], bool]] = {
         {"a.py": "def load():\n    return 1\n", "b.py": "def load():\n" + FAST},
         False,
     ),
+    "a-callback-a-registry-only-keeps": (
+        "_registry = {}\n\n\ndef register(name, fn):\n    _registry[name] = fn\n\n\n"
+        "def _init():\n" + FAST + "\n\nregister('x', _init)\n",
+        {},
+        False,
+    ),
+    "a-callback-kept-by-functools-partial": (
+        "import functools\n\n\ndef _init(x):\n" + FAST + "\n\nP = functools.partial(_init, 1)\n",
+        {},
+        False,
+    ),
+    "a-callback-handed-on-through-kwargs-and-called": (
+        "def _run(*, impl):\n    impl()\n\n\ndef make(name, **kwargs):\n    return _run(**kwargs)\n\n\n"
+        "def _init():\n" + FAST + "\n\nmake('x', impl=_init)\n",
+        {},
+        True,
+    ),
+    "a-decorator-factory-whose-inner-function-a-default-prunes": (
+        "import functools\n\n\ndef deco(fn=None, fast=True):\n    if fn is not None:\n\n"
+        "        def inner():\n" + FAST.replace("    ", "            ") + "\n        return inner\n"
+        "    return functools.partial(deco, fast=fast)\n\n\n@deco(fast=False)\ndef f():\n    pass\n",
+        {},
+        False,
+    ),
+    "an-environment-switch-at-its-default": (
+        "import os\n\nif os.environ.get('OPTPKG_DEBUG_IMPORTS', '0') == '1':\n" + FAST,
+        {},
+        False,
+    ),
+    "a-str-method-on-an-object-of-unknown-type": (
+        "class Fmt:\n    def format(self, record):\n" + FAST.replace("    ", "        ") + "\n\nF = Fmt()\n\n\n"
+        "def show(template):\n    return template.format(1)\n\n\nshow('{}')\n",
+        {},
+        False,
+    ),
     "a-method-whose-name-a-foreign-module-calls": (
         "import subprocess\n\n\nclass Runner:\n    def run(self):\n"
         + FAST.replace("    ", "        ")

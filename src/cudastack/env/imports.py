@@ -153,12 +153,18 @@ def _import_sites(tree: ast.Module, base: str, raw: bytes | None = None) -> list
             if blocks:
                 # the statement's own expressions (an ``if`` test, a ``with`` item) and its blocks
                 head = [f for f in ast.iter_child_nodes(node) if not isinstance(f, ast.stmt | ast.match_case)]
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):  # annotations import nothing
+                    a = node.args
+                    head = [*node.decorator_list, *a.defaults, *(d for d in a.kw_defaults if d is not None)]
                 if any(_imports_module(h, base, bare_words=guard is not None) for h in head):
                     sites.append((guard, node))
                 loop_else = node.orelse if isinstance(node, ast.For | ast.AsyncFor | ast.While) else []
                 for b in blocks:
                     # a loop's body, once the loop ends, goes on to its ``else`` (for-else: raise)
                     visit(b, guard, (loop_else, *rest) if b is not loop_else else rest)
+            elif isinstance(node, ast.AnnAssign):  # ``x: "sympy.Expr" = …``: its annotation imports nothing
+                if node.value is not None and _imports_module(node.value, base, bare_words=guard is not None):
+                    sites.append((guard, node))
             elif _imports_module(node, base, bare_words=guard is not None):
                 sites.append((guard, node))
 
@@ -260,6 +266,17 @@ def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool
     (a constant passed by the call: humming's ``DeviceInfo(-1)``), ``p == c``, ``p != c``,
     ``p is None`` and ``p is not None``."""
     t = type(test)
+    if t is ast.BoolOp:  # ``a and b``, ``a or b``: decided when one operand decides it
+        values = [_static_test(v, known) for v in test.values]  # type: ignore[attr-defined]
+        decisive = type(test.op) is ast.Or  # type: ignore[attr-defined]
+        if decisive in values:
+            return decisive
+        return None if None in values else not decisive
+    if t is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) in (ast.Eq, ast.NotEq):  # type: ignore[attr-defined]
+        setting, literal = _environ_get(test.left), _literal(test.comparators[0])  # type: ignore[attr-defined]
+        if setting is not None and literal is not None:
+            equal = environ_setting(*setting) == literal[0]
+            return equal if type(test.ops[0]) is ast.Eq else not equal  # type: ignore[attr-defined]
     if known and t is ast.Compare and len(test.ops) == 1:  # type: ignore[attr-defined]
         left, right, op = test.left, test.comparators[0], type(test.ops[0])  # type: ignore[attr-defined]
         literal = _literal(right)
@@ -288,6 +305,40 @@ def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool
         ):
             return False
     return None
+
+
+def _environ_get(node: ast.expr) -> tuple[str, object] | None:
+    """``os.environ.get("K", "0")`` or ``os.getenv("K", "0")`` with constant arguments: ``("K", "0")``."""
+    if type(node) is not ast.Call or node.keywords or not 1 <= len(node.args) <= 2:
+        return None
+    f = node.func
+    if not (
+        type(f) is ast.Attribute
+        and (
+            (f.attr == "getenv" and type(f.value) is ast.Name and f.value.id == "os")
+            or (f.attr == "get" and type(f.value) is ast.Attribute and f.value.attr == "environ")
+        )
+    ):
+        return None
+    args = [_literal(a) for a in node.args]
+    if any(a is None or type(a[0]) not in (str, type(None)) for a in args) or type(args[0][0]) is not str:  # type: ignore[index]
+        return None
+    return str(args[0][0]), (args[1][0] if len(args) == 2 else None)  # type: ignore[index]
+
+
+def environ_setting(name: str, default: object) -> object:
+    """What ``os.environ.get(name, default)`` gives in the process the import is judged for."""
+    return IMPORT_ENVIRON.get(name, default)
+
+
+IMPORT_ENVIRON: dict[str, str] = {}
+"""The process environment an ``if os.environ.get("TORCH_COMPILE_DEBUG", "0") == "1":`` at import
+is decided by (empty: each setting at its default)."""
+
+
+_STR_METHODS = frozenset(n for n in dir(str) if not n.startswith("_"))
+"""Taken, on an object of unknown type, as the ``str`` method: ``fmt.format(x)`` at import runs
+no live class's ``format`` (torch's ``TorchLogsFormatter.format`` imports ``torch._dynamo``)."""
 
 
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
@@ -394,6 +445,51 @@ def _constant_args(f: Any, call: ast.Call | None, skip_first: bool) -> dict[str,
     return out or None
 
 
+_SELF = ("self", "cls")
+
+
+def _defaults(f: Any, call: ast.Call, bound: int = 0) -> dict[str, object]:
+    """The constant defaults of the parameters of ``f`` that ``call`` leaves out (``bound``: how
+    many parameters come before the call's arguments, ``self``)."""
+    if any(type(x) is ast.Starred for x in call.args) or any(k.arg is None for k in call.keywords):
+        return {}
+    a = f.args
+    positional = [*a.posonlyargs, *a.args]
+    given = {p.arg for p in positional[: bound + len(call.args)]} | {k.arg for k in call.keywords}
+    pairs = [*zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True)]
+    pairs += [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None]
+    return {p.arg: lit[0] for p, d in pairs if p.arg not in given and (lit := _literal(d))}
+
+
+def _returned_names(body: list[ast.stmt], known: dict[str, object] | None) -> list[str]:
+    """The names ``return NAME`` gives in the statements of ``body`` that can run."""
+    return [v.id for v in _returned(body, known) if type(v) is ast.Name]
+
+
+def _returned(body: list[ast.stmt], known: dict[str, object] | None) -> list[ast.expr | None]:
+    """What the ``return`` statements of ``body`` that can run give, given ``known`` parameter
+    values (not looking into nested functions or classes)."""
+    out: list[ast.expr | None] = []
+    stack: list[Any] = list(_cut(body, known))
+    while stack:
+        n = stack.pop()
+        t = type(n)
+        if t is ast.Return:
+            out.append(n.value)
+        elif t is ast.If:
+            value = _static_test(n.test, known)
+            stack.extend(_cut(n.body, known) if value is not False else ())
+            stack.extend(n.orelse if value is not True else ())
+        elif t not in _SCOPES:
+            for field in _STMT_BLOCKS:
+                block = getattr(n, field, None)
+                if type(block) is list:
+                    stack.extend(_cut(block, known) if field == "body" else block)
+            if t is ast.Match:
+                stack.extend(s for c in n.cases for s in c.body)
+    return out
+
+
 def _literal(node: ast.AST) -> tuple[object] | None:
     """``(value,)`` of a constant, ``-1`` included (an operator applied to 1); else None."""
     if type(node) is ast.Constant:
@@ -426,6 +522,17 @@ class _Scope:
 
 
 _IMPORTERS = ("import_module", "__import__")
+_KEEPERS = frozenset(
+    {
+        *("functools.partial", "functools.partialmethod", "functools.wraps", "functools.update_wrapper"),
+        *("functools.lru_cache", "functools.cache", "functools.cached_property", "functools.singledispatch"),
+        *("contextlib.contextmanager", "contextlib.asynccontextmanager", "atexit.register", "typing.cast"),
+        *("weakref.ref", "weakref.WeakMethod", "weakref.finalize", "types.MethodType", "copyreg.pickle"),
+        *("setattr", "getattr", "hasattr", "isinstance", "issubclass", "id", "callable", "property"),
+        *("staticmethod", "classmethod", "type", "print", "repr", "hash", "dict", "partial", "wraps"),
+    }
+)
+"""Callables from outside the distribution that keep a function handed to them without calling it."""
 _CONSTRUCTION = ("__new__", "__init__", "__post_init__")
 
 
@@ -567,9 +674,12 @@ class _Walk:
                 continue
             if t is Call:
                 events(("call", path, scope, node))  # (its strings: see ImportTime._call_strings)
-                for arg in (*node.args, *(k.value for k in node.keywords)):
+                for i, arg in enumerate(node.args):
                     if type(arg) is Name:
-                        events(("arg", path, scope, arg))
+                        events(("arg", path, scope, (node, i, arg)))
+                for k in node.keywords:
+                    if type(k.value) is Name:
+                        events(("arg", path, scope, (node, k.arg, k.value)))
                 if node.args and (
                     type(node.args[0]) is JoinedStr or (type(node.args[0]) is Name and node.args[0].id == "__path__")
                 ):
@@ -661,6 +771,10 @@ class ImportTime:
         """Method name → the methods of that name of live classes."""
         """Method names called on objects of unknown type."""
         self._getattr_done: set[tuple[str, str]] = set()
+        self._quiet = False
+        """Resolving for :meth:`_callback_runs`: no side effects."""
+        self._param_calls: dict[Any, bool] = {}
+        """(function, parameter, slot) → whether the function may call what that parameter holds."""
         self._tables: dict[int, dict[str, object]] = {}
         """``__getattr__`` node → the module's constant tables it reads (:func:`_constant_tables`)."""
         self._getattr_modules: set[str] = set()
@@ -800,7 +914,7 @@ class ImportTime:
             found = self._lookup(star, name, depth + 1)
             if found:
                 return found
-        if "__getattr__" in scope.names:
+        if "__getattr__" in scope.names and not self._quiet:
             self._module_getattr(module, name)
         return []
 
@@ -819,7 +933,8 @@ class ImportTime:
             if kind == "module":
                 out.extend(self._lookup(where, expr.attr, depth + 1))
             elif kind == "class":
-                self._make_live(where, node)
+                if not self._quiet:
+                    self._make_live(where, node)
                 out.extend(("func", p, m) for p, m in self._methods(where, node, expr.attr))
         return out
 
@@ -888,19 +1003,23 @@ class ImportTime:
             self._add(path, new)
         if factory:  # ``@register(...)``: the function it returns is called with the decorated one
             scope = self._function_scope(path, f)
-            for stmt in ast.walk(ast.Module(body=f.body, type_ignores=[])):
-                if type(stmt) is ast.Return and type(stmt.value) is ast.Name:
-                    for b in scope.names.get(stmt.value.id, ()):
-                        if b[0] == "def" and type(b[1]) is not ast.ClassDef:
-                            self._expand(path, b[1])
+            for name in _returned_names(f.body, known):
+                for b in scope.names.get(name, ()):
+                    if b[0] == "def" and type(b[1]) is not ast.ClassDef:
+                        self._expand(path, b[1])
 
     def _call(
         self, targets: list[_Target], factory: bool = False, classes: bool = True, call: ast.Call | None = None
     ) -> None:
         for kind, path, node in targets:
             if kind == "func":
-                plain = call is not None and type(call.func) is ast.Name  # (not a method: no self)
-                self._expand(path, node, factory, _constant_args(node, call, False) if plain else None)
+                a = node.args
+                first = (a.posonlyargs or a.args or [None])[0] if type(node) is not ast.Lambda else None
+                plain = call is not None and (type(call.func) is ast.Name or getattr(first, "arg", "") not in _SELF)
+                known = _constant_args(node, call, False) if plain else None
+                if factory and plain and call is not None:  # ``@torch._disable_dynamo(recursive=False)``
+                    known = {**_defaults(node, call), **(known or {})} or None  # prunes ``if fn is not None:``
+                self._expand(path, node, factory, known)
             elif kind == "class" and classes:
                 self._instantiate(path, node, call, factory)
 
@@ -976,7 +1095,7 @@ class ImportTime:
             if kind == "call":
                 f = node.func
                 targets = self._resolve(path, scope, f)
-                if targets is None and type(f) is ast.Attribute:
+                if targets is None and type(f) is ast.Attribute and f.attr not in _STR_METHODS:
                     self._want(f.attr)
                 elif targets:
                     self._call(targets, factory=id(node) in walk.factories, call=node)
@@ -984,8 +1103,10 @@ class ImportTime:
             elif kind == "deco":
                 self._call(self._resolve(path, scope, node) or [])
             elif kind == "arg":
-                targets = self._resolve_name(path, scope, node.id)
-                self._call(targets, classes=False)  # a callback handed over may be called now
+                call, slot, arg = node
+                targets = self._resolve_name(path, scope, arg.id)
+                if any(k == "func" for k, _p, _n in targets) and self._callback_runs(path, scope, call, slot):
+                    self._call(targets, classes=False)  # a callback handed over may be called now
             elif kind == "class":
                 self._class_statement(path, scope, node)
         if self._getattr_modules:
@@ -998,6 +1119,195 @@ class ImportTime:
                             self._lookup(module, node.attr)
         grew = len(self._expanded) > before or bool(self._queue)
         return grew
+
+    def _external(self, path: str, scope: Any, expr: Any) -> str | None:
+        """The dotted name of a callable from outside the distribution (``functools.partial``,
+        ``setattr``), as the calling code binds it; None when it is the distribution's own or unknown."""
+        if type(expr) is ast.Attribute and type(expr.value) is ast.Name:
+            base = self._external(path, scope, expr.value)
+            return f"{base}.{expr.attr}" if base else None
+        if type(expr) is not ast.Name:
+            return None
+        s, bs = scope, None
+        while s is not None and not bs:
+            bs = self._function_scope(path, s).names.get(expr.id)
+            s = self._parent.get(id(s))
+        if not bs:
+            module = self._module_of.get(path)
+            ms = self._module_scope(module) if module else None
+            bs = ms.names.get(expr.id) if ms else None
+            if not bs:
+                # a builtin, or a global assigned a call's result (an object of unknown type):
+                # its name stands for it, a keeper only when it is the builtin of that name
+                return expr.id if ms is not None and not ms.stars else None
+        if len(bs) != 1:
+            return None
+        kind, node, extra = bs[0]
+        if kind == "mod" and node not in self._files:
+            return str(node)
+        if kind == "from" and node not in self._files and f"{node}.{extra}" not in self._files:
+            return f"{node}.{extra}"
+        return None
+
+    def _callback_runs(self, path: str, scope: Any, call: ast.Call, slot: int | str | None) -> bool:
+        """:meth:`_receiver_calls`, resolving names without running anything (code that only
+        might run must not ask a module's ``__getattr__`` or make a class live)."""
+        self._quiet = True
+        try:
+            return self._receiver_calls(path, scope, call, slot)
+        finally:
+            self._quiet = False
+
+    def _receiver_calls(self, path: str, scope: Any, call: ast.Call, slot: int | str | None, depth: int = 0) -> bool:
+        """Whether ``call`` may call the function handed to it at ``slot`` (position or keyword)
+        while it runs: a receiver of the distribution's own calls that parameter, or hands it on
+        to one that may; an unknown receiver may. One that only stores it (a registry, a
+        ``functools.partial``, ``setattr``) does not call it now."""
+        if slot is None or depth > 8:
+            return True
+        ext = self._external(path, scope, call.func)
+        if ext is not None:
+            return ext not in _KEEPERS
+        if type(slot) is int and any(type(a) is ast.Starred for a in call.args[:slot]):
+            return True
+        if type(call.func) is ast.Call:  # ``self.py_impl(key)(fn)``: what the inner call returns gets it
+            results = self._call_results(path, scope, call.func, depth + 1)
+            if results is None:
+                return True
+            return any(self._receiver_takes(p, f, b, slot, depth) for p, f, b in results)
+        targets = self._resolve(path, scope, call.func)
+        funcs: list[tuple[str, Any, int]] = []  # (file, function, parameters bound before the arguments)
+        stored = False
+        if not targets and type(call.func) is ast.Attribute:  # a method of an object of unknown type
+            funcs = [(p, m, 1) for p, m in self._live_methods.get(call.func.attr, ())]
+        for kind, p, node in targets or ():
+            if kind == "func":  # ``cls.method(x)``, ``Class.classmethod(x)``: ``x`` is its second parameter
+                first = (node.args.posonlyargs or node.args.args or [None])[0] if type(node) is not ast.Lambda else None
+                bound = int(type(call.func) is ast.Attribute and getattr(first, "arg", "") in _SELF)
+                funcs.append((p, node, bound))
+            elif kind == "class":
+                ms = [(q, m, 1) for c in _CONSTRUCTION for q, m in self._methods(p, node, c)]
+                if not ms and (node.bases or node.keywords):
+                    return True  # a base of unknown construction takes it
+                if not ms and type(slot) is str and f".{slot}(".encode() in (self.raw(p) or b""):
+                    return True  # a dataclass field, called as a method later
+                stored = stored or not ms  # a dataclass field, kept
+                funcs.extend(ms)
+        if not funcs:
+            return not stored
+        return any(self._receiver_takes(p, f, bound, slot, depth) for p, f, bound in funcs)
+
+    def _call_results(
+        self, path: str, scope: Any, call: ast.Call, depth: int, seen: set[int] | None = None
+    ) -> list[tuple[str, Any, int]] | None:
+        """The functions of the distribution that ``call`` returns (a decorator factory's inner
+        function, an instance's ``__call__``); None when it may return something else."""
+        if depth > 8 or type(call.func) is ast.Call:
+            return None
+        seen = set() if seen is None else seen
+        targets = self._resolve(path, scope, call.func)
+        method = not targets and type(call.func) is ast.Attribute
+        if method:
+            targets = [("func", p, m) for p, m in self._live_methods.get(call.func.attr, ())]  # type: ignore[attr-defined]
+        if not targets:
+            return None
+        out: list[tuple[str, Any, int]] = []
+        for kind, p, node in targets:
+            if kind == "class":
+                out.extend((q, m, 1) for q, m in self._methods(p, node, "__call__"))
+                continue
+            if kind != "func" or type(node) is ast.Lambda:
+                return None
+            if id(node) in seen:
+                continue  # (``return super().py_impl(k)`` among the live ``py_impl``s: itself)
+            seen.add(id(node))
+            a = node.args
+            bound = int(bool(method) and bool(a.posonlyargs or a.args) and (a.posonlyargs or a.args)[0].arg in _SELF)
+            for v in _returned(node.body, _defaults(node, call, bound) or None):  # ``fn=None``: ``return inner``
+                if type(v) is ast.Name:
+                    found = [t for t in self._resolve_name(p, node, v.id) if t[0] in ("func", "class")]
+                    if not found:
+                        return None
+                    out.extend((q, m, 0 if k == "func" else 1) for k, q, m in found)  # (a class: constructed)
+                elif type(v) is ast.Call:
+                    more = self._call_results(p, node, v, depth + 1, seen)
+                    if more is None:
+                        return None
+                    out.extend(more)
+                else:
+                    return None
+        return out
+
+    def _receiver_takes(self, p: str, f: Any, bound: int, slot: int | str, depth: int) -> bool:
+        """Whether ``f`` may call what it is handed at ``slot`` (see :meth:`_receiver_calls`)."""
+        if type(f) is ast.Lambda or type(f) is ast.ClassDef:
+            return True
+        a = f.args
+        positional = [x.arg for x in (*a.posonlyargs, *a.args)]
+        if bound and positional and positional[0] not in ("self", "cls"):
+            bound = 0  # a staticmethod
+        if type(slot) is int:
+            i = slot + bound
+            param = positional[i] if i < len(positional) else a.vararg.arg if a.vararg else None
+            pslot: tuple[str, str] | None = ("name", param) if param else None
+        elif slot in positional[len(a.posonlyargs) :] or slot in [x.arg for x in a.kwonlyargs]:
+            pslot = ("name", str(slot))
+        else:
+            pslot = ("kw", a.kwarg.arg) if a.kwarg else None
+        return pslot is not None and self._calls_param(p, f, pslot, slot, depth + 1)
+
+    def _calls_param(self, path: str, f: Any, pslot: tuple[str, str], slot: int | str, depth: int) -> bool:
+        """Whether function ``f`` may call what its parameter holds (``("kw", kwargs)``: the
+        keyword ``slot`` that ``**kwargs`` collects). A nested function that uses it stands for it."""
+        key = (id(f), pslot, slot)
+        if key in self._param_calls:
+            return self._param_calls[key]
+        self._param_calls[key] = False  # (recursion: assume not, as a fixpoint would start)
+        aliases = {pslot[1]}
+        defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        nested: list[Any] = [n for n in ast.walk(f) if n is not f and type(n) in defs]
+        for _ in range(3):
+            for g in nested:
+                if (
+                    g.name not in aliases
+                    and pslot[1] not in _params(g)
+                    and any(type(n) is ast.Name and n.id in aliases for n in ast.walk(g))
+                ):
+                    aliases.add(g.name)
+        raw = self.raw(path) or b""
+        found = False
+        stack: list[tuple[Any, Any]] = [(s, f) for s in f.body]
+        while stack and not found:
+            node, parent = stack.pop()
+            t = type(node)
+            if t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                stack.extend((d, node) for d in node.decorator_list)
+                continue  # its uses count through its name
+            if t is ast.Lambda and not any(type(n) is ast.Name and n.id in aliases for n in ast.walk(node.body)):
+                continue
+            if t is ast.Lambda or (t is ast.Name and node.id in aliases):  # (a lambda stands for it where it goes)
+                tp = type(parent)
+                if pslot[0] == "kw" and t is ast.Name and node.id == pslot[1]:
+                    found = not (tp is ast.keyword and parent.arg is None and type(parent._call) is ast.Call) or (
+                        self._receiver_calls(path, f, parent._call, slot, depth)
+                    )
+                elif tp is ast.Call:
+                    found = parent.func is node or self._receiver_calls(
+                        path, f, parent, next(i for i, x in enumerate(parent.args) if x is node), depth
+                    )
+                elif tp is ast.keyword:
+                    found = parent.arg is None or self._receiver_calls(path, f, parent._call, parent.arg, depth)
+                elif tp is ast.Starred:
+                    found = True
+                elif tp is ast.Assign:
+                    found = any(type(x) is ast.Attribute and f".{x.attr}(".encode() in raw for x in parent.targets)
+                continue
+            for child in ast.iter_child_nodes(node):
+                if t is ast.Call and type(child) is ast.keyword:
+                    child._call = node  # type: ignore[attr-defined]
+                stack.append((child, node))
+        self._param_calls[key] = found
+        return found
 
     def _want(self, name: str) -> None:
         if name in self._wanted or name.startswith("__"):
