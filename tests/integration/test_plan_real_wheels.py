@@ -102,7 +102,9 @@ def test_story_sgl_kernel_0_3_21_on_torch_2_14_1_cu130_is_rejected_and_really_fa
     assert [(r["name"], r["version"]) for r in cand["resolved"]] == [("sgl-kernel", "0.3.21")]
     errors = {(f["code"], f["subject"]): f for f in cand["findings_added"] if f["severity"] == "error"}
     build = errors[("ABI003", "sgl-kernel")]
-    assert build["message"].startswith("sgl-kernel 0.3.21 is a CUDA 12 build")
+    # "for torch 2.9": data/kernel_builds.json, generated from the real wheels (test_kernel_builds.py)
+    assert build["message"].startswith("sgl-kernel 0.3.21 is a CUDA 12 build for torch 2.9;")
+    assert "torch 2.9, which it was built for" in build["fix"]["summary"]
     assert "torch 2.14.1+cu130, with CUDA 13" in build["message"]
     missing = [e.rsplit("[", 1)[1].rstrip("]") for e in build["evidence"] if e.startswith("  ") and e.endswith("]")]
     assert missing, build["evidence"]  # the torch ABI: symbols torch 2.14.1 does not export
