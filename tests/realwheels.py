@@ -104,3 +104,25 @@ def build_env(requirements: list[str], site: Path) -> list[str]:
         assert isinstance(meta, dict)
         names.append(str(meta["name"]))
     return names
+
+
+def cached_wheel(requirement: str, pattern: str) -> Path:
+    """``pip download --no-deps requirement`` into the cache (once), the wheel matching ``pattern``.
+
+    The wheels this fetches from PyPI for the plan and kernel-build tests: sgl-kernel 0.3.21
+    (536 MB) and torch 2.9.1 (900 MB, the torch sgl-kernel 0.3.21 was built for): 1.4 GB.
+    """
+    CACHE.mkdir(parents=True, exist_ok=True)
+    found = sorted(CACHE.glob(pattern))
+    if not found:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(CACHE), requirement],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
+        found = sorted(CACHE.glob(pattern))
+        if proc.returncode != 0 or not found:
+            raise UnavailableError(f"cannot download {requirement}: {proc.stderr.strip()[-300:]}")
+    return found[0]

@@ -59,3 +59,73 @@ def test_sgl_kernel_0_3_21_is_rejected_beside_torch_for_its_cuda_12_build(
     cudart = errors[("LDD001", "libcudart.so.12")]
     assert cudart["caused_by"] == {"code": "ABI003", "subject": "sgl-kernel"}
     assert cudart["path"].startswith(str(site_of(python)) + "/")  # mapped back from the overlay
+
+
+_DLSYM = """
+import ctypes, glob, os, sys
+import torch
+libs = []
+for p in sorted(glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "*.so*"))):
+    try:
+        libs.append(ctypes.CDLL(p))
+    except OSError:  # a library that needs the driver's libcuda.so.1 (none on a machine without one)
+        pass
+for sym in sys.argv[1:]:
+    print(sym, any(hasattr(lib, sym) for lib in libs))
+"""
+
+
+def test_story_sgl_kernel_0_3_21_on_torch_2_14_1_cu130_is_rejected_and_really_fails_for_that_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 14's story: on torch 2.14.1+cu130, ``plan -- sgl-kernel==0.3.21`` is rejected for its
+    CUDA 12 libraries (LDD001 libcudart.so.12, caused by the build) and its torch ABI (ABI003 with
+    the torch symbols torch 2.14.1 does not export). Reality, in a fresh venv with the same torch:
+    the install succeeds, ``import sgl_kernel`` fails on a CUDA 12 library, and ld.so's own dlsym
+    finds none of the torch symbols ABI003 names in torch 2.14.1's libraries."""
+    from tests import corpus
+
+    try:
+        torch_env = corpus.build(corpus.BY_NAME["torch-cu130"])
+    except corpus.UnavailableError as exc:
+        oracles.missing(str(exc))
+    wheel = _sgl_kernel_wheel()
+    monkeypatch.setenv("CUDASTACK_STATE_DIR", str(TEST_CACHE / "plan-state"))
+    torch_site = site_of(torch_env)
+    before = {str(p): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in torch_site.rglob("*")}
+    code = main(["plan", "--python", str(torch_env), "--format", "json", "--",
+                 "--no-index", "--find-links", str(wheel.parent), "sgl-kernel==0.3.21"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert {str(p): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in torch_site.rglob("*")} == before
+    assert code == 1, err
+    [cand] = json.loads(out)["candidates"]
+    assert [(r["name"], r["version"]) for r in cand["resolved"]] == [("sgl-kernel", "0.3.21")]
+    errors = {(f["code"], f["subject"]): f for f in cand["findings_added"] if f["severity"] == "error"}
+    build = errors[("ABI003", "sgl-kernel")]
+    # "for torch 2.9": data/kernel_builds.json, generated from the real wheels (test_kernel_builds.py)
+    assert build["message"].startswith("sgl-kernel 0.3.21 is a CUDA 12 build for torch 2.9;")
+    assert "torch 2.9, which it was built for" in build["fix"]["summary"]
+    assert "torch 2.14.1+cu130, with CUDA 13" in build["message"]
+    missing = [e.rsplit("[", 1)[1].rstrip("]") for e in build["evidence"] if e.startswith("  ") and e.endswith("]")]
+    assert missing, build["evidence"]  # the torch ABI: symbols torch 2.14.1 does not export
+    for lib in ("libcudart.so.12", "libnvrtc.so.12", "libcublas.so.12"):
+        assert errors[("LDD001", lib)]["caused_by"] == {"code": "ABI003", "subject": "sgl-kernel"}
+        assert errors[("LDD001", lib)]["path"].startswith(str(torch_site) + "/")  # mapped back
+    # reality: the same torch in a fresh venv (hard links), sgl-kernel really installed
+    python = make_venv(tmp_path / "env")
+    site = site_of(python)
+    subprocess.run(["cp", "-al", f"{torch_site}/.", str(site)], check=True)
+    inst = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-compile", "--quiet",
+         "--no-index", str(wheel)],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert inst.returncode == 0, inst.stderr[-500:]
+    imp = subprocess.run([str(python), "-c", "import sgl_kernel"], capture_output=True, text=True, timeout=600,
+                         check=False)  # fmt: skip
+    assert imp.returncode != 0
+    assert ".so.12: cannot open shared object file" in imp.stderr, imp.stderr[-2000:]
+    syms = subprocess.run([str(python), "-c", _DLSYM, *missing], capture_output=True, text=True, timeout=600,
+                          check=False)  # fmt: skip
+    assert syms.returncode == 0, syms.stderr[-1000:]
+    assert syms.stdout.split() == [w for s in missing for w in (s, "False")]

@@ -139,8 +139,10 @@ def _built_for_another(ctx: Context, modules: set[str]) -> BuildMismatch | None:
 
 def _rebuild_fix(ctx: Context, built: BuildMismatch) -> Fix:
     torch = f"torch {built.torch_version}"
+    rec = built.recorded
+    other = f"torch {rec.torch}, which it was built for" if rec and rec.torch else "the torch and CUDA it was built for"
     return Fix(
-        summary=f"Install the {built.distribution} build made for {torch} (or the torch and CUDA it was built for); "
+        summary=f"Install the {built.distribution} build made for {torch} (or {other}); "
         "installing the libraries it misses only leads to the next undefined symbol"
     )
 
@@ -168,8 +170,11 @@ def built_for_another_torch(ctx: Context) -> Iterator[Finding]:
     module was compiled against another torch. The fix is the build, not the library.
 
     ## Example
-    `sgl-kernel 0.3.21 is a CUDA 12 build for a CUDA build of torch; this environment has torch
-    2.13.0+cpu, a CPU build`
+    `sgl-kernel 0.3.21 is a CUDA 12 build for torch 2.9; this environment has torch
+    2.14.1+cu130, with CUDA 13`. The torch a wheel was built for ("for torch 2.9") comes from
+    `data/kernel_builds.json`, generated from the real wheels' ELF files by
+    `tools/gen_kernel_builds.py` (sgl-kernel 0.3.21 declares no requirement at all); without an
+    entry the message says "for a CUDA build of torch".
 
     ## Fix
     Install the package's build for the installed torch and CUDA (or install the torch it was
@@ -195,6 +200,8 @@ def built_for_another_torch(ctx: Context) -> Iterator[Finding]:
             )
             evidence.extend(f"  {readable.get(s, s)}  [{s}]" for s in b.missing_torch_symbols[:5])
         evidence.extend(f"fails at import: {m}" for m in b.modules[:5])
+        if b.recorded is not None:
+            evidence.append(b.recorded.evidence)
         yield Finding(
             code="ABI003",
             severity=Severity.ERROR,

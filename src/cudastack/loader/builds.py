@@ -19,14 +19,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from cudastack.data.kernel_builds import KernelBuild, find_kernel_build
 from cudastack.env.inventory import Inventory
 from cudastack.loader.predict import FilePrediction, Prediction
 
-_CUDA_LIB = re.compile(
+CUDA_LIB = re.compile(
     r"^lib(cudart|cublas|cublasLt|nvrtc|cusparse|cufft|curand|cusolver|nvJitLink|cupti|nvToolsExt)\.so\.(\d+)$"
 )
-_TORCH_CUDA_LIB = frozenset({"libtorch_cuda.so", "libc10_cuda.so"})
-_TORCH_SYMBOL = re.compile(r"^_ZN?K?(3c10|2at|5torch)")
+TORCH_CUDA_LIB = frozenset({"libtorch_cuda.so", "libc10_cuda.so"})
+TORCH_SYMBOL = re.compile(r"^_ZN?K?(3c10|2at|5torch)")
 """Itanium-mangled names in torch's C++ namespaces: ``_ZN3c10…``, ``_ZNK2at…``, ``_ZN5torch…``."""
 
 
@@ -49,12 +50,17 @@ class BuildMismatch:
     """None for a CPU build of torch."""
     missing_torch_symbols: tuple[str, ...]
     """Mangled torch symbols the modules need that the installed torch does not export."""
+    recorded: KernelBuild | None = None
+    """What ``data/kernel_builds.json`` says of this wheel (the torch it was built for), if anything."""
 
     @property
     def summary(self) -> str:
         """``a CUDA 12 build for a CUDA build of torch; this environment has torch 2.13.0+cpu, a CPU build``."""
         what = f"a CUDA {'/'.join(map(str, self.cuda_majors))} build" if self.cuda_majors else "a build"
-        what += " for a CUDA build of torch" if self.needs_cuda_torch else " for another torch"
+        if self.recorded is not None and self.recorded.torch:
+            what += f" for torch {self.recorded.torch}"
+        else:
+            what += " for a CUDA build of torch" if self.needs_cuda_torch else " for another torch"
         has = f"torch {self.torch_version}, " + (
             f"with CUDA {self.torch_cuda_major}" if self.torch_cuda_major is not None else "a CPU build"
         )
@@ -90,14 +96,14 @@ def find_build_mismatches(pred: Prediction, inventory: Inventory) -> dict[str, B
             if isinstance(elf, str):
                 continue
             for n in elf.needed:
-                m = _CUDA_LIB.match(n)
+                m = CUDA_LIB.match(n)
                 if m:
                     majors.add(int(m.group(2)))
                     evidence.append(f"{os.path.basename(f.path)} needs {n}")
-                cuda_torch |= n in _TORCH_CUDA_LIB
+                cuda_torch |= n in TORCH_CUDA_LIB
                 links_torch |= n.startswith(("libtorch", "libc10"))
-            wanted = [s for s in elf.strong_plain if _TORCH_SYMBOL.match(s)]
-            wanted += [s for s, _need in elf.strong_versioned if _TORCH_SYMBOL.match(s)]
+            wanted = [s for s in elf.strong_plain if TORCH_SYMBOL.match(s)]
+            wanted += [s for s, _need in elf.strong_versioned if TORCH_SYMBOL.match(s)]
             if wanted:
                 if torch_exports is None:
                     torch_exports = _torch_exports(pred, torch.native_files())
@@ -119,6 +125,7 @@ def find_build_mismatches(pred: Prediction, inventory: Inventory) -> dict[str, B
             torch_version=build.version,
             torch_cuda_major=torch_major,
             missing_torch_symbols=tuple(dict.fromkeys(symbols)),
+            recorded=find_kernel_build(key, dist.version),
         )
     return out
 
