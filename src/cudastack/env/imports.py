@@ -1210,7 +1210,10 @@ class ImportTime:
                             out.append(imp)
                         imp = imp.rpartition(".")[0]
             elif isinstance(node, ast.Call):
-                name = self._fold(path, self._walk.computed_in.get(id(node)), node.args[0])
+                f = node.func
+                importer = (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) in _IMPORTERS
+                # (only an importer's name is worth folding: most calls kept are log calls' f-strings)
+                name = self._fold(path, self._walk.computed_in.get(id(node)), node.args[0]) if importer else None
                 picked = name if isinstance(name, str) and not isinstance(name, _ModuleRef) else None
                 chosen = [n for n in _computed(node, package, files, picked) if n not in seen]
                 out.extend(chosen)
