@@ -7,11 +7,13 @@ checked against the real import first, then the doctor must agree with it."""
 from __future__ import annotations
 
 import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
 
 from tests import scenario
+from tests.native import build
 from tests.unit.test_optional_modules import _doctor, _installed
 from tests.venvs import site_of
 
@@ -148,3 +150,71 @@ def test_a_python_module_of_the_same_name_is_not_the_extension_unless_it_is_its_
     assert (real.returncode != 0) == twin, real.stderr
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == ((1, ["LDD001"]) if twin else (0, ["LDD005"]))
+
+
+# cuda-core 1.2: `globals().update(versioned_mod.__dict__)` copies cu13's __path__ over the package's
+# own, so a compiled module's `import cuda.core._resource_handles` finds cu13/_resource_handles, not
+# the cuda/core/_resource_handles.so beside __init__.py. A graft that appends to __path__ keeps the
+# package's own directory first.
+REPLACED_INIT = """\
+import importlib
+import os
+
+MAJOR = 13
+
+
+def _pick():
+    versioned_mod = importlib.import_module(f".cu{MAJOR}", __package__)
+    {graft}
+
+
+_pick()
+
+from optpkg._mod import *
+"""
+GRAFTS = {
+    "replaced": "globals().update(versioned_mod.__dict__)",
+    "appended": "__path__.append(os.path.dirname(versioned_mod.__file__))",
+}
+IMPORTS_FAST = """\
+#include <Python.h>
+PyMODINIT_FUNC PyInit__mod(void) {
+    static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_mod", NULL, -1, NULL};
+    PyObject *fast = PyImport_ImportModule("optpkg._fast");
+    if (fast == NULL) return NULL;
+    Py_DECREF(fast);
+    return PyModule_Create(&m);
+}
+"""
+
+
+@pytest.mark.parametrize("graft", ["replaced", "appended"])
+def test_a_name_under_a_replaced_package_path_is_found_in_the_graft(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], graft: str
+) -> None:
+    """cu13/_mod.so (it loads) imports ``optpkg._fast`` from C. With the package's ``__path__``
+    replaced by cu13's, that is cu13/_fast.py and `import optpkg` works; appended, it is the
+    optpkg/_fast.so that cannot load, and the import fails."""
+    python = _installed(
+        tmp_path,
+        "optpkg",
+        "optpkg/_fast",
+        {
+            "optpkg/__init__.py": REPLACED_INIT.replace("{graft}", GRAFTS[graft]),
+            "optpkg/cu13/__init__.py": "",
+            "optpkg/cu13/_fast.py": "X = 1\n",
+        },
+    )
+    site = site_of(python)
+    mod = build(
+        site / "optpkg" / "cu13" / f"_mod{sysconfig.get_config_var('EXT_SUFFIX')}",
+        IMPORTS_FAST,
+        flags=("-I" + sysconfig.get_paths()["include"],),
+    )
+    record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"{mod.relative_to(site)},,\n")
+    real = subprocess.run([str(python), "-c", "import optpkg"], capture_output=True, text=True)
+    fails = graft == "appended"
+    assert (real.returncode != 0) == fails, real.stderr
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == ((1, ["LDD001"]) if fails else (0, ["LDD005"]))

@@ -701,6 +701,9 @@ class ImportTime:
         ``__path__``: ``cuda.core._context`` is ``cuda/core/cu13/_context``."""
         self._imported: set[str] = set()
         """Every module name imported so far: looked for again whenever a graft appears."""
+        self._replaced: set[str] = set()
+        """Packages whose ``__path__`` a graft replaces: cuda-core's
+        ``globals().update(versioned_mod.__dict__)`` copies cu13's ``__path__`` over its own."""
 
     def _package_of(self, path: str) -> str:
         pkg = self._packages.get(path)
@@ -1146,7 +1149,10 @@ class ImportTime:
             frontier = sorted(at)
             while frontier:
                 for ref in _compiled_refs(modules[frontier.pop()], tops, modules, at.__contains__):
-                    for known in ([ref] if ref in modules else []) + self._grafted(ref, modules):
+                    # under a package whose __path__ a graft replaced, a name is found in the graft
+                    # only: cu13/_texture.so names cuda.core._resource_handles, which is cu13's
+                    moved = any(p in self._replaced for p in _parents(ref))
+                    for known in ([ref] if ref in modules and not moved else []) + self._grafted(ref, modules):
                         if known not in at:
                             at.add(known)
                             frontier.append(known)
@@ -1229,6 +1235,8 @@ class ImportTime:
                 ]
                 for n in grafted:
                     self._grafts.setdefault(n.rpartition(".")[0], set()).add(n.rpartition(".")[2])
+                    if _TAKES_NAMES.search(raw):
+                        self._replaced.add(n.rpartition(".")[0])
                 if grafted:
                     out.extend(r for u in sorted(self._imported) for r in self._grafted(u, files))
         return out
@@ -1360,6 +1368,7 @@ def _installed_version(site_dir: str, module: str, depth: int = 0) -> str | None
     return None
 
 
+_TAKES_NAMES = re.compile(rb"^[^#\n]*globals\(\)\.update\(", re.M)
 _PATH_CODE = re.compile(rb"^[^#\n]*(?:__path__|globals\(\)\.update\()", re.M)
 
 
@@ -1392,6 +1401,13 @@ def _computed(call: ast.Call, package: str, files: dict[str, str], value: str | 
         return []
     if name not in ("import_module", "__import__"):
         return []
+    if value is not None:  # the name is known: that module (if a Python file of the distribution)
+        level = len(value) - len(value.lstrip("."))
+        if level:
+            up = package.split(".")
+            base = ".".join(up[: len(up) - (level - 1)])
+            value = f"{base}.{value[level:]}" if value[level:] else base
+        return [value] if value in files else []
     parts = call.args[0].values if isinstance(call.args[0], ast.JoinedStr) else []
     if not parts or not isinstance(parts[0], ast.Constant) or not isinstance(parts[0].value, str):
         return []
@@ -1406,9 +1422,6 @@ def _computed(call: ast.Call, package: str, files: dict[str, str], value: str | 
     base = base.rstrip(".")
     if not base or (prefix and not prefix.endswith(".")):
         return []  # f"{x}_ops" or f"pkg.mod_{x}": not a child chosen whole
-    if value is not None and value.startswith(prefix) and value.count(".") == prefix.count("."):
-        child = f"{base}.{value[len(prefix) :]}"
-        return [child] if child in files else []
     return [n for n in files if n.rpartition(".")[0] == base]
 
 
