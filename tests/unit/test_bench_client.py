@@ -269,6 +269,9 @@ def test_ctrl_c_keeps_every_finished_request(server: str, tmp_path: Path) -> Non
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # ^C at a terminal: SIGINT at its default. A test run started in the background (`nohup
+        # .ci/run &`) passes SIG_IGN down through exec, and Python then never raises KeyboardInterrupt
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     start = served(server)
     deadline = time.monotonic() + 60
