@@ -62,16 +62,22 @@ def wheel_path(item: dict[str, object]) -> Path:
     name = urllib.parse.unquote(url.rsplit("/", 1)[-1].split("#")[0])
     dest = CACHE / name
     if not dest.exists():
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(CACHE), url],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if proc.returncode != 0 or not dest.exists():
-            raise UnavailableError(f"cannot download {name}: {proc.stderr.strip()[-300:]}")
+        err = _pip_download(url, timeout=600)
+        if err is not None or not dest.exists():
+            raise UnavailableError(f"cannot download {name}: {err}")
     return dest
+
+
+def _pip_download(requirement: str, timeout: int) -> str | None:
+    """``pip download --no-deps`` into the cache; None on success, else the end of pip's stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(CACHE), requirement],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return None if proc.returncode == 0 else proc.stderr.strip()[-300:]
 
 
 def extract_metadata(whl: Path, site: Path) -> None:
@@ -115,14 +121,8 @@ def cached_wheel(requirement: str, pattern: str) -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     found = sorted(CACHE.glob(pattern))
     if not found:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(CACHE), requirement],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
-        )
+        err = _pip_download(requirement, timeout=1800)
         found = sorted(CACHE.glob(pattern))
-        if proc.returncode != 0 or not found:
-            raise UnavailableError(f"cannot download {requirement}: {proc.stderr.strip()[-300:]}")
+        if err is not None or not found:
+            raise UnavailableError(f"cannot download {requirement}: {err}")
     return found[0]

@@ -13,25 +13,17 @@ import pytest
 from cudastack.cli import main
 from tests import oracles
 from tests.corpus import CACHE as TEST_CACHE
-from tests.realwheels import CACHE as WHEELS
+from tests.realwheels import UnavailableError, cached_wheel
 from tests.venvs import make_venv, site_of
 
 pytestmark = pytest.mark.realwheels
 
 
 def _sgl_kernel_wheel() -> Path:
-    WHEELS.mkdir(parents=True, exist_ok=True)
-    found = sorted(WHEELS.glob("sgl_kernel-0.3.21-*.whl"))
-    if found:
-        return found[0]
-    got = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(WHEELS), "sgl-kernel==0.3.21"],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    found = sorted(WHEELS.glob("sgl_kernel-0.3.21-*.whl"))
-    if got.returncode != 0 or not found:
-        oracles.missing(f"cannot download sgl-kernel==0.3.21 here: {got.stderr.strip()[-300:]}")
-    return found[0]
+    try:
+        return cached_wheel("sgl-kernel==0.3.21", "sgl_kernel-0.3.21-*.whl")
+    except UnavailableError as e:
+        oracles.missing(f"{e} here")
 
 
 def test_sgl_kernel_0_3_21_is_rejected_beside_torch_for_its_cuda_12_build(
