@@ -155,6 +155,12 @@ _HEAD = re.compile(rb"^(?:import|from)[ \t]", re.M)
 _COMMENT = re.compile(rb"#[^\n]*")
 
 
+def column0_imports(path: str) -> list[tuple[int, ast.Import | ast.ImportFrom, str]]:
+    """The module-level import statements of a file, found without parsing it (see
+    :class:`_Statements`): (line, statement, its first line as written)."""
+    return _scan(path)
+
+
 def _scan(path: str) -> list[tuple[int, ast.Import | ast.ImportFrom, str]]:
     try:
         with open_file(path) as fh:

@@ -31,7 +31,7 @@ from cudastack.env.crossdist import Outer, Reach
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import import_verdicts, imported_plainly, lazy_attribute, module_name, package_imports
 from cudastack.env.inventory import Inventory, iter_native_files
-from cudastack.env.native_loads import find_native_loads
+from cudastack.env.native_loads import OpUse, find_native_loads, find_op_uses, library_defines
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import Resolution
 from cudastack.loader.system import LoaderConfig, detect_loader
@@ -175,8 +175,9 @@ def _loaded_without_import(pred: Prediction, inventory: Inventory, base: Process
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
         if dist.key == "torch":
             continue  # torch's own start-up: loader/torch_start.py
+        uses: list[OpUse] | None = None
         for load in find_native_loads(dist):
-            if load.guard:
+            if load.guard and load.how != "torch.ops":
                 continue
             why = f"loaded at import by {load.how} ({load.where})"
             judged = [i for path in load.paths if (i := index.get(path)) is not None]
@@ -192,10 +193,19 @@ def _loaded_without_import(pred: Prediction, inventory: Inventory, base: Process
             # a name with wildcards picks one of several files (torch-c-dlpack-ext's addon for the
             # installed torch among twelve): the import fails for sure only when every one judged
             # would (torchaudio's lib/*.so: its two modules; libtorchaudio.so is not judged on its own)
+            if failing and len(failing) == len(judged) and load.guard:
+                # a guarded torch.ops load is optional only if the package survives its failure:
+                # torchvision's extension.py catches _C.so's OSError, then _meta_registrations.py
+                # registers a fake kernel for torchvision::nms, which _C.so defines
+                uses = find_op_uses(dist) if uses is None else uses
+                need = next((u for u in uses if any(library_defines(pred.files[i].path, u.op) for i in failing)), None)
+                if need is None:
+                    continue
+                why += f", inside the try at {load.guard}; then {need.where} needs {need.op}, which it defines"
             if failing and len(failing) == len(judged):
                 for i in failing:
                     pred.files[i] = replace(pred.files[i], predicted="fails", context=why)
-            if load.soname and base.main is not None:
+            if load.soname and base.main is not None and not load.guard:
                 hit = base.searcher.search(load.soname, base.main)
                 if hit.path is None:
                     py = load.where.rpartition(":")[0]
