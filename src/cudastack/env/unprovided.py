@@ -75,10 +75,24 @@ def find_unprovided_imports(target: Target, inventory: Inventory) -> tuple[Unpro
             continue
         stmts = _Statements(dist)
         for root in run.roots:
-            if root.partition(".")[0] in _NOT_IMPORTED:
+            if root.partition(".")[0] in _NOT_IMPORTED or _stray(root, run):
                 continue
             out.extend(_walk(dist, run, root, have, stmts))
     return tuple(out)
+
+
+def _stray(root: str, run: ImportTime) -> bool:
+    """A module file in directories that have no ``__init__``, in a distribution that has a
+    package or top-level module of its own: botorch 0.18.1's wheel ships ``scripts/parse_sphinx.py``
+    and ``build/lib/scripts/...`` beside ``botorch/``. ``import botorch`` never runs them, and
+    nobody imports ``scripts.parse_sphinx``; judging them gave errors on an environment where
+    every package imports. A distribution whose only modules sit in such directories is still
+    judged by them."""
+
+    def primary(name: str) -> bool:
+        return "." not in name or run.modules[name].endswith("__init__.py")
+
+    return not primary(root) and any(primary(r) for r in run.roots)
 
 
 def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts: _Statements) -> list[UnprovidedImport]:
@@ -233,11 +247,18 @@ def _shipped_modules(dist: Distribution) -> set[str]:
     """Every module or package name the distribution ships at any depth: a package that puts its
     own directory on ``sys.path`` then imports a sibling by its bare name finds it there."""
     out: set[str] = set()
+    paths = set()
     for e in dist.record or ():
+        paths.add(e.path)
         parts = e.path.split("/")
         if parts[-1].endswith((".py", ".so")):
             out.add(parts[-1].split(".", 1)[0])
             out.update(p for p in parts[:-1] if p.isidentifier())
+    if {"_distutils_hack/__init__.py", "setuptools/_distutils/__init__.py"} <= paths:
+        # setuptools' shim: `import _distutils_hack.override` (first in setuptools/__init__.py) and
+        # its distutils-precedence.pth at start-up make `import distutils` load
+        # setuptools/_distutils, the only distutils on Python >= 3.12
+        out.add("distutils")
     return out
 
 
