@@ -142,3 +142,29 @@ def test_removing_the_overlay_leaves_the_files_it_links_to(tmp_path: Path) -> No
         time.sleep(0.05)
     assert not gone.exists() and not overlay.root.exists()
     assert sorted(str(p) for root in (today, planned) for p in root.rglob("*")) == before
+
+
+def test_a_distribution_without_record_is_mirrored_file_by_file(tmp_path: Path) -> None:
+    """The inventory finds its shared objects by os.walk(), which does not enter a directory link
+    below where it starts: its top-level directory is never linked whole, nor anything under it."""
+    from cudastack.env.inventory import iter_native_files, read_inventory
+    from cudastack.plan.overlay import unrecorded_tops
+    from cudastack.target import build_target
+    from tests import scenario
+
+    today = tmp_path / "today"
+    scenario.write_dist(today, {"name": "norec", "version": "1.0", "record": False,
+                                "files": {"norec/__init__.py": "", "norec/sub/_ext.so": "x"}})  # fmt: skip
+    (next(today.glob("norec-1.0.dist-info")) / "top_level.txt").write_text("norec\n")
+    # an object that climbs out of norec/ keeps norec/ real; norec/sub/ alone would be linkable
+    build(today / "norec" / "_top.so", OLD_F, flags=("-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/.."))
+    inventory = read_inventory(build_target(site_packages=str(today), detect_gpus=False))
+    assert unrecorded_tops(inventory, str(today)) == {"norec"}
+    overlay = build_overlay(real_site=str(today), python_version="3.11", excluded=set(), planned=[],
+                            parent=tmp_path / "overlays", mirrored=unrecorded_tops(inventory, str(today)))  # fmt: skip
+    site = Path(overlay.site)
+    assert not (site / "norec").is_symlink() and not (site / "norec" / "sub").is_symlink()
+    assert (site / "norec-1.0.dist-info").is_symlink()
+    seen = read_inventory(build_target(site_packages=str(site), detect_gpus=False))
+    found = {p for p, _d in iter_native_files(seen)}
+    assert found == {str(site / "norec" / "_top.so"), str(site / "norec" / "sub" / "_ext.so")}

@@ -144,8 +144,9 @@ def origin_climb(entry: str) -> int | None:
 
 
 def _climb_of(path: str) -> int | None:
-    """The largest :func:`origin_climb` of the object's DT_RPATH and DT_RUNPATH entries; 0 for a
-    file that is no ELF object (ld.so cannot load it, so it opens nothing through ``$ORIGIN``)."""
+    """The largest :func:`origin_climb` of the object's DT_RPATH and DT_RUNPATH entries and its
+    DT_NEEDED names (ld.so expands ``$ORIGIN`` there too); 0 for a file that is no ELF object
+    (ld.so cannot load it, so it opens nothing through ``$ORIGIN``)."""
     from cudastack.elf.reader import ElfParseError, read_elf
 
     try:
@@ -153,7 +154,7 @@ def _climb_of(path: str) -> int | None:
     except (OSError, ElfParseError):
         return 0
     worst = 0
-    for entry in (*(elf.rpath or ()), *(elf.runpath or ())):
+    for entry in (*(elf.rpath or ()), *(elf.runpath or ()), *(n for n in elf.needed if "$" in n)):
         climb = origin_climb(entry)
         if climb is None:
             return None
@@ -193,6 +194,9 @@ class _Below:
 
 
 def _below(root: str, tree: _Tree, removed: set[str]) -> dict[str, _Below]:
+    """Per directory of ``tree``: its files and how high its objects climb. An object is a file
+    with ``.so`` in its name: what ld.so opens in an environment (DT_NEEDED names, extension
+    modules, what a package loads by path, :mod:`cudastack.env.native_loads`)."""
     out: dict[str, _Below] = {}
     for rel in sorted(tree, key=lambda r: -r.count("/") - (r != "")):
         files, dirs = tree[rel]
