@@ -168,7 +168,7 @@ its subdirectories), ``__pycache__`` left out."""
 
 
 def _scan(root: str) -> _Tree:
-    out: _Tree = {}
+    out: _Tree = {"": ([], [])}  # a root that cannot be listed holds nothing
     for base, dirs, files in os.walk(root):
         links = [d for d in dirs if d == "__pycache__" or os.path.islink(os.path.join(base, d))]
         dirs[:] = [d for d in dirs if d not in links]
