@@ -56,23 +56,27 @@ class NativeLoad:
 
 def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     """The native loads in the import-time code of ``dist`` (see the module docstring), kept
-    between runs per installation (:func:`_cache_file`): on a repeat run over vllm's 147
-    distributions the scan parsed and walked the same Python again (~1 s of ~2 s)."""
+    between runs per set of files (:func:`_cache_file`): on a repeat run over vllm's 147
+    distributions the scan parsed and walked the same Python again (~1 s of ~2 s). Paths are kept
+    relative to the site directory, so the plan's overlay (links to the same files in a new
+    directory each run) reads what the doctor on today's environment wrote."""
     path = _cache_file(dist)
+    site = os.path.normpath(dist.site_dir) + os.sep
     if path is not None:
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
             if len(data) >= 4 and zlib.crc32(data[4:]) == int.from_bytes(data[:4], "little"):
-                return [
-                    NativeLoad(where=w, how=h, paths=tuple(p), soname=so, guard=g)
-                    for w, h, p, so, g in marshal.loads(data[4:])
-                ]
+                return [_load_from(row, site) for row in marshal.loads(data[4:])]
         except (OSError, ValueError, EOFError, TypeError):
-            pass  # absent or corrupt: scan again
+            pass  # absent, corrupt or of another shape: scan again
     found = _scan(dist)
     if path is not None:
-        payload = marshal.dumps([(x.where, x.how, x.paths, x.soname, x.guard) for x in found])
+        payload = marshal.dumps([
+            (_relative(x.where, site), x.how, tuple(_relative(p, site) for p in x.paths), x.soname,
+             _relative(x.guard, site) if x.guard else x.guard, x.each)
+            for x in found
+        ])  # fmt: skip
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -85,14 +89,35 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     return found
 
 
-_CACHE_VERSION = 1
+def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool], site: str) -> NativeLoad:
+    where, how, paths, soname, guard, each = row
+    paths = tuple(_rebase(p, site) for p in paths)
+    guard = _rebase(guard, site) if guard else guard
+    return NativeLoad(where=_rebase(where, site), how=how, paths=paths, soname=soname, guard=guard, each=each)
+
+
+_HERE = "\0site/"
+"""Stands for the site directory in a cached path (no path holds a NUL)."""
+
+
+def _relative(path: str, site: str) -> str:
+    return _HERE + path[len(site) :] if path.startswith(site) else path
+
+
+def _rebase(path: str, site: str) -> str:
+    return site + path[len(_HERE) :] if path.startswith(_HERE) else path
+
+
+_CACHE_VERSION = 2
 
 
 def _cache_file(dist: Distribution) -> str | None:
-    """Where the scan of this exact installation of ``dist`` is kept: named by a digest of
-    cudastack's source, the distribution's location, name, version and RECORD paths, and the
-    identity (size, mtime_ns, ctime_ns) of each Python file it lists; None for an editable install
-    or when caching is off (``CUDASTACK_NO_CACHE=1``)."""
+    """Where the scan of these exact files of ``dist`` is kept: named by a digest of cudastack's
+    source, the distribution's name, version and RECORD paths, and the identity (st_dev, st_ino,
+    size, mtime_ns, ctime_ns) of each Python file it lists, read through links, not its location
+    (the scan's answer depends on the files and the layout RECORD gives, and a path in it is kept
+    relative to the site directory); None for an editable install or when caching is off
+    (``CUDASTACK_NO_CACHE=1``)."""
     if os.environ.get("CUDASTACK_NO_CACHE") == "1" or not dist.record or dist.editable_path:
         return None
     import hashlib
@@ -100,13 +125,13 @@ def _cache_file(dist: Distribution) -> str | None:
     from cudastack.cache import source_digest
     from cudastack.target import state_root
 
-    h = hashlib.sha256(f"{_CACHE_VERSION}\0{source_digest()}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode())
+    h = hashlib.sha256(f"{_CACHE_VERSION}\0{source_digest()}\0{dist.key}\0{dist.version}\0".encode())
     for e in dist.record:
         h.update(e.path.encode("utf-8", "surrogateescape") + b"\0")
         if e.path.endswith(".py") and not e.path.startswith(".."):
             try:
                 st = os.stat(dist.abspath(e.path))
-                h.update(f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
+                h.update(f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
             except OSError:
                 h.update(b"-\n")
     return str(state_root() / "cache" / "native-loads" / f"{dist.key}-{h.hexdigest()[:32]}.marshal")
