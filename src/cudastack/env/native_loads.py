@@ -176,34 +176,41 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
     return out
 
 
-_RELATIVE = re.compile(rb"^\s*from\s+(\.+\w*|\w+(?:\.\w+)+)\s+import\s", re.MULTILINE)
-_FROM_PACKAGE = re.compile(rb"^\s*from\s+(\.+\w*(?:\.\w+)*)\s+import\s+\(?\s*(\w+(?:\s*,\s*\w+)*)", re.MULTILINE)
+# Each pattern that means "at the start of a line" is written as a newline followed by the rest
+# and run over the bytes with a newline put in front: a pattern with a literal first byte is
+# searched for that byte, where ``^`` under ``re.M`` tries every position (~6x slower). A match
+# never ends just past a newline (``import(?=\s)`` looks at the separator without taking it), so
+# each line start is tried exactly where ``^`` would try it.
+_RELATIVE = re.compile(rb"\n\s*from\s+(\.+\w*|\w+(?:\.\w+)+)\s+import(?=\s)")
+_FROM_PACKAGE = re.compile(rb"\n\s*from\s+(\.+\w*(?:\.\w+)*)\s+import\s+\(?\s*(\w+(?:\s*,\s*\w+)*)")
 _HOPS = 2
 
 
 def _imported(raw: bytes, package: str) -> list[str]:
     """Modules a file names in ``from X import`` (X itself) and ``from . import a, b`` (the
     submodules ``a`` and ``b``): torchaudio's ``__init__`` does ``from . import _extension``."""
-    out = [_resolve(mod.decode(), package) for mod in _RELATIVE.findall(raw)]
-    for mod, names in _FROM_PACKAGE.findall(raw):
+    lines = b"\n" + raw
+    out = [_resolve(mod.decode(), package) for mod in _RELATIVE.findall(lines)]
+    for mod, names in _FROM_PACKAGE.findall(lines):
         base = _resolve(mod.decode(), package)
         out.extend(f"{base}.{n.strip()}" for n in names.decode().split(","))
     return out
 
 
-_TOP_CALL = re.compile(rb"^(?:\w+\s*=\s*)?(\w+)\(", re.MULTILINE)
-_FROM_ANY = re.compile(rb"^from\s+(\.*[\w.]*)\s+import\s+(\([^)]*\)|[^\n]*)", re.MULTILINE)
+_TOP_CALL = re.compile(rb"\n(?:\w+\s*=\s*)?(\w+)\(")
+_FROM_ANY = re.compile(rb"\nfrom\s+(\.*[\w.]*)\s+import\s+(\([^)]*\)|[^\n]*)")
 
 
 def _called_from(raw: bytes, package: str) -> list[str]:
     """Modules whose names a file imports (``from X import f``) and calls at column 0 (``f()``,
     ``x = f()``): a call that runs at import."""
-    calls = set(_TOP_CALL.findall(raw))
+    lines = b"\n" + raw
+    calls = set(_TOP_CALL.findall(lines))
     if not calls:
         return []
     return [
         _resolve(mod.decode(), package)
-        for mod, names in _FROM_ANY.findall(raw)
+        for mod, names in _FROM_ANY.findall(lines)
         if calls.intersection(re.findall(rb"\w+", re.sub(rb"#[^\n]*", b"", names)))
     ]
 
