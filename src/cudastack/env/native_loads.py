@@ -146,20 +146,41 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
     trees = {n: t for n, r in hits.items() if (t := _parse(r)) is not None}
     # a root's calls matter only by the names of the hit files' functions: a root whose bytes hold
     # none of them is not parsed (cutlass-dsl's generated MLIR bindings: 3 MB, ~3 s to parse); nor
-    # is a module below it unless it imports the hit file whose function it calls (torchaudio's
+    # is a module below it unless it imports a parsed file whose function it names (torchaudio's
     # _extension/__init__.py: `from .utils import _load_lib`, then `_load_lib("_torchaudio")`)
     funcs = {f.name.encode() for t in trees.values() for f in t.body if isinstance(f, ast.FunctionDef)}
-    for n, r in raws.items():
-        if n in trees:
+    # Those other files count only by their calls of a hit file's function that makes a loading
+    # call (a guard on the call of any other function guards nothing), so only a file naming one
+    # of those needs its tree, and a file it imports its function names (to tell whether it would
+    # be parsed by the rule above): the rest is never parsed (transformers: 50 files -> a few).
+    loading = {
+        f.name.encode()
+        for t in trees.values()
+        for f in t.body
+        if isinstance(f, ast.FunctionDef) and any(_is_loading_call(c) for c in ast.walk(f))
+    }
+    order = {n: i for i, n in enumerate(raws)}
+    wanted = [n for n, r in raws.items() if n not in trees and any(f in r for f in loading)]
+    imports: dict[str, list[str]] = {}
+    needed: set[str] = set()
+    while wanted:  # each file whose parse decision a wanted one depends on: what it imports before it
+        n = wanted.pop()
+        if n in needed:
             continue
+        needed.add(n)
         if n not in roots:
             package = n if files[n].endswith("__init__.py") else n.rpartition(".")[0]
-            imported = [h for h in _imported(r, package) if h in trees]
-            own = {f.name.encode() for h in imported for f in trees[h].body if isinstance(f, ast.FunctionDef)}
-        else:
+            imports[n] = [h for h in _imported(raws[n], package) if h in raws]
+            wanted.extend(h for h in imports[n] if h not in trees and order[h] < order[n])
+    for n in sorted(needed, key=order.__getitem__):  # the rule above, in its order, on these only
+        if n in roots:
             own = funcs
-        if any(f in r for f in own) and (t := _parse(r)) is not None:
+        else:
+            imported = [h for h in imports[n] if h in trees and (h in hits or order[h] < order[n])]
+            own = {f.name.encode() for h in imported for f in trees[h].body if isinstance(f, ast.FunctionDef)}
+        if any(f in raws[n] for f in own) and (t := _parse(raws[n])) is not None:
             trees[n] = t
+    trees = {n: trees[n] for n in sorted(trees, key=lambda n: (n not in hits, order[n]))}
     # a function called at module level runs at import; its loads are guarded only when every
     # such call sits in a try that catches (torchcodec's `try: load_core_libraries()`)
     called: dict[str, str | None] = {}
@@ -213,6 +234,15 @@ def _called_from(raw: bytes, package: str) -> list[str]:
         for mod, names in _FROM_ANY.findall(lines)
         if calls.intersection(re.findall(rb"\w+", re.sub(rb"#[^\n]*", b"", names)))
     ]
+
+
+def _is_loading_call(node: ast.AST) -> bool:
+    """A call :func:`_load` may take for a load (by the called name alone)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return fname in _LOADERS or fname == "spec_from_file_location"
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
