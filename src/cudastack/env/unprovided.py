@@ -68,17 +68,94 @@ def find_unprovided_imports(target: Target, inventory: Inventory) -> tuple[Unpro
     if have is None:
         return ()
     have |= _pth_provided(target, inventory)
+    provided = "\0".join(sorted(have))
     out: list[UnprovidedImport] = []
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
-        run = import_time(dist)
-        if run is None:
-            continue
-        stmts = _Statements(dist)
-        for root in run.roots:
-            if root.partition(".")[0] in _NOT_IMPORTED:
-                continue
-            out.extend(_walk(dist, run, root, have, stmts))
+        cache = _cache_file(dist, provided)
+        found = _load(cache) if cache else None
+        if found is None:
+            found = _search(dist, have)
+            if cache:
+                _store(cache, found)
+        out.extend(found)
     return tuple(out)
+
+
+def _search(dist: Distribution, have: set[str]) -> list[UnprovidedImport]:
+    run = import_time(dist)
+    if run is None:
+        return []
+    stmts = _Statements(dist)
+    found: list[UnprovidedImport] = []
+    for root in run.roots:
+        if root.partition(".")[0] in _NOT_IMPORTED:
+            continue
+        found.extend(_walk(dist, run, root, have, stmts))
+    return found
+
+
+_CACHE_VERSION = 1
+
+
+def _cache_file(dist: Distribution, provided: str) -> str | None:
+    """Where the answer for this exact installation of ``dist`` is kept: named by a digest of
+    cudastack's source, what the environment provides (the names the search compares with), the
+    distribution's location, name, version and RECORD paths, and the identity (size, mtime_ns,
+    ctime_ns) of each Python file it lists (the only files the search reads); None for an
+    editable install or when caching is off (``CUDASTACK_NO_CACHE=1``). A repeat doctor on the
+    torch 2.14.1 CUDA 13 environment read and scanned 1,606 files again (~0.4 s CPU)."""
+    if os.environ.get("CUDASTACK_NO_CACHE") == "1" or not dist.record or dist.editable_path:
+        return None
+    import hashlib
+
+    from cudastack.cache import source_digest
+    from cudastack.target import state_root
+
+    h = hashlib.sha256(f"{_CACHE_VERSION}\0{source_digest()}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode())
+    h.update(provided.encode("utf-8", "surrogateescape") + b"\0\0")
+    for e in dist.record:
+        h.update(e.path.encode("utf-8", "surrogateescape") + b"\0")
+        if e.path.endswith(".py") and not e.path.startswith(".."):
+            try:
+                st = os.stat(dist.abspath(e.path))
+                h.update(f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
+            except OSError:
+                h.update(b"-\n")
+    return str(state_root() / "cache" / "unprovided" / f"{dist.key}-{h.hexdigest()[:32]}.marshal")
+
+
+def _load(path: str) -> list[UnprovidedImport] | None:
+    """The kept answer, or None when it is absent, corrupt or not this cudastack's."""
+    import marshal
+    import zlib
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if len(data) < 4 or zlib.crc32(data[4:]) != int.from_bytes(data[:4], "little"):
+            return None
+        rows = marshal.loads(data[4:])
+        return [_decode(row) for row in rows]
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+
+
+def _store(path: str, found: list[UnprovidedImport]) -> None:
+    """Keep ``found`` at ``path`` (a temporary file renamed into place; a read-only home: nothing kept)."""
+    import contextlib
+    import marshal
+    import zlib
+
+    payload = marshal.dumps([_encode(u) for u in found])
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(zlib.crc32(payload).to_bytes(4, "little") + payload)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 class BackgroundSearch:
