@@ -153,12 +153,7 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
     # call (a guard on the call of any other function guards nothing), so only a file naming one
     # of those needs its tree, and a file it imports its function names (to tell whether it would
     # be parsed by the rule above): the rest is never parsed (transformers: 50 files -> a few).
-    loading = {
-        f.name.encode()
-        for t in trees.values()
-        for f in t.body
-        if isinstance(f, ast.FunctionDef) and any(_is_loading_call(c) for c in ast.walk(f))
-    }
+    loading = {f.encode() for n, t in trees.items() for f in _loading_functions(raws[n], t)}
     order = {n: i for i, n in enumerate(raws)}
     wanted = [n for n, r in raws.items() if n not in trees and any(f in r for f in loading)]
     imports: dict[str, list[str]] = {}
@@ -245,6 +240,21 @@ def _is_loading_call(node: ast.AST) -> bool:
     return fname in _LOADERS or fname == "spec_from_file_location"
 
 
+def _loading_functions(raw: bytes, tree: ast.Module) -> list[str]:
+    """The module-level functions whose lines hold a loading call's name (none there, no loading
+    call in it: a cheap superset of walking each function's tree for one). A file with a bare
+    carriage return counts its lines otherwise than ``split``: its functions are walked."""
+    funcs = [f for f in tree.body if isinstance(f, ast.FunctionDef)]
+    if b"\r" in raw:
+        return [f.name for f in funcs if any(_is_loading_call(c) for c in ast.walk(f))]
+    lines = raw.split(b"\n")
+    return [
+        f.name
+        for f in funcs
+        if any(w in line for line in lines[f.lineno - 1 : f.end_lineno or f.lineno] for w in _CALL_WORDS)
+    ]
+
+
 def _is_main_guard(node: ast.stmt) -> bool:
     """``if __name__ == "__main__":`` — code that runs as a script, not at import."""
     test = node.test if isinstance(node, ast.If) else None
@@ -294,24 +304,26 @@ def _python_files(dist: Distribution) -> dict[str, str]:
 
 def _loads_in(tree: ast.Module, path: str, record: list[str], called: dict[str, str | None]) -> list[NativeLoad]:
     """The loading calls that run when the file is imported: module level, and the bodies of its
-    functions that module-level code of the files read calls by name (one level)."""
+    functions that module-level code of the files read calls by name (one level). The names a
+    body assigns and its fallback loops are worked out only for a body that makes a loading call
+    (walking every assignment of transformers' import_utils cost more than the rest)."""
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    assigns = _assignments(tree)
+    module_body = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
+    bodies: list[tuple[list[ast.stmt], ast.FunctionDef | None, str | None]] = [(module_body, None, None)]
+    bodies += [(funcs[f].body, funcs[f], called[f]) for f in sorted(called.keys() & funcs.keys())]
+    assigns: dict[str, ast.expr] | None = None
     out: list[NativeLoad] = []
-    bodies: list[tuple[list[ast.stmt], dict[str, ast.expr], str | None]] = [
-        (
-            [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)],
-            assigns,
-            None,
-        )
-    ]
-    bodies += [
-        (funcs[f].body, {**assigns, **_assignments(funcs[f])}, called[f]) for f in sorted(called.keys() & funcs.keys())
-    ]
-    for body, names, outer in bodies:
-        each = _in_fallback_loops(body)
+    for body, func, outer in bodies:
+        names: dict[str, ast.expr] | None = None
+        each: set[int] = set()
         for stmt, guard in _statements(body, None):
             for call in (c for c in ast.walk(stmt) if isinstance(c, ast.Call)):
+                if not _is_loading_call(call):
+                    continue  # _load takes none of these
+                if names is None:
+                    assigns = _assignments(tree) if assigns is None else assigns
+                    names = assigns if func is None else {**assigns, **_assignments(func)}
+                    each = _in_fallback_loops(body)
                 load = _load(call, path, names, record, guard, funcs)
                 if load is not None and id(call) in each:
                     load = replace(load, each=True)
