@@ -207,22 +207,24 @@ def _decode(row: tuple[object, ...]) -> UnprovidedImport:
 
 def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts: _Statements) -> list[UnprovidedImport]:
     """Python's own order: a module's statements one by one, each import of a module of the
-    distribution entered at once (and entered only once, as ``sys.modules`` would)."""
+    distribution entered at once (and entered only once, as ``sys.modules`` would). A chain is
+    kept linked, ``(the chain before, step)``, and written out only for a report: copying it at
+    every import cost more than the rest of the walk."""
     files = run.modules
     seen: set[str] = set()
     reported: set[str] = set()
     found: list[UnprovidedImport] = []
 
-    def enter(name: str, chain: tuple[tuple[str, int, str], ...]) -> None:
+    def enter(name: str, chain: _Chain, depth: int) -> None:
         parts = name.split(".")
         for i in range(1, len(parts) + 1):  # a.b.c runs a, then a.b, then a.b.c
             module = ".".join(parts[:i])
-            if module in seen or module not in files or len(chain) > _MAX_DEPTH:
+            if module in seen or module not in files or depth > _MAX_DEPTH:
                 continue
             seen.add(module)
-            run_module(module, chain)
+            run_module(module, chain, depth)
 
-    def run_module(module: str, chain: tuple[tuple[str, int, str], ...]) -> None:
+    def run_module(module: str, chain: _Chain, depth: int) -> None:
         path = files[module]
         package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
         for step, names, relative in stmts.of(path, package):
@@ -232,10 +234,11 @@ def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts:
                     continue
                 if relative or top in files or name in files:
                     if name not in seen:  # else its parents were entered with it: nothing to do
-                        enter(name, (*chain, step))
-                elif (
-                    top not in have and top not in reported and top not in stmts.own and _confirmed(run, (*chain, step))
-                ):
+                        enter(name, (chain, step), depth + 1)
+                elif top not in have and top not in reported and top not in stmts.own:
+                    steps = _steps((chain, step))
+                    if not _confirmed(run, steps):
+                        continue
                     reported.add(top)  # one per module: the first statement that needs it
                     _path, line, text = step
                     found.append(
@@ -246,16 +249,27 @@ def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts:
                             path=path,
                             line=line,
                             statement=text,
-                            chain=(f"import {root}", *(f"{p}:{n} `{t}`" for p, n, t in (*chain, step))),
+                            chain=(f"import {root}", *(f"{p}:{n} `{t}`" for p, n, t in steps)),
                         )
                     )
 
-    enter(root, ())
+    enter(root, None, 0)
     return found
+
+
+def _steps(chain: _Chain) -> tuple[_Step, ...]:
+    """A linked chain written out, first step first."""
+    out: list[_Step] = []
+    while chain is not None:
+        chain, step = chain
+        out.append(step)
+    return tuple(reversed(out))
 
 
 _Step = tuple[str, int, str]
 """``(file, line, statement as written)``: one link of a chain."""
+_Chain = tuple["_Chain", _Step] | None
+"""The steps that led to a module, linked: ``(the chain before, the last step)``; None at the root."""
 _Import = tuple[_Step, list[str], bool]
 """A statement: its step, the absolute module names it imports, whether it is a relative import."""
 
@@ -391,7 +405,7 @@ def _absolute_names(parsed: _Parsed, package: str) -> list[str]:
     return [base, *(f"{base}.{n}" for n in names if n != "*")]
 
 
-def _confirmed(run: ImportTime, chain: tuple[tuple[str, int, str], ...]) -> bool:
+def _confirmed(run: ImportTime, chain: tuple[_Step, ...]) -> bool:
     """Every step of ``chain`` is a statement of its module's own body, the file parsed whole."""
     for path, line, _text in chain:
         tree = run.tree(path)
