@@ -28,7 +28,7 @@ import zlib
 from dataclasses import dataclass, replace
 
 from cudastack.env.dists import Distribution
-from cudastack.files import open_file
+from cudastack.files import read_bytes
 
 _LOADERS = {"CDLL": "ctypes", "PyDLL": "ctypes", "LoadLibrary": "ctypes", "load_library": "torch.ops"}
 _CALL = re.compile(rb"\b(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location)\s*\(")
@@ -278,8 +278,7 @@ def _resolve(mod: str, package: str) -> str:
 
 def _read(path: str) -> bytes:
     try:
-        with open_file(path) as fh:
-            return fh.read(_MAX_BYTES)
+        return read_bytes(path, _MAX_BYTES).data
     except OSError:
         return b""
 
