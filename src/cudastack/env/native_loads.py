@@ -33,6 +33,8 @@ from cudastack.files import read_bytes
 _LOADERS = {"CDLL": "ctypes", "PyDLL": "ctypes", "LoadLibrary": "ctypes", "load_library": "torch.ops"}
 _CALL = re.compile(rb"\b(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location)\s*\(")
 _CALL_WORDS = (b"CDLL", b"PyDLL", b"LoadLibrary", b"load_library", b"spec_from_file_location")
+_SONAME_WORDS = tuple(w.encode() for w, how in _LOADERS.items() if how == "ctypes")
+"""The calls that may open a library by a bare soname (:func:`_load`)."""
 _MAX_BYTES = 1 << 20
 
 
@@ -141,8 +143,14 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
     hits = {n: r for n, r in raws.items() if any(w in r for w in _CALL_WORDS) and _CALL.search(r)}
     if not hits:
         return []
-    files = {n: dist.abspath(rel) for n, rel in files.items()}
     record = [dist.abspath(e.path) for e in dist.record or () if not e.path.startswith("..")]
+    if not any(w in r for r in hits.values() for w in _SONAME_WORDS) and not any(
+        ".so" in os.path.basename(p) for p in record
+    ):
+        # a load by path names a file of RECORD with .so in its name, and only ctypes loads by a
+        # bare soname: neither can be found here (transformers: 13 files parsed for nothing)
+        return []
+    files = {n: dist.abspath(rel) for n, rel in files.items()}
     trees = {n: t for n, r in hits.items() if (t := _parse(r)) is not None}
     # a root's calls matter only by the names of the hit files' functions: a root whose bytes hold
     # none of them is not parsed (cutlass-dsl's generated MLIR bindings: 3 MB, ~3 s to parse); nor
