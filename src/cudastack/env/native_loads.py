@@ -144,11 +144,12 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
     if not hits:
         return []
     record = [dist.abspath(e.path) for e in dist.record or () if not e.path.startswith("..")]
-    if not any(w in r for r in hits.values() for w in _SONAME_WORDS) and not any(
-        ".so" in os.path.basename(p) for p in record
-    ):
-        # a load by path names a file of RECORD with .so in its name, and only ctypes loads by a
-        # bare soname: neither can be found here (transformers: 13 files parsed for nothing)
+    # a load by path names a file of RECORD with .so in its name, and only ctypes loads by a bare
+    # soname: without such a file only ctypes calls can load anything (transformers ships none,
+    # and its helpers that call spec_from_file_location are named in hundreds of its files)
+    by_path = any(".so" in os.path.basename(p) for p in record)
+    words = _CALL_WORDS if by_path else _SONAME_WORDS
+    if not by_path and not any(w in r for r in hits.values() for w in words):
         return []
     files = {n: dist.abspath(rel) for n, rel in files.items()}
     trees = {n: t for n, r in hits.items() if (t := _parse(r)) is not None}
@@ -161,7 +162,7 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
     # call (a guard on the call of any other function guards nothing), so only a file naming one
     # of those needs its tree, and a file it imports its function names (to tell whether it would
     # be parsed by the rule above): the rest is never parsed (transformers: 50 files -> a few).
-    loading = {f.encode() for n, t in trees.items() for f in _loading_functions(raws[n], t)}
+    loading = {f.encode() for n, t in trees.items() for f in _loading_functions(raws[n], t, words)}
     order = {n: i for i, n in enumerate(raws)}
     wanted = [n for n, r in raws.items() if n not in trees and any(f in r for f in loading)]
     imports: dict[str, list[str]] = {}
@@ -239,27 +240,28 @@ def _called_from(raw: bytes, package: str) -> list[str]:
     ]
 
 
-def _is_loading_call(node: ast.AST) -> bool:
-    """A call :func:`_load` may take for a load (by the called name alone)."""
+def _is_loading_call(node: ast.AST, words: tuple[bytes, ...] = _CALL_WORDS) -> bool:
+    """A call :func:`_load` may take for a load (by the called name alone), among ``words``."""
     if not isinstance(node, ast.Call):
         return False
     func = node.func
     fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    return fname in _LOADERS or fname == "spec_from_file_location"
+    return fname.encode() in words
 
 
-def _loading_functions(raw: bytes, tree: ast.Module) -> list[str]:
-    """The module-level functions whose lines hold a loading call's name (none there, no loading
-    call in it: a cheap superset of walking each function's tree for one). A file with a bare
-    carriage return counts its lines otherwise than ``split``: its functions are walked."""
+def _loading_functions(raw: bytes, tree: ast.Module, words: tuple[bytes, ...]) -> list[str]:
+    """The module-level functions whose lines hold one of ``words``, the names of the loading
+    calls that can find something here (none there, no such call in it: a cheap superset of
+    walking each function's tree for one). A file with a bare carriage return counts its lines
+    otherwise than ``split``: its functions are walked."""
     funcs = [f for f in tree.body if isinstance(f, ast.FunctionDef)]
     if b"\r" in raw:
-        return [f.name for f in funcs if any(_is_loading_call(c) for c in ast.walk(f))]
+        return [f.name for f in funcs if any(_is_loading_call(c, words) for c in ast.walk(f))]
     lines = raw.split(b"\n")
     return [
         f.name
         for f in funcs
-        if any(w in line for line in lines[f.lineno - 1 : f.end_lineno or f.lineno] for w in _CALL_WORDS)
+        if any(w in line for line in lines[f.lineno - 1 : f.end_lineno or f.lineno] for w in words)
     ]
 
 
