@@ -1928,6 +1928,12 @@ def import_verdicts(items: Sequence[tuple[Distribution, str]]) -> list[tuple[boo
     The parent keeps no share of its own: a child exits without freeing the syntax trees it
     built (vllm 0.33: 2,210 files, ~10M objects, 1-2 s to free), and the parent stays small.
     """
+    return start_import_verdicts(items)()
+
+
+def start_import_verdicts(items: Sequence[tuple[Distribution, str]]) -> Callable[[], list[tuple[bool, str | None]]]:
+    """:func:`import_verdicts`, its children started now: the returned function collects the
+    answers (waiting for them), so the caller can do other work meanwhile."""
     out: list[tuple[bool, str | None] | None] = [_cached(d, p)[0] for d, p in items]
     groups: dict[str, list[int]] = {}
     for i, (dist, _path) in enumerate(items):
@@ -1941,17 +1947,21 @@ def import_verdicts(items: Sequence[tuple[Distribution, str]]) -> list[tuple[boo
         return [(i, *import_verdict(*items[i])) for group in share for i in group]
 
     forked = [Forked(verdicts, work[k::children]) for k in range(children)]
-    done = {} if forked else {i: (at, guard) for i, at, guard in verdicts(work)}
-    for child in forked:
-        answer = child.result()
-        if isinstance(answer, list):
-            done.update((i, (at, guard)) for i, at, guard in answer)
-    for group in work if forked else ():
-        # what the children wrote, into this process's copy: a later call's children start from it
-        # and would otherwise write the file without these entries (a repeat run missed them)
-        data = _cached(*items[group[0]])[2]
-        for i in group:
-            if data is not None and i in done:
-                _remember(*items[i], *done[i], data)
-    # a child that gave no answer: its share is worked out here
-    return [v or done.get(i) or import_verdict(*items[i]) for i, v in enumerate(out)]
+
+    def collect() -> list[tuple[bool, str | None]]:
+        done = {} if forked else {i: (at, guard) for i, at, guard in verdicts(work)}
+        for child in forked:
+            answer = child.result()
+            if isinstance(answer, list):
+                done.update((i, (at, guard)) for i, at, guard in answer)
+        for group in work if forked else ():
+            # what the children wrote, into this process's copy: a later call's children start from it
+            # and would otherwise write the file without these entries (a repeat run missed them)
+            data = _cached(*items[group[0]])[2]
+            for i in group:
+                if data is not None and i in done:
+                    _remember(*items[i], *done[i], data)
+        # a child that gave no answer: its share is worked out here
+        return [v or done.get(i) or import_verdict(*items[i]) for i, v in enumerate(out)]
+
+    return collect
