@@ -1,7 +1,8 @@
 """``cudastack plan`` side by side: extraction with each inflater, a cold and a warm plan, and the
 alternative a user has today (install the same set into a scratch venv and import it).
 
-    python bench/bench_plan.py [--runs 3] [--python PY] -- <installer arguments>
+    python bench/bench_plan.py [--runs 3] [--python PY] [--plan-only] [--baseline SRC] [--save DIR] \
+        -- <installer arguments>
     # e.g. -- --find-links ~/.cache/cudastack-test-wheels torch==2.13.0 sgl-kernel==0.3.21
 
 The state directory is a temporary one (cold) kept for the warm runs, then removed.
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -37,6 +39,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--python", help="the environment planned into (default: a new empty venv)")
+    ap.add_argument("--plan-only", action="store_true", help="only the cold and warm plans (no inflaters, no venv)")
+    ap.add_argument("--save", type=Path, help="write each run's JSON report into this directory")
+    ap.add_argument("--baseline", type=Path, help="another cudastack src/ tree, run alternately with this one")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     pip_args = a.args[1:] if a.args[:1] == ["--"] else a.args
@@ -46,20 +51,46 @@ def main() -> None:
         if python is None:
             subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / "env")], check=True)
             python = str(work / "env" / "bin" / "python")
-        env = {**os.environ, "CUDASTACK_STATE_DIR": str(work / "state")}
         print(f"{platform.platform()}, {os.cpu_count()} CPUs; plan -- {' '.join(pip_args)}")
         cmd = [sys.executable, "-m", "cudastack", "plan", "--python", python, "--format", "json", "--", *pip_args]
-        cold, proc = timed(cmd, env)
-        report = json.loads(proc.stdout)
-        cand = report["candidates"][0]
-        print(f"cold plan: {cold:.2f} s  (exit {proc.returncode}; phases {cand['timings']})")
-        warm = []
-        for _ in range(a.runs):
+        trees = {"": None, **({"baseline": str(a.baseline)} if a.baseline else {})}
+        if a.save:
+            a.save.mkdir(parents=True, exist_ok=True)
+
+        def plan(name: str, tag: str) -> tuple[float, dict[str, Any]]:
+            env = {**os.environ, "CUDASTACK_STATE_DIR": str(work / f"state{'-' + name if name else ''}")}
+            if trees[name]:  # another cudastack source tree, e.g. `git archive <commit> src | tar -x`
+                env["PYTHONPATH"] = str(trees[name])
             t, proc = timed(cmd, env)
-            warm.append(t)
-            phases = json.loads(proc.stdout)["candidates"][0]["timings"]
-        print(f"warm plan (extraction cached): median {statistics.median(warm):.2f} s of {a.runs}; "
-              f"phases {phases}; overlay {cand['overlay_files']} files")  # fmt: skip
+            if a.save:
+                (a.save / f"{name or 'this'}-{tag}.json").write_text(proc.stdout)
+            cand = json.loads(proc.stdout)["candidates"][0]
+            print(f"{name or 'this':8} {tag:6} {t:6.2f} s (exit {proc.returncode}, load {os.getloadavg()[0]:.2f}); "
+                  f"phases {cand['timings']}")  # fmt: skip
+            return t, cand
+
+        # with --baseline, the two trees alternate run by run: the load of a shared machine moves
+        colds = {name: plan(name, "cold") for name in trees}
+        cold, cand = colds[""]
+        warms: dict[str, list[float]] = {name: [] for name in trees}
+        findings: dict[str, set[str]] = {}
+        for i in range(a.runs):
+            for name in trees:
+                t, c = plan(name, f"warm{i}")
+                warms[name].append(t)
+                seen = {json.dumps(f, sort_keys=True) for k in ("findings_added", "findings_removed") for f in c[k]}
+                if findings.setdefault(name, seen) != seen:
+                    print(f"{name or 'this'}: warm run {i} found other findings than warm run 0")
+        warm = warms[""]
+        for name in trees:
+            median = statistics.median(warms[name])
+            print(f"{name or 'this'}: cold {colds[name][0]:.2f} s; warm (extraction cached) median {median:.2f} s "
+                  f"of {a.runs}; overlay {cand['overlay_files']} files")  # fmt: skip
+        if a.baseline:
+            same = findings[""] == findings["baseline"]
+            print(f"findings added/removed, this tree vs baseline: {'identical' if same else 'DIFFERENT'}")
+        if a.plan_only:
+            return
         # the inflaters, on the largest wheel of the plan
         biggest = max(cand["resolved"], key=lambda r: r["size"])
         wheel = Path(biggest["url"].removeprefix("file://")) if biggest["fetched"] == "read in place" else None

@@ -21,7 +21,7 @@ log() { echo "== $(date +%T) $*"; }
   log "scipy trace"; timeout 60 $P tools/reach_trace.py "$SITE" scipy --first 80 >"$OUT/scipy_trace.txt" 2>&1
   (cd "$SITE" && tar czf "$OUT/scipy_py.tgz" $(find scipy -name '*.py' -size -400k | head -4000) scipy-*.dist-info/METADATA) 2>/dev/null
   log "stub experiment"
-  timeout ${STUB_LIMIT:-200} $P tools/stub_experiment.py --python $P \
+  timeout ${STUB_LIMIT:-300} $P tools/stub_experiment.py --python $P \
     --import jax --import torch --import scipy --import sklearn --import cupy --import torchvision \
     --soname libstdc++.so.6 --soname libgomp.so.1 --soname libcublasLt.so.13 --soname libz.so.1 \
     --soname libnvJitLink.so.13 --soname libnvrtc.so.13 --soname libcusparse.so.12 --soname libcudart.so.13 \

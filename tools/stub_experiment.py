@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -113,31 +114,50 @@ def predicted(python: str, modules: list[str], llp: str) -> tuple[dict[str, bool
     return out, data
 
 
-def run(python: str, modules: list[str], sonames: list[str]) -> list[dict[str, Any]]:
+def run(python: str, modules: list[str], sonames: list[str], output: str | None = None) -> list[dict[str, Any]]:
     """One row per (soname, module); modules that do not import even without a stub are left out
-    (the experiment is about what a stub changes)."""
-    rows = []
-    modules = [m for m in modules if real_import(python, m, "")[0]]
-    with tempfile.TemporaryDirectory() as tmp:
+    (the experiment is about what a stub changes). The doctor and the real imports of every soname
+    run side by side (a process each, as many at once as there are CPUs); each row is printed, and
+    the JSON rewritten, as soon as it is known, so a run cut off by a time limit keeps what it had."""
+    rows: list[dict[str, Any]] = []
+    workers = max(2, min(16, os.cpu_count() or 2))
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=workers) as pool:
+        alone = pool.map(lambda m: real_import(python, m, "")[0], modules)
+        modules = [m for m, ok in zip(modules, alone, strict=True) if ok]
+        dirs = {}
         for soname in sonames:
-            d = Path(tmp) / soname
-            make_stub(d, soname)
-            pred, data = predicted(python, modules, str(d))
+            dirs[soname] = Path(tmp) / soname
+            make_stub(dirs[soname], soname)
+        doctors = {so: pool.submit(predicted, python, modules, str(d)) for so, d in dirs.items()}
+        reals = {(so, m): pool.submit(real_import, python, m, str(d)) for so, d in dirs.items() for m in modules}
+        for soname in sonames:
+            pred, data = doctors[soname].result()
             for m in modules:
-                ok, err = real_import(python, m, str(d))
-                rows.append(
-                    {
-                        "soname": soname,
-                        "module": m,
-                        "real": ok,
-                        "predicted": pred[m],
-                        "agree": ok == pred[m],
-                        "real_error": err,
-                        "torch_state": data["loader"].get("torch_state"),
-                        "findings": sorted({f["code"] for f in data["findings"] if f["severity"] != "info"}),
-                    }
-                )
+                ok, err = reals[(soname, m)].result()
+                row = {
+                    "soname": soname,
+                    "module": m,
+                    "real": ok,
+                    "predicted": pred[m],
+                    "agree": ok == pred[m],
+                    "real_error": err,
+                    "torch_state": data["loader"].get("torch_state"),
+                    "findings": sorted({f["code"] for f in data["findings"] if f["severity"] != "info"}),
+                }
+                rows.append(row)
+                _print_row(row)
+                if output:
+                    Path(output).write_text(json.dumps(rows, indent=1))
     return rows
+
+
+def _print_row(r: dict[str, Any]) -> None:
+    mark = "agree" if r["agree"] else "MISS "
+    print(
+        f"{mark} {r['soname']:<22} {r['module']:<10} real={'ok' if r['real'] else 'fails'} "
+        f"predicted={'ok' if r['predicted'] else 'fails'}  {r['real_error'][:90]}",
+        flush=True,
+    )
 
 
 def main() -> int:
@@ -147,17 +167,9 @@ def main() -> int:
     ap.add_argument("--soname", action="append", default=[])
     ap.add_argument("-o", "--output")
     args = ap.parse_args()
-    rows = run(args.python, args.modules or ["torch"], args.soname or list(DEFAULT_SONAMES))
-    for r in rows:
-        mark = "agree" if r["agree"] else "MISS "
-        print(
-            f"{mark} {r['soname']:<22} {r['module']:<10} real={'ok' if r['real'] else 'fails'} "
-            f"predicted={'ok' if r['predicted'] else 'fails'}  {r['real_error'][:90]}"
-        )
+    rows = run(args.python, args.modules or ["torch"], args.soname or list(DEFAULT_SONAMES), args.output)
     agree = sum(r["agree"] for r in rows)
     print(f"{agree} of {len(rows)} agree")
-    if args.output:
-        Path(args.output).write_text(json.dumps(rows, indent=1))
     return 0 if agree == len(rows) else 1
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cudastack.cli import main
-from tests.venvs import make_venv
+from tests.venvs import make_venv, site_of
 from tests.wheels import make_wheel, pip_install
 
 # name -> (files of app 1.0, app's Requires-Dist, the PKG017 severity expected, or None for none)
@@ -57,6 +57,17 @@ CASES: dict[str, tuple[dict[str, str], tuple[str, ...], str | None]] = {
         {
             "app/__init__.py": "import os, sys\n\nsys.path.insert(0, os.path.dirname(__file__))\nimport sibling\n",
             "app/sibling.py": "VALUE = 1\n",
+        },
+        (),
+        None,
+    ),
+    # botorch 0.18.1's shape: stray scripts beside the package, in directories without __init__
+    # (scripts/, build/lib/scripts/); `import app` never runs them
+    "stray-scripts-beside-the-package": (
+        {
+            "app/__init__.py": "VALUE = 1\n",
+            "scripts/run_tutorials.py": "import lost_plotting\n",
+            "build/lib/scripts/run_tutorials.py": "import lost_plotting\n",
         },
         (),
         None,
@@ -134,3 +145,42 @@ def test_the_chain_names_each_module_level_statement(tmp_path: Path, capsys: pyt
     assert chain[0] == "import app"
     assert chain[1].endswith("app/__init__.py:1 `from . import backend`")
     assert chain[2].endswith("app/backend.py:2 `import lost_plotting`")
+
+
+def test_a_distribution_of_only_namespaced_modules_is_judged_by_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stray-script rule needs a package of the distribution's own to set them aside: a
+    distribution that is nothing but ``nsdir/tool.py`` is imported as ``import nsdir.tool``,
+    which really fails."""
+    links = tmp_path / "wheels"
+    make_wheel(links, "app", "1.0", {"nsdir/tool.py": b"import lost_plotting\n"})
+    python = make_venv(tmp_path / "env")
+    pip_install(python, links, "app", extra=("--no-deps",))
+    real = subprocess.run([str(python), "-I", "-c", "import nsdir.tool"], capture_output=True, text=True, check=False)
+    assert "No module named 'lost_plotting'" in real.stderr
+    rc, found = doctor(python, capsys)
+    assert [(f["code"], f["subject"], f["severity"]) for f in found] == [("PKG017", "app -> lost_plotting", "error")]
+    assert rc == 1
+
+
+def test_setuptools_provides_distutils_through_its_shim(tmp_path: Path) -> None:
+    """Python 3.12 has no distutils; setuptools' ``_distutils_hack`` (run first by
+    ``setuptools/__init__.py``, and by distutils-precedence.pth at start-up) makes ``import
+    distutils`` load ``setuptools/_distutils``. setuptools' own ``monkey.py`` imports
+    ``distutils.filelist`` at module level, so judging it unprovided gave PKG017 errors on healthy
+    Python 3.12 environments (the H200's, docs/validation.md). Reality here: the real shim loads
+    setuptools' copy; the doctor counts distutils among what setuptools provides."""
+    from cudastack.env.dists import iter_distributions
+    from cudastack.env.unprovided import _shipped_modules
+
+    python = make_venv(tmp_path / "env", with_pip=True)
+    real = subprocess.run(
+        [str(python), "-I", "-c", "import setuptools, distutils; print(distutils.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "/setuptools/_distutils/" in real.stdout, real.stdout
+    (setuptools,) = [d for d in iter_distributions([str(site_of(python))]) if d.key == "setuptools"]
+    assert "distutils" in _shipped_modules(setuptools)

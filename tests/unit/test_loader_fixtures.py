@@ -123,6 +123,26 @@ def test_origin_is_the_directory_of_the_path_as_opened(tmp_path: Path) -> None:
     assert same([tmp_path / "farm" / "libg.so"])[0][1] is False
 
 
+def test_dotdot_after_a_directory_symlink_climbs_from_the_link_target(tmp_path: Path) -> None:
+    """$ORIGIN keeps the path as opened, symlinked directories included, but ld.so never
+    normalises the ``..`` of ``$ORIGIN/../..``: the kernel does, after following the link, so the
+    climb leaves from the target's directory (the plan's overlay relies on this: plan/overlay.py)."""
+    build(tmp_path / "today" / "dep" / "libf.so", F_C)
+    build(
+        tmp_path / "today" / "pkg" / "lib" / "libg.so",
+        USES_F,
+        libs=(f"-L{tmp_path / 'today' / 'dep'}", "-lf"),
+        flags=("-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/../../dep"),
+    )
+    (tmp_path / "overlay" / "dep").mkdir(parents=True)
+    os.symlink(tmp_path / "today" / "pkg", tmp_path / "overlay" / "pkg")
+    g = tmp_path / "overlay" / "pkg" / "lib" / "libg.so"
+    # <overlay>/pkg/lib/../../dep is <today>/dep, which has libf.so; <overlay>/dep has none
+    assert same([g])[0][1] is True
+    os.rename(tmp_path / "today" / "dep" / "libf.so", tmp_path / "overlay" / "dep" / "libf.so")
+    assert same([g])[0][1] is False
+
+
 def test_an_already_loaded_soname_wins_over_the_search(tmp_path: Path) -> None:
     """A DT_NEEDED is satisfied by any object already in the process with that soname, even one
     loaded RTLD_LOCAL: the first libdup.so.1 (without newfunc) wins, so libuser fails."""

@@ -1589,6 +1589,14 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
     ImportError`), one inside a function or a branch, and a module reached only through one of
     those, is never judged here: it fails later, if at all.
 
+    What is not an import of the distribution, and so not judged: top-level names that wheels
+    ship by mistake (`tests`, `examples`, `docs`, `setup`, …), and module files in directories
+    without `__init__.py` when the distribution has a package or top-level module of its own
+    (botorch 0.18.1 ships `scripts/parse_sphinx.py` and `build/lib/scripts/…` beside `botorch/`:
+    `import botorch` never runs them). A distribution that is nothing but such modules is judged
+    by them. `distutils` counts as provided by setuptools (its `_distutils_hack` shim loads
+    `setuptools/_distutils`, the only distutils on Python ≥ 3.12).
+
     Unlike PKG001 this needs no `Requires-Dist`: it finds the dependency a distribution uses and
     does not declare (matplotlib-inline imports matplotlib and does not require it).
 

@@ -116,7 +116,9 @@ class Context:
         packages of a module that nothing in the environment provides (``env/unprovided.py``)."""
         from cudastack.env.unprovided import find_unprovided_imports
 
-        return find_unprovided_imports(self.target, self.inventory)
+        background = self.__dict__.pop("_unprovided_search", None)
+        found = background.result() if background is not None else None
+        return found if found is not None else find_unprovided_imports(self.target, self.inventory)
 
     @functools.cached_property
     def builds(self) -> dict[str, BuildMismatch]:
@@ -183,11 +185,23 @@ class Context:
 
         self.__dict__["_device_scan"] = BackgroundScan(self.inventory, self.elf_cache, deep=self.target.deep)
 
+    def prefetch_unprovided_imports(self) -> None:
+        """Start the search for unprovided imports on another CPU now (see ``BackgroundSearch``),
+        under the same conditions as :meth:`prefetch_device_code`."""
+        from cudastack.parallel import spare_cpus
+
+        if "unprovided_imports" in self.__dict__ or "_unprovided_search" in self.__dict__ or not spare_cpus():
+            return
+        from cudastack.env.unprovided import BackgroundSearch
+
+        self.__dict__["_unprovided_search"] = BackgroundSearch(self.target, self.inventory)
+
     def close(self) -> None:
         """Stop background work nobody collected."""
-        background = self.__dict__.pop("_device_scan", None)
-        if background is not None:
-            background.cancel()
+        for name in ("_device_scan", "_unprovided_search"):
+            background = self.__dict__.pop(name, None)
+            if background is not None:
+                background.cancel()
 
     def installer_prefix(self) -> list[str]:
         """How to run an installer against *this* environment (never a bare ``pip``)."""
@@ -289,6 +303,8 @@ def run_rules(
     gpus = bool(ctx.target.gpu.gpus)
     if any(not why and (r.device_code == "always" or (r.device_code == "per-gpu" and gpus)) for r, why in rules):
         ctx.prefetch_device_code()
+    if any(not why and r.code == "PKG017" for r, why in rules):
+        ctx.prefetch_unprovided_imports()  # PKG017's search needs nothing the prediction computes
     try:
         return _run(ctx, rules)
     finally:

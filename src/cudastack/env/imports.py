@@ -1997,16 +1997,19 @@ def _names_module(node: ast.AST, base: str, *, bare_words: bool = False) -> bool
 
 CACHE_ENV = "CUDASTACK_NO_CACHE"
 """Set to 1 to neither read nor write the verdict cache (the benchmarks' "cache off")."""
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 _loaded: dict[str, dict[str, Any]] = {}
 
 
 def _cache_file(dist: Distribution) -> str | None:
-    """Where the verdicts for this exact installation of ``dist`` are kept: named by a digest of
-    cudastack's own source (:func:`cudastack.cache.source_digest`), its location, version,
-    RECORD and the size and mtime of each Python file and extension module it lists (so a new
-    cudastack, an edited file, a reinstall or a moved environment start afresh); None for an
-    editable install (its files are not in RECORD) or when caching is off."""
+    """Where the verdicts for these exact files of ``dist`` are kept: named by a digest of
+    cudastack's own source (:func:`cudastack.cache.source_digest`), its name, version, RECORD and
+    the identity (st_dev, st_ino, size, mtime_ns, ctime_ns, read through links) of each Python
+    file and extension module it lists, so a new cudastack, an edited file, a reinstall start
+    afresh. Not its location: a verdict depends on the distribution's own files and their layout
+    (:class:`ImportTime` reads nothing else), a guard's path is kept relative to the site
+    directory, and the plan's overlay, a new directory of links each run, shares today's entries.
+    None for an editable install (its files are not in RECORD) or when caching is off."""
     if os.environ.get(CACHE_ENV) == "1" or dist.record is None or dist.editable_path:
         return None
     import hashlib  # here: only a failing module's package pays for it
@@ -2015,7 +2018,7 @@ def _cache_file(dist: Distribution) -> str | None:
     from cudastack.target import state_root
 
     # keyed on cudastack's own source too: a changed verdict logic never reads an older answer
-    h = hashlib.sha256(f"{_CACHE_VERSION}\0{source_digest()}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode())
+    h = hashlib.sha256(f"{_CACHE_VERSION}\0{source_digest()}\0{dist.key}\0{dist.version}\0".encode())
     try:
         with open_file(os.path.join(dist.meta_dir, "RECORD")) as fh:
             h.update(fh.read())
@@ -2025,16 +2028,21 @@ def _cache_file(dist: Distribution) -> str | None:
         if e.path.endswith((".py", ".so")):
             try:
                 st = os.stat(dist.abspath(e.path))
-                h.update(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                ident = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
+                h.update(f"{e.path}\0{ident}\n".encode())
             except OSError:
                 h.update(f"{e.path}\0-\n".encode())
     return str(state_root() / "cache" / "imports" / f"{dist.key}-{h.hexdigest()[:32]}.json")
 
 
+_HERE = "\0site/"
+"""Stands for the site directory in a cached guard's path (no path holds a NUL)."""
+
+
 def import_verdict(dist: Distribution, module_path: str) -> tuple[bool, str | None]:
     """For an extension module that fails to load: whether importing its package loads it
     (:func:`referenced_at_import`) and, if so, the ``try`` that guards it
-    (:func:`find_import_guard`). Kept per installation in the state directory: the analysis may
+    (:func:`find_import_guard`). Kept per set of files in the state directory: the analysis may
     parse a whole package (numba: 290 files, 2 s), its inputs rarely change."""
     hit, path, data = _cached(dist, module_path)
     if hit is not None:
@@ -2042,7 +2050,7 @@ def import_verdict(dist: Distribution, module_path: str) -> tuple[bool, str | No
     at = referenced_at_import(dist, module_path)
     guard = find_import_guard(dist, module_path) if at else None
     if path and data is not None:
-        data["modules"][os.path.relpath(module_path, dist.site_dir)] = [at, guard]
+        _remember(dist, module_path, at, guard, data)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{os.getpid()}.tmp"
@@ -2052,6 +2060,12 @@ def import_verdict(dist: Distribution, module_path: str) -> tuple[bool, str | No
         except OSError:
             pass  # a read-only home: no cache, same answers
     return at, guard
+
+
+def _remember(dist: Distribution, module_path: str, at: bool, guard: str | None, data: dict[str, Any]) -> None:
+    site = os.path.normpath(dist.site_dir) + os.sep
+    kept = _HERE + guard[len(site) :] if guard and guard.startswith(site) else guard
+    data["modules"][os.path.relpath(module_path, dist.site_dir)] = [at, kept]
 
 
 def _cached(
@@ -2072,7 +2086,10 @@ def _cached(
         _loaded[path] = data
     hit = data["modules"].get(rel) if data else None
     if isinstance(hit, list) and len(hit) == 2 and isinstance(hit[0], bool):
-        return (hit[0], hit[1] if isinstance(hit[1], str) else None), path, data
+        guard = hit[1] if isinstance(hit[1], str) else None
+        if guard and guard.startswith(_HERE):
+            guard = os.path.join(os.path.normpath(dist.site_dir), guard[len(_HERE) :])
+        return (hit[0], guard), path, data
     return None, path, data
 
 
@@ -2085,6 +2102,12 @@ def import_verdicts(items: Sequence[tuple[Distribution, str]]) -> list[tuple[boo
     The parent keeps no share of its own: a child exits without freeing the syntax trees it
     built (vllm 0.33: 2,210 files, ~10M objects, 1-2 s to free), and the parent stays small.
     """
+    return start_import_verdicts(items)()
+
+
+def start_import_verdicts(items: Sequence[tuple[Distribution, str]]) -> Callable[[], list[tuple[bool, str | None]]]:
+    """:func:`import_verdicts`, its children started now: the returned function collects the
+    answers (waiting for them), so the caller can do other work meanwhile."""
     out: list[tuple[bool, str | None] | None] = [_cached(d, p)[0] for d, p in items]
     groups: dict[str, list[int]] = {}
     for i, (dist, _path) in enumerate(items):
@@ -2098,10 +2121,21 @@ def import_verdicts(items: Sequence[tuple[Distribution, str]]) -> list[tuple[boo
         return [(i, *import_verdict(*items[i])) for group in share for i in group]
 
     forked = [Forked(verdicts, work[k::children]) for k in range(children)]
-    done = {} if forked else {i: (at, guard) for i, at, guard in verdicts(work)}
-    for child in forked:
-        answer = child.result()
-        if isinstance(answer, list):
-            done.update((i, (at, guard)) for i, at, guard in answer)
-    # a child that gave no answer: its share is worked out here
-    return [v or done.get(i) or import_verdict(*items[i]) for i, v in enumerate(out)]
+
+    def collect() -> list[tuple[bool, str | None]]:
+        done = {} if forked else {i: (at, guard) for i, at, guard in verdicts(work)}
+        for child in forked:
+            answer = child.result()
+            if isinstance(answer, list):
+                done.update((i, (at, guard)) for i, at, guard in answer)
+        for group in work if forked else ():
+            # what the children wrote, into this process's copy: a later call's children start from it
+            # and would otherwise write the file without these entries (a repeat run missed them)
+            data = _cached(*items[group[0]])[2]
+            for i in group:
+                if data is not None and i in done:
+                    _remember(*items[i], *done[i], data)
+        # a child that gave no answer: its share is worked out here
+        return [v or done.get(i) or import_verdict(*items[i]) for i, v in enumerate(out)]
+
+    return collect

@@ -38,11 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from cudastack.env.dists import Distribution
-from cudastack.files import open_file
+from cudastack.files import read_bytes
 
 _LOADERS = {"CDLL": "ctypes", "PyDLL": "ctypes", "LoadLibrary": "ctypes", "load_library": "torch.ops"}
 _CALL = re.compile(rb"\b(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location)\s*\(")
 _CALL_WORDS = (b"CDLL", b"PyDLL", b"LoadLibrary", b"load_library", b"spec_from_file_location")
+_SONAME_WORDS = tuple(w.encode() for w, how in _LOADERS.items() if how == "ctypes")
+"""The calls that may open a library by a bare soname (:func:`_load`)."""
 _MAX_BYTES = 1 << 20
 
 
@@ -66,23 +68,27 @@ class NativeLoad:
 
 def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     """The native loads in the import-time code of ``dist`` (see the module docstring), kept
-    between runs per installation (:func:`_cache_file`): on a repeat run over vllm's 147
-    distributions the scan parsed and walked the same Python again (~1 s of ~2 s)."""
+    between runs per set of files (:func:`_cache_file`): on a repeat run over vllm's 147
+    distributions the scan parsed and walked the same Python again (~1 s of ~2 s). Paths are kept
+    relative to the site directory, so the plan's overlay (links to the same files in a new
+    directory each run) reads what the doctor on today's environment wrote."""
     path = _cache_file(dist)
+    site = os.path.normpath(dist.site_dir) + os.sep
     if path is not None:
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
             if len(data) >= 4 and zlib.crc32(data[4:]) == int.from_bytes(data[:4], "little"):
-                return [
-                    NativeLoad(where=w, how=h, paths=tuple(p), soname=so, guard=g)
-                    for w, h, p, so, g in marshal.loads(data[4:])
-                ]
+                return [_load_from(row, site) for row in marshal.loads(data[4:])]
         except (OSError, ValueError, EOFError, TypeError):
-            pass  # absent or corrupt: scan again
+            pass  # absent, corrupt or of another shape: scan again
     found = _scan(dist)
     if path is not None:
-        payload = marshal.dumps([(x.where, x.how, x.paths, x.soname, x.guard) for x in found])
+        payload = marshal.dumps([
+            (_relative(x.where, site), x.how, tuple(_relative(p, site) for p in x.paths), x.soname,
+             _relative(x.guard, site) if x.guard else x.guard, x.each)
+            for x in found
+        ])  # fmt: skip
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -95,14 +101,35 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     return found
 
 
-_CACHE_VERSION = 1
+def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool], site: str) -> NativeLoad:
+    where, how, paths, soname, guard, each = row
+    paths = tuple(_rebase(p, site) for p in paths)
+    guard = _rebase(guard, site) if guard else guard
+    return NativeLoad(where=_rebase(where, site), how=how, paths=paths, soname=soname, guard=guard, each=each)
+
+
+_HERE = "\0site/"
+"""Stands for the site directory in a cached path (no path holds a NUL)."""
+
+
+def _relative(path: str, site: str) -> str:
+    return _HERE + path[len(site) :] if path.startswith(site) else path
+
+
+def _rebase(path: str, site: str) -> str:
+    return site + path[len(_HERE) :] if path.startswith(_HERE) else path
+
+
+_CACHE_VERSION = 2
 
 
 def _cache_file(dist: Distribution) -> str | None:
-    """Where the scan of this exact installation of ``dist`` is kept: named by a digest of
-    cudastack's source, the distribution's location, name, version and RECORD paths, and the
-    identity (size, mtime_ns, ctime_ns) of each Python file it lists; None for an editable install
-    or when caching is off (``CUDASTACK_NO_CACHE=1``)."""
+    """Where the scan of these exact files of ``dist`` is kept: named by a digest of cudastack's
+    source, the distribution's name, version and RECORD paths, and the identity (st_dev, st_ino,
+    size, mtime_ns, ctime_ns) of each Python file it lists, read through links, not its location
+    (the scan's answer depends on the files and the layout RECORD gives, and a path in it is kept
+    relative to the site directory); None for an editable install or when caching is off
+    (``CUDASTACK_NO_CACHE=1``)."""
     if os.environ.get("CUDASTACK_NO_CACHE") == "1" or not dist.record or dist.editable_path:
         return None
     import hashlib
@@ -110,13 +137,13 @@ def _cache_file(dist: Distribution) -> str | None:
     from cudastack.cache import source_digest
     from cudastack.target import state_root
 
-    h = hashlib.sha256(f"{_CACHE_VERSION}\0{source_digest()}\0{dist.site_dir}\0{dist.key}\0{dist.version}\0".encode())
+    h = hashlib.sha256(f"{_CACHE_VERSION}\0{source_digest()}\0{dist.key}\0{dist.version}\0".encode())
     for e in dist.record:
         h.update(e.path.encode("utf-8", "surrogateescape") + b"\0")
         if e.path.endswith(".py") and not e.path.startswith(".."):
             try:
                 st = os.stat(dist.abspath(e.path))
-                h.update(f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
+                h.update(f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
             except OSError:
                 h.update(b"-\n")
     return str(state_root() / "cache" / "native-loads" / f"{dist.key}-{h.hexdigest()[:32]}.marshal")
@@ -151,25 +178,48 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
     hits = {n: r for n, r in raws.items() if any(w in r for w in _CALL_WORDS) and _CALL.search(r)}
     if not hits:
         return []
-    files = {n: dist.abspath(rel) for n, rel in files.items()}
     record = [dist.abspath(e.path) for e in dist.record or () if not e.path.startswith("..")]
+    # a load by path names a file of RECORD with .so in its name, and only ctypes loads by a bare
+    # soname: without such a file only ctypes calls can load anything (transformers ships none,
+    # and its helpers that call spec_from_file_location are named in hundreds of its files)
+    by_path = any(".so" in os.path.basename(p) for p in record)
+    words = _CALL_WORDS if by_path else _SONAME_WORDS
+    if not by_path and not any(w in r for r in hits.values() for w in words):
+        return []
+    files = {n: dist.abspath(rel) for n, rel in files.items()}
     trees = {n: t for n, r in hits.items() if (t := _parse(r)) is not None}
     # a root's calls matter only by the names of the hit files' functions: a root whose bytes hold
     # none of them is not parsed (cutlass-dsl's generated MLIR bindings: 3 MB, ~3 s to parse); nor
-    # is a module below it unless it imports the hit file whose function it calls (torchaudio's
+    # is a module below it unless it imports a parsed file whose function it names (torchaudio's
     # _extension/__init__.py: `from .utils import _load_lib`, then `_load_lib("_torchaudio")`)
     funcs = {f.name.encode() for t in trees.values() for f in t.body if isinstance(f, ast.FunctionDef)}
-    for n, r in raws.items():
-        if n in trees:
+    # Those other files count only by their calls of a hit file's function that makes a loading
+    # call (a guard on the call of any other function guards nothing), so only a file naming one
+    # of those needs its tree, and a file it imports its function names (to tell whether it would
+    # be parsed by the rule above): the rest is never parsed (transformers: 50 files -> a few).
+    loading = {f.encode() for n, t in trees.items() for f in _loading_functions(raws[n], t, words)}
+    order = {n: i for i, n in enumerate(raws)}
+    wanted = [n for n, r in raws.items() if n not in trees and any(f in r for f in loading)]
+    imports: dict[str, list[str]] = {}
+    needed: set[str] = set()
+    while wanted:  # each file whose parse decision a wanted one depends on: what it imports before it
+        n = wanted.pop()
+        if n in needed:
             continue
+        needed.add(n)
         if n not in roots:
             package = n if files[n].endswith("__init__.py") else n.rpartition(".")[0]
-            imported = [h for h in _imported(r, package) if h in trees]
-            own = {f.name.encode() for h in imported for f in trees[h].body if isinstance(f, ast.FunctionDef)}
-        else:
+            imports[n] = [h for h in _imported(raws[n], package) if h in raws]
+            wanted.extend(h for h in imports[n] if h not in trees and order[h] < order[n])
+    for n in sorted(needed, key=order.__getitem__):  # the rule above, in its order, on these only
+        if n in roots:
             own = funcs
-        if any(f in r for f in own) and (t := _parse(r)) is not None:
+        else:
+            imported = [h for h in imports[n] if h in trees and (h in hits or order[h] < order[n])]
+            own = {f.name.encode() for h in imported for f in trees[h].body if isinstance(f, ast.FunctionDef)}
+        if any(f in raws[n] for f in own) and (t := _parse(raws[n])) is not None:
             trees[n] = t
+    trees = {n: trees[n] for n in sorted(trees, key=lambda n: (n not in hits, order[n]))}
     # a function called at module level runs at import; its loads are guarded only when every
     # such call sits in a try that catches (torchcodec's `try: load_core_libraries()`)
     called: dict[str, str | None] = {}
@@ -228,35 +278,67 @@ def _imported_functions(tree: ast.Module, package: str, files: dict[str, str]) -
     return out
 
 
-_RELATIVE = re.compile(rb"^\s*from\s+(\.+\w*|\w+(?:\.\w+)+)\s+import\s", re.MULTILINE)
-_FROM_PACKAGE = re.compile(rb"^\s*from\s+(\.+\w*(?:\.\w+)*)\s+import\s+\(?\s*(\w+(?:\s*,\s*\w+)*)", re.MULTILINE)
+# Each pattern that means "at the start of a line" is written as a newline followed by the rest
+# and run over the bytes with a newline put in front: a pattern with a literal first byte is
+# searched for that byte, where ``^`` under ``re.M`` tries every position (~6x slower). A match
+# never ends just past a newline (``import(?=\s)`` looks at the separator without taking it), so
+# each line start is tried exactly where ``^`` would try it.
+_RELATIVE = re.compile(rb"\n\s*from\s+(\.+\w*|\w+(?:\.\w+)+)\s+import(?=\s)")
+_FROM_PACKAGE = re.compile(rb"\n\s*from\s+(\.+\w*(?:\.\w+)*)\s+import\s+\(?\s*(\w+(?:\s*,\s*\w+)*)")
 _HOPS = 2
 
 
 def _imported(raw: bytes, package: str) -> list[str]:
     """Modules a file names in ``from X import`` (X itself) and ``from . import a, b`` (the
     submodules ``a`` and ``b``): torchaudio's ``__init__`` does ``from . import _extension``."""
-    out = [_resolve(mod.decode(), package) for mod in _RELATIVE.findall(raw)]
-    for mod, names in _FROM_PACKAGE.findall(raw):
+    lines = b"\n" + raw
+    out = [_resolve(mod.decode(), package) for mod in _RELATIVE.findall(lines)]
+    for mod, names in _FROM_PACKAGE.findall(lines):
         base = _resolve(mod.decode(), package)
         out.extend(f"{base}.{n.strip()}" for n in names.decode().split(","))
     return out
 
 
-_TOP_CALL = re.compile(rb"^(?:\w+\s*=\s*)?(\w+)\(", re.MULTILINE)
-_FROM_ANY = re.compile(rb"^from\s+(\.*[\w.]*)\s+import\s+(\([^)]*\)|[^\n]*)", re.MULTILINE)
+_TOP_CALL = re.compile(rb"\n(?:\w+\s*=\s*)?(\w+)\(")
+_FROM_ANY = re.compile(rb"\nfrom\s+(\.*[\w.]*)\s+import\s+(\([^)]*\)|[^\n]*)")
 
 
 def _called_from(raw: bytes, package: str) -> list[str]:
     """Modules whose names a file imports (``from X import f``) and calls at column 0 (``f()``,
     ``x = f()``): a call that runs at import."""
-    calls = set(_TOP_CALL.findall(raw))
+    lines = b"\n" + raw
+    calls = set(_TOP_CALL.findall(lines))
     if not calls:
         return []
     return [
         _resolve(mod.decode(), package)
-        for mod, names in _FROM_ANY.findall(raw)
+        for mod, names in _FROM_ANY.findall(lines)
         if calls.intersection(re.findall(rb"\w+", re.sub(rb"#[^\n]*", b"", names)))
+    ]
+
+
+def _is_loading_call(node: ast.AST, words: tuple[bytes, ...] = _CALL_WORDS) -> bool:
+    """A call :func:`_load` may take for a load (by the called name alone), among ``words``."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return fname.encode() in words
+
+
+def _loading_functions(raw: bytes, tree: ast.Module, words: tuple[bytes, ...]) -> list[str]:
+    """The module-level functions whose lines hold one of ``words``, the names of the loading
+    calls that can find something here (none there, no such call in it: a cheap superset of
+    walking each function's tree for one). A file with a bare carriage return counts its lines
+    otherwise than ``split``: its functions are walked."""
+    funcs = [f for f in tree.body if isinstance(f, ast.FunctionDef)]
+    if b"\r" in raw:
+        return [f.name for f in funcs if any(_is_loading_call(c, words) for c in ast.walk(f))]
+    lines = raw.split(b"\n")
+    return [
+        f.name
+        for f in funcs
+        if any(w in line for line in lines[f.lineno - 1 : f.end_lineno or f.lineno] for w in words)
     ]
 
 
@@ -283,8 +365,7 @@ def _resolve(mod: str, package: str) -> str:
 
 def _read(path: str) -> bytes:
     try:
-        with open_file(path) as fh:
-            return fh.read(_MAX_BYTES)
+        return read_bytes(path, _MAX_BYTES).data
     except OSError:
         return b""
 
@@ -319,26 +400,31 @@ def _loads_in(
     functions that module-level code of the files read calls by name (one level). ``foreign``:
     functions the file imports from others (:func:`_imported_functions`); ``args``: the constant
     arguments every module-level call of a function passes (torchvision's ``_load_library("_C")``),
-    bound to its parameters."""
-    funcs = {**(foreign or {}), **{n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}}
+    bound to its parameters. The names a body assigns and its fallback loops are worked out only
+    for a body that makes a loading call (walking every assignment of transformers' import_utils
+    cost more than the rest)."""
     own = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    assigns = _assignments(tree)
+    funcs = {**(foreign or {}), **own}
+    module_body = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
+    bodies: list[tuple[list[ast.stmt], ast.FunctionDef | None, str | None]] = [(module_body, None, None)]
+    bodies += [(own[f].body, own[f], called[f]) for f in sorted(called.keys() & own.keys())]
+    assigns: dict[str, ast.expr] | None = None
     out: list[NativeLoad] = []
-    bodies: list[tuple[list[ast.stmt], dict[str, ast.expr], str | None]] = [
-        (
-            [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)],
-            assigns,
-            None,
-        )
-    ]
-    bodies += [
-        (own[f].body, {**assigns, **_assignments(own[f]), **_bound(own[f], (args or {}).get(f))}, called[f])
-        for f in sorted(called.keys() & own.keys())
-    ]
-    for body, names, outer in bodies:
-        each = _in_fallback_loops(body)
+    for body, func, outer in bodies:
+        names: dict[str, ast.expr] | None = None
+        each: set[int] = set()
         for stmt, guard in _statements(body, None):
             for call in (c for c in ast.walk(stmt) if isinstance(c, ast.Call)):
+                if not _is_loading_call(call):
+                    continue  # _load takes none of these
+                if names is None:
+                    assigns = _assignments(tree) if assigns is None else assigns
+                    names = (
+                        assigns
+                        if func is None
+                        else {**assigns, **_assignments(func), **_bound(func, (args or {}).get(func.name))}
+                    )
+                    each = _in_fallback_loops(body)
                 load = _load(call, path, names, record, guard, funcs)
                 if load is not None and id(call) in each:
                     load = replace(load, each=True)
@@ -589,7 +675,7 @@ def find_op_uses(dist: Distribution) -> list[OpUse]:
     a branch whose test is not decided statically is not entered, nor the modules it imports
     (torchcodec's ``if _FFMPEG_AVAILABLE: from ._ffmpeg_ops import *``; torchvision's
     ``if torchvision.extension._has_ops():`` around its ``register_autograd`` calls)."""
-    from cudastack.env.imports import _absolute, import_time
+    from cudastack.env.imports import import_time
     from cudastack.env.unprovided import column0_imports
 
     run = import_time(dist)
@@ -611,9 +697,8 @@ def find_op_uses(dist: Distribution) -> list[OpUse]:
             raw = _read(path)
             if b"torch.ops." not in raw and not any(w.encode() in raw for w in _OP_REGISTRARS):
                 # nothing to find here: only its module-level imports, found without a parse
-                for _line, node, _text in column0_imports(path):
-                    for name in _absolute(node, package):
-                        enter(name)
+                for name in column0_imports(path, package):
+                    enter(name)
                 continue
             tree = run.tree(path)
             if tree is not None:

@@ -29,9 +29,9 @@ from cudastack.elf.cache import ElfCache
 from cudastack.elf.reader import ElfFile
 from cudastack.env.crossdist import Outer, Reach
 from cudastack.env.dists import Distribution
-from cudastack.env.imports import import_verdicts, imported_plainly, lazy_attribute, module_name, package_imports
+from cudastack.env.imports import imported_plainly, lazy_attribute, module_name, package_imports, start_import_verdicts
 from cudastack.env.inventory import Inventory, iter_native_files
-from cudastack.env.native_loads import OpUse, find_native_loads, find_op_uses, library_defines
+from cudastack.env.native_loads import NativeLoad, OpUse, find_native_loads, find_op_uses, library_defines
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import Resolution
 from cudastack.loader.system import LoaderConfig, detect_loader
@@ -166,17 +166,19 @@ def _lazy_attributes(
         pred.files[i] = replace(f, predicted="on-demand", context=why)
 
 
-def _loaded_without_import(pred: Prediction, inventory: Inventory, base: Process) -> None:
+def _loaded_without_import(
+    pred: Prediction, inventory: Inventory, base: Process, native_loads: dict[str, list[NativeLoad]]
+) -> None:
     """Native files a package loads at import by path or soname (:mod:`cudastack.env.native_loads`):
     a file of the package that fails there fails ``import`` (it was judged on demand), and a
     library opened by soname that the loader does not find (a driver library on a host without
-    the driver) fails it too. Loads inside a ``try`` that catches the error are left alone."""
+    the driver) fails it too. Loads inside a ``try`` that catches the error are left alone, except
+    a ``torch.ops.load_library`` whose package does not survive the failure: module-level code
+    that surely runs next needs an operator the failing library defines (torchvision's _C.so)."""
     index = {f.path: i for i, f in enumerate(pred.files)}
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
-        if dist.key == "torch":
-            continue  # torch's own start-up: loader/torch_start.py
         uses: list[OpUse] | None = None
-        for load in find_native_loads(dist):
+        for load in native_loads.get(dist.key, ()):
             if load.guard and load.how != "torch.ops":
                 continue
             why = f"loaded at import by {load.how} ({load.where})"
@@ -534,7 +536,14 @@ def predict(
         )
     # for a module that fails: whether its package's import loads it, and then whether a
     # try/except guards that (reading the package's Python, distributions side by side)
-    verdicts = import_verdicts([(dist, path) for _i, dist, path in failing])
+    collect = start_import_verdicts([(dist, path) for _i, dist, path in failing])
+    # while the children work out the verdicts: the scan for native loads, which needs none of them
+    native_loads = {
+        dist.key: find_native_loads(dist)
+        for dist in sorted(inventory.dists.values(), key=lambda d: d.key)
+        if dist.key != "torch"  # torch's own start-up: loader/torch_start.py
+    }
+    verdicts = collect()
     for (i, _dist, _path), (at_import, guard) in zip(failing, verdicts, strict=True):
         pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
     if torch_proc is not None:
@@ -571,7 +580,7 @@ def predict(
             )
         )
     _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
-    _loaded_without_import(pred, inventory, base)
+    _loaded_without_import(pred, inventory, base, native_loads)
     _loaded_by_requirers(pred, inventory)
     _block_dependents(pred, inventory)
     pred.files.extend(_stdlib_modules(target, base, config, cache))

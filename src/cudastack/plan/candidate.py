@@ -14,7 +14,7 @@ from cudastack.doctor import run_doctor
 from cudastack.env.inventory import Inventory
 from cudastack.findings import Finding, Severity
 from cudastack.plan.fetch import Extracted, Fetched, WheelCache
-from cudastack.plan.overlay import Overlay, build_overlay, replaced_paths
+from cudastack.plan.overlay import Overlay, build_overlay, replaced_paths, unrecorded_tops
 from cudastack.plan.resolve import PendingResolution, PlanError, Planned, Resolution, pip_base, start_resolve
 from cudastack.report import Report
 from cudastack.target import Target, build_target
@@ -130,6 +130,7 @@ def judge_candidate(
         excluded=excluded,
         planned=[e.root for e in extracted],
         parent=cache.root / "overlays",
+        mirrored=unrecorded_tops(today.inventory, today.site),
     )
     timings["overlay"] = time.perf_counter() - t
     try:
