@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from cudastack.checks.registry import Context, SkipCheck, rule
@@ -119,12 +119,20 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
             distribution=items[0][0].distribution,
             path=requesters[0],
             evidence=tuple(f"needed by {r}" for r in requesters[:10])
+            + _loaded_by_path(f for f, _ in items)
             + (_searched(first.tried),)
             + (f"{provider} provides it" if provider else "no known distribution provides it",),
             fix=fix,
             hints=_degraded(dists),
             caused_by=cause,
         )
+
+
+def _loaded_by_path(files: Iterable[FilePrediction]) -> tuple[str, ...]:
+    """Why a file that no import statement names fails ``import``: the call that loads it (and,
+    for a guarded load, the later code that needs what it defines), as the prediction says."""
+    out = {f"{f.path}: {f.context}" for f in files if f.context.startswith("loaded at import by")}
+    return tuple(sorted(out))[:5]
 
 
 def _built_for_another(ctx: Context, modules: set[str]) -> BuildMismatch | None:

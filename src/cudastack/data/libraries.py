@@ -49,12 +49,12 @@ def provider_of(soname: str) -> str | None:
 
 
 # Distributions that catch their own extension's load failure and run degraded (import succeeds).
-# Sources: xformers#982 (WARNING[XFORMERS]), ao#2919 (Skipping import of cpp extensions),
-# vision#1405 (_C load error swallowed until an op is used).
+# Sources: xformers#982 (WARNING[XFORMERS]), ao#2919 (Skipping import of cpp extensions).
+# (torchvision is not one any more: since its _meta_registrations.py registers fake kernels at import,
+# a _C.so that fails makes `import torchvision` fail; the import model reads that from its code.)
 CATCHES_LOAD_FAILURE: dict[str, str] = {
     "xformers": "prints 'xFormers can't load C++/CUDA extensions' and runs without its kernels",
     "torchao": "skips its C++ extensions and runs without them",
-    "torchvision": "imports, then fails at the first op ('operator torchvision::nms does not exist')",
 }
 
 # Known preloaders: (distribution, soname it dlopen()s by name before its extension, source).

@@ -298,6 +298,19 @@ def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool
     if t is ast.UnaryOp and type(test.op) is ast.Not:  # type: ignore[attr-defined]
         inner = _static_test(test.operand, known)  # type: ignore[attr-defined]
         return None if inner is None else not inner
+    if t is ast.BoolOp:
+        # ``a and b`` / ``a or b``, left to right as Python evaluates it: decided by the first
+        # operand that short-circuits, provided every operand before it is decided too (an
+        # undecided one may be a call that runs). Cython's cython.py:
+        # ``if not TYPE_CHECKING and __name__ == '__main__':`` is False at import.
+        stop = type(test.op) is ast.Or  # type: ignore[attr-defined]
+        for operand in test.values:  # type: ignore[attr-defined]
+            value = _static_test(operand, known)
+            if value is None:
+                return None
+            if value is stop:
+                return stop
+        return not stop
     if t is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Eq:  # type: ignore[attr-defined]
         sides = [test.left, test.comparators[0]]  # type: ignore[attr-defined]
         if any(type(s) is ast.Name and s.id == "__name__" for s in sides) and any(
@@ -628,6 +641,8 @@ class _Walk:
         """("call" | "deco" | "arg" | "class" | "attr", file, scope (function node or None), node)."""
         self.factories: set[int] = set()
         """Decorator calls (``@register(...)``): what they return is called with the function."""
+        self.computed_in: dict[int, Any] = {}
+        """A call kept for :func:`_computed` → the function it runs in (None: the module)."""
 
     def run(
         self,
@@ -684,6 +699,7 @@ class _Walk:
                     type(node.args[0]) is JoinedStr or (type(node.args[0]) is Name and node.args[0].id == "__path__")
                 ):
                     keep(node)  # import_module(f".{subdir}", __package__), iter_modules(__path__): see _computed
+                    self.computed_in[id(node)] = scope
             elif t is ClassDef:
                 events(("class", path, scope, node))
                 self._decorators(path, scope, node)
@@ -739,6 +755,10 @@ class ImportTime:
         """The files run so far, in the order the traversal reached them."""
         self.running: dict[str, set[int]] = {}
         self.named: set[str] = set()
+        self._named_as: dict[str, set[str]] = {}
+        """Base name → the absolute names the import statements that run give it."""
+        self._named_loosely: set[str] = set()
+        """Base names a running string names (``import_module("pkg.mod")``): any module of that name."""
         self._files: dict[str, str] = {}
         for entry in dist.record or ():
             if entry.path.endswith(".py") and not entry.path.startswith(".."):
@@ -796,6 +816,9 @@ class ImportTime:
         ``__path__``: ``cuda.core._context`` is ``cuda/core/cu13/_context``."""
         self._imported: set[str] = set()
         """Every module name imported so far: looked for again whenever a graft appears."""
+        self._replaced: set[str] = set()
+        """Packages whose ``__path__`` a graft replaces: cuda-core's
+        ``globals().update(versioned_mod.__dict__)`` copies cu13's ``__path__`` over its own."""
 
     @property
     def modules(self) -> dict[str, str]:
@@ -812,6 +835,13 @@ class ImportTime:
     def _add(self, path: str, new: list[ast.AST]) -> None:
         self.running.setdefault(path, set()).update(map(id, new))
         self.named |= _named(new)
+        package = self._package_of(path)
+        for node in new:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for full in _absolute(node, package):
+                    self._named_as.setdefault(full.rpartition(".")[2], set()).add(full)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value:
+                self._named_loosely.update(node.value.split(".")[1:])
         self._queue.extend(self._imports(new, self._package_of(path), path))
 
     def advance(self) -> bool:
@@ -1082,6 +1112,7 @@ class ImportTime:
                 if s in self._files or s in self._extensions:
                     self._imported.add(s)
                     self.named.add(s.rsplit(".", 1)[-1])
+                    self._named_as.setdefault(s.rsplit(".", 1)[-1], set()).add(s)
 
     def _resolve_events(self) -> bool:
         """Resolve the calls, decorators, callbacks and class statements recorded since the last
@@ -1415,7 +1446,7 @@ class ImportTime:
     def loads(self, name: str) -> bool:
         """Whether importing the packages loads extension module ``name`` (dotted): running Python
         code names it, or an extension module that loads names it (see :func:`_compiled_refs`)."""
-        if "." not in name or self.names(name.rsplit(".", 1)[-1]):
+        if "." not in name or (self.names(name.rsplit(".", 1)[-1]) and self._may_name(name)):
             return True
         if self._at_import is None:
             site = self._dist.site_dir
@@ -1427,16 +1458,41 @@ class ImportTime:
             tops = sorted({n.split(".", 1)[0] for n in modules})
             while self.advance():
                 pass
-            at = {n for n in modules if "." not in n or n.rsplit(".", 1)[-1] in self.named}
+            # a name that running code mentions loads a module only inside a package whose
+            # __init__ runs too (importing a.b.c runs a and a.b first): cuda-core's cu12/_context
+            # is not loaded by `from cuda.core._context import *` when cu13 is the one chosen
+            at = {n for n in modules if "." not in n or (n.rsplit(".", 1)[-1] in self.named and self._may_name(n))}
             frontier = sorted(at)
             while frontier:
                 for ref in _compiled_refs(modules[frontier.pop()], tops, modules, at.__contains__):
-                    for known in ([ref] if ref in modules else []) + self._grafted(ref, modules):
+                    # under a package whose __path__ a graft replaced, a name is found in the graft
+                    # only: cu13/_texture.so names cuda.core._resource_handles, which is cu13's
+                    moved = any(p in self._replaced for p in _parents(ref))
+                    for known in ([ref] if ref in modules and not moved else []) + self._grafted(ref, modules):
                         if known not in at:
                             at.add(known)
                             frontier.append(known)
             self._at_import = at
         return "." not in name or name in self._at_import
+
+    def _may_name(self, name: str) -> bool:
+        """Whether the code run so far, which names extension module ``name``'s base name, can
+        mean this module. Not when a package above it has not run its ``__init__`` (importing
+        ``a.b.c`` runs ``a`` and ``a.b`` first; a namespace package without one needs nothing),
+        nor when every import statement giving that name imports another module, a Python file
+        of the distribution (``from .a import _fast``, ``a/_fast.py``, is not ``b/_fast.so``). The
+        same dotted name as a ``.py`` beside the ``.so`` is the extension: the import system's
+        finder tries extension suffixes before ``.py``. A name a string gives, or one no file of
+        the distribution answers (an attribute, a path grafted at run time), may be any module."""
+        if not all(p in self._seen for p in _parents(name) if p in self._files):
+            return False
+        base = name.rsplit(".", 1)[-1]
+        if base in self._named_loosely:
+            return True
+        return any(
+            full == name or full not in self._files or name in self._grafted(full, self._extensions)
+            for full in self._named_as.get(base, ())
+        )
 
     def imports_top_level(self, top: str) -> bool:
         """Whether the code that runs imports anything of top-level package ``top`` (another
@@ -1476,7 +1532,12 @@ class ImportTime:
                             out.append(imp)
                         imp = imp.rpartition(".")[0]
             elif isinstance(node, ast.Call):
-                chosen = [n for n in _computed(node, package, files) if n not in seen]
+                f = node.func
+                importer = (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) in _IMPORTERS
+                # (only an importer's name is worth folding: most calls kept are log calls' f-strings)
+                name = self._fold(path, self._walk.computed_in.get(id(node)), node.args[0]) if importer else None
+                picked = name if isinstance(name, str) and not isinstance(name, _ModuleRef) else None
+                chosen = [n for n in _computed(node, package, files, picked) if n not in seen]
                 out.extend(chosen)
                 walked = isinstance(node.args[0], ast.Name)  # iter_modules(__path__): no graft
                 grafted = [
@@ -1490,9 +1551,88 @@ class ImportTime:
                 ]
                 for n in grafted:
                     self._grafts.setdefault(n.rpartition(".")[0], set()).add(n.rpartition(".")[2])
+                    if _TAKES_NAMES.search(raw):
+                        self._replaced.add(n.rpartition(".")[0])
                 if grafted:
                     out.extend(r for u in sorted(self._imported) for r in self._grafted(u, files))
         return out
+
+    def _fold(self, path: str, scope: Any, expr: ast.expr, depth: int = 0) -> object:
+        """The value ``expr`` has at import, computed from installed facts, else None: string and
+        int constants, f-strings of such values, ``s.split(c)``, ``x[i]``, a name bound once in the
+        function (or else the module) that runs it, and ``m.__version__`` of an installed module
+        read from its sources. cuda-core 1.2's ``cuda_major = bindings.__version__.split(".")[0]``
+        then ``import_module(f".cu{cuda_major}", __package__)`` is ``.cu13`` with cuda-bindings
+        13.5 installed: cu12 never runs."""
+        t = type(expr)
+        if depth > 8:
+            return None
+        if t is ast.Constant:
+            v = expr.value  # type: ignore[attr-defined]
+            return v if type(v) in (str, int) else None
+        if t is ast.JoinedStr:
+            out = []
+            for part in expr.values:  # type: ignore[attr-defined]
+                if type(part) is ast.Constant:
+                    out.append(str(part.value))
+                    continue
+                if type(part) is not ast.FormattedValue or part.conversion != -1 or part.format_spec:
+                    return None
+                v = self._fold(path, scope, part.value, depth + 1)
+                if type(v) not in (str, int):
+                    return None
+                out.append(str(v))
+            return "".join(out)
+        if t is ast.Name:
+            return self._fold_name(path, scope, expr.id, depth)  # type: ignore[attr-defined]
+        if t is ast.Attribute and expr.attr == "__version__":  # type: ignore[attr-defined]
+            module = self._fold(path, scope, expr.value, depth + 1)  # type: ignore[attr-defined]
+            return _installed_version(self._dist.site_dir, module) if isinstance(module, _ModuleRef) else None
+        if t is ast.Call and type(expr.func) is ast.Attribute and expr.func.attr == "split":  # type: ignore[attr-defined]
+            v = self._fold(path, scope, expr.func.value, depth + 1)  # type: ignore[attr-defined]
+            args = [_literal(a) for a in expr.args]  # type: ignore[attr-defined]
+            if type(v) is str and not expr.keywords and all(a and type(a[0]) is str for a in args):  # type: ignore[attr-defined]
+                return tuple(v.split(*(a[0] for a in args if a)))  # type: ignore[arg-type]
+            return None
+        if t is ast.Subscript:
+            v = self._fold(path, scope, expr.value, depth + 1)  # type: ignore[attr-defined]
+            i = _literal(expr.slice)  # type: ignore[attr-defined]
+            if type(v) in (str, tuple) and i and type(i[0]) is int and -len(v) <= i[0] < len(v):  # type: ignore[arg-type]
+                return v[i[0]]  # type: ignore[index]
+        return None
+
+    def _fold_name(self, path: str, scope: Any, name: str, depth: int) -> object:
+        """A name bound exactly once in the innermost scope that binds it: by an assignment (its
+        value folded), or by an import (a :class:`_ModuleRef`)."""
+        tree = self.tree(path)
+        for body in (scope, tree):
+            if body is None:
+                continue
+            if body is scope and isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef) and name in _params(scope):
+                return None  # a parameter: whatever the caller passes
+            binds: list[Any] = []
+            for n in ast.walk(body):
+                if type(n) in (ast.Global, ast.Nonlocal) and name in n.names:  # type: ignore[attr-defined]
+                    return None
+                if (type(n) is ast.Name and n.id == name and type(n.ctx) is not ast.Load) or (
+                    type(n) is ast.alias and (n.asname or n.name.partition(".")[0]) == name
+                ):
+                    binds.append(n)
+            if not binds:
+                continue
+            if len(binds) > 1:
+                return None
+            bound = binds[0]
+            for n in ast.walk(body):
+                if type(n) is ast.Assign and len(n.targets) == 1 and n.targets[0] is bound:
+                    return self._fold(path, scope if body is scope else None, n.value, depth + 1)
+                if type(n) is ast.ImportFrom and bound in n.names:
+                    base = _absolute(n, self._package_of(path))[0]
+                    return _ModuleRef(f"{base}.{bound.name}")
+                if type(n) is ast.Import and bound in n.names and bound.asname:
+                    return _ModuleRef(bound.name)
+            return None
+        return None
 
     def _from_getattr(self, node: ast.ImportFrom, package: str) -> None:
         """``from m import X``, X neither bound by ``m`` nor a submodule: ``m.__getattr__`` runs."""
@@ -1519,6 +1659,32 @@ class ImportTime:
         return out
 
 
+class _ModuleRef(str):
+    """A module object, by its dotted name (what ``from cuda import bindings`` binds)."""
+
+
+def _installed_version(site_dir: str, module: str, depth: int = 0) -> str | None:
+    """``module.__version__`` as the installed module's sources set it: a string constant
+    assigned to ``__version__`` at module level, or taken by ``from .x import __version__``
+    (cuda-bindings' ``_version.py``: ``__version__ = version = '13.5.0'``); else None."""
+    base = os.path.join(site_dir, *module.split("."))
+    for path, package in ((os.path.join(base, "__init__.py"), module), (base + ".py", module.rpartition(".")[0])):
+        try:
+            with open_file(path) as fh:
+                tree = _parse(fh.read(_MAX_PY_BYTES))
+        except OSError:
+            continue
+        for stmt in tree.body if tree is not None else ():
+            if type(stmt) is ast.Assign and any(type(t) is ast.Name and t.id == "__version__" for t in stmt.targets):
+                v = _literal(stmt.value)
+                return v[0] if v and type(v[0]) is str else None
+            if type(stmt) is ast.ImportFrom and depth < 4 and any(a.name == "__version__" for a in stmt.names):
+                return _installed_version(site_dir, _absolute(stmt, package)[0], depth + 1)
+        return None
+    return None
+
+
+_TAKES_NAMES = re.compile(rb"^[^#\n]*globals\(\)\.update\(", re.M)
 _PATH_CODE = re.compile(rb"^[^#\n]*(?:__path__|globals\(\)\.update\()", re.M)
 
 
@@ -1532,10 +1698,11 @@ def _rebinds_path(raw: bytes) -> bool:
     return _PATH_CODE.search(raw) is not None
 
 
-def _computed(call: ast.Call, package: str, files: dict[str, str]) -> list[str]:
+def _computed(call: ast.Call, package: str, files: dict[str, str], value: str | None = None) -> list[str]:
     """``importlib.import_module(f".{subdir}", __package__)`` (cuda-core picks cu12 or cu13 at run
     time) or ``import_module(f"pkg.{x}")``: a name only known at run time, under a known package.
-    Taken as importing every direct child of that package — each one could be the one chosen."""
+    Taken as importing every direct child of that package — each one could be the one chosen —
+    unless ``value``, the name the f-string has (:meth:`ImportTime._fold`), says which."""
     f = call.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
     if name in ("iter_modules", "walk_packages") and call.args:
@@ -1550,6 +1717,13 @@ def _computed(call: ast.Call, package: str, files: dict[str, str]) -> list[str]:
         return []
     if name not in ("import_module", "__import__"):
         return []
+    if value is not None:  # the name is known: that module (if a Python file of the distribution)
+        level = len(value) - len(value.lstrip("."))
+        if level:
+            up = package.split(".")
+            base = ".".join(up[: len(up) - (level - 1)])
+            value = f"{base}.{value[level:]}" if value[level:] else base
+        return [value] if value in files else []
     parts = call.args[0].values if isinstance(call.args[0], ast.JoinedStr) else []
     if not parts or not isinstance(parts[0], ast.Constant) or not isinstance(parts[0].value, str):
         return []

@@ -13,7 +13,16 @@ two hops, where such loaders sit in the packages seen so far (torchaudio: ``__in
 parsed only if its bytes hold one of the loading calls, or the name of a function of such a file.
 The path argument is evaluated statically: string constants, ``__file__``,
 ``os.path.dirname/join/abspath``, ``pathlib.Path(...)`` / ``.parent`` / ``/``, ``glob.glob(...)[0]``,
-f-strings and names assigned once in the file; what cannot be known becomes a ``*`` wildcard.
+f-strings and names assigned once in the file, and calls of a function of the file or one it
+imports from another file of the distribution (torchvision's ``_get_extension_path``, a
+``FileFinder(...).find_spec(name)`` in ``_internally_replaced_utils.py``), with the constant
+arguments every module-level call passes bound to its parameters (``_load_library("_C")``); what
+cannot be known becomes a ``*`` wildcard.
+
+A guarded ``torch.ops.load_library`` is optional only if the package survives its failure:
+:func:`find_op_uses` lists the torch operators that module-level code at import needs
+(``torch.library.register_fake("ns::op")``, ``torch.ops.ns.op``), and :func:`library_defines`
+tells from a library's bytes whether it is the one that defines them.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import marshal
 import os
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from cudastack.env.dists import Distribution
@@ -213,16 +223,58 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
     # a function called at module level runs at import; its loads are guarded only when every
     # such call sits in a try that catches (torchcodec's `try: load_core_libraries()`)
     called: dict[str, str | None] = {}
+    given: dict[str, set[tuple[str, ...] | None]] = {}
+    """Function name → the constant arguments of each module-level call (None: not constants)."""
     for n, t in trees.items():
         for stmt, guard in _statements(t.body, None):
             for c in ast.walk(stmt):
                 if isinstance(c, ast.Call) and isinstance(c.func, ast.Name):
                     g = f"{files[n]}:{guard}" if guard else None
                     called[c.func.id] = g if called.get(c.func.id, g) is not None else None
+                    consts = tuple(a.value for a in c.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+                    given.setdefault(c.func.id, set()).add(consts if len(consts) == len(c.args) else None)
+    args = {f: next(iter(v)) for f, v in given.items() if len(v) == 1}
     out: list[NativeLoad] = []
     for name in sorted(hits):
         if name in trees:
-            out.extend(_loads_in(trees[name], files[name], record, called))
+            package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
+            foreign = _imported_functions(trees[name], package, files)
+            out.extend(_loads_in(trees[name], files[name], record, called, foreign, args))
+    return out
+
+
+def _imported_functions(tree: ast.Module, package: str, files: dict[str, str]) -> dict[str, ast.FunctionDef]:
+    """Functions a file imports from another file of the distribution (``from
+    ._internally_replaced_utils import _get_extension_path``: torchvision's ``extension.py``), each
+    with that file's ``__file__`` and single assignments prepended, so that a path it computes is
+    evaluated where it lives."""
+    out: dict[str, ast.FunctionDef] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        home = files.get(_resolve("." * node.level + (node.module or ""), package))
+        wanted = {a.name: a.asname or a.name for a in node.names}
+        if home is None or not any(w.encode() in (raw := _read(home)) for w in wanted):
+            continue
+        t = _parse(raw)
+        if t is None:
+            continue
+        for f in t.body:
+            if isinstance(f, ast.FunctionDef) and f.name in wanted:
+                inner = {n.id for n in ast.walk(f) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                header: list[ast.stmt] = [
+                    ast.Assign(targets=[ast.Name(id=k, ctx=ast.Store())], value=v, lineno=f.lineno)
+                    for k, v in {**_assignments(t), "__file__": ast.Constant(value=home)}.items()
+                    if k not in inner
+                ]
+                out[wanted[f.name]] = ast.FunctionDef(
+                    name=f.name,
+                    args=f.args,
+                    body=header + f.body,
+                    decorator_list=[],
+                    returns=None,
+                    lineno=f.lineno,
+                )
     return out
 
 
@@ -336,15 +388,26 @@ def _python_files(dist: Distribution) -> dict[str, str]:
     return files
 
 
-def _loads_in(tree: ast.Module, path: str, record: list[str], called: dict[str, str | None]) -> list[NativeLoad]:
+def _loads_in(
+    tree: ast.Module,
+    path: str,
+    record: list[str],
+    called: dict[str, str | None],
+    foreign: dict[str, ast.FunctionDef] | None = None,
+    args: dict[str, tuple[str, ...] | None] | None = None,
+) -> list[NativeLoad]:
     """The loading calls that run when the file is imported: module level, and the bodies of its
-    functions that module-level code of the files read calls by name (one level). The names a
-    body assigns and its fallback loops are worked out only for a body that makes a loading call
-    (walking every assignment of transformers' import_utils cost more than the rest)."""
-    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    functions that module-level code of the files read calls by name (one level). ``foreign``:
+    functions the file imports from others (:func:`_imported_functions`); ``args``: the constant
+    arguments every module-level call of a function passes (torchvision's ``_load_library("_C")``),
+    bound to its parameters. The names a body assigns and its fallback loops are worked out only
+    for a body that makes a loading call (walking every assignment of transformers' import_utils
+    cost more than the rest)."""
+    own = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    funcs = {**(foreign or {}), **own}
     module_body = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
     bodies: list[tuple[list[ast.stmt], ast.FunctionDef | None, str | None]] = [(module_body, None, None)]
-    bodies += [(funcs[f].body, funcs[f], called[f]) for f in sorted(called.keys() & funcs.keys())]
+    bodies += [(own[f].body, own[f], called[f]) for f in sorted(called.keys() & own.keys())]
     assigns: dict[str, ast.expr] | None = None
     out: list[NativeLoad] = []
     for body, func, outer in bodies:
@@ -356,7 +419,11 @@ def _loads_in(tree: ast.Module, path: str, record: list[str], called: dict[str, 
                     continue  # _load takes none of these
                 if names is None:
                     assigns = _assignments(tree) if assigns is None else assigns
-                    names = assigns if func is None else {**assigns, **_assignments(func)}
+                    names = (
+                        assigns
+                        if func is None
+                        else {**assigns, **_assignments(func), **_bound(func, (args or {}).get(func.name))}
+                    )
                     each = _in_fallback_loops(body)
                 load = _load(call, path, names, record, guard, funcs)
                 if load is not None and id(call) in each:
@@ -364,6 +431,11 @@ def _loads_in(tree: ast.Module, path: str, record: list[str], called: dict[str, 
                 if load is not None:
                     out.append(load if load.guard or outer is None else replace(load, guard=outer))
     return out
+
+
+def _bound(func: ast.FunctionDef, values: tuple[str, ...] | None) -> dict[str, ast.expr]:
+    """The function's positional parameters bound to the constants its calls pass."""
+    return {p.arg: ast.Constant(value=v) for p, v in zip(func.args.args, values or (), strict=False)}
 
 
 def _in_fallback_loops(body: list[ast.stmt]) -> set[int]:
@@ -488,10 +560,10 @@ def _evaluate(
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.Name):
+        if node.id in names:  # first: a function of another file binds its own __file__
+            return _evaluate(names[node.id], path, names, depth + 1, funcs)
         if node.id == "__file__":
             return path
-        if node.id in names:
-            return _evaluate(names[node.id], path, names, depth + 1, funcs)
         return None
     if isinstance(node, ast.JoinedStr):
         return "".join(
@@ -558,3 +630,177 @@ def _call_of(
         bound[param.arg] = ast.Constant(value="*" if v is None else v)
     scope = {**names, **_assignments(func), **bound}
     return _evaluate(returns[0], path, scope, depth + 1, {k: v for k, v in funcs.items() if v is not func})
+
+
+# --- torch op libraries: a guarded load that the package does not survive ---------------------
+
+_OP_REGISTRARS = frozenset(
+    {
+        "register_fake",
+        "impl_abstract",
+        "register_kernel",
+        "register_autograd",
+        "register_vmap",
+        "register_torch_dispatch",
+        "register_autocast",
+    }
+)
+"""``torch.library`` functions whose first argument names an operator that must exist already:
+``torch.library.register_fake("torchvision::nms")`` raises ``RuntimeError: operator
+torchvision::nms does not exist`` when the library that defines it did not load."""
+_OP_ERRORS = frozenset({"Exception", "BaseException", "RuntimeError", "AttributeError"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpUse:
+    """Module-level code that runs at import and needs a torch operator to exist."""
+
+    op: str
+    """``namespace::name`` (``torchvision::nms``)."""
+    where: str
+    """``file:line`` of the use."""
+
+
+def find_op_uses(dist: Distribution) -> list[OpUse]:
+    """The torch operators that ``import`` of ``dist`` surely needs, in the order they run: a
+    ``torch.library.register_fake("ns::op")`` (or another registrar of :data:`_OP_REGISTRARS`) or a
+    ``torch.ops.ns.op`` attribute in module-level code (decorators included, function bodies not)
+    outside a ``try`` that catches the error, in the modules that importing its top-level packages
+    surely runs. torchvision's ``_meta_registrations.py``, which ``torchvision/__init__.py``
+    imports at module level, registers fake kernels for its ops this way right after
+    ``extension.py`` tried to load ``_C.so``.
+
+    Only what surely runs counts, so a claim that the import fails rests on it: module-level
+    imports of the distribution's own modules are followed (Python's order, each module once), and
+    a branch whose test is not decided statically is not entered, nor the modules it imports
+    (torchcodec's ``if _FFMPEG_AVAILABLE: from ._ffmpeg_ops import *``; torchvision's
+    ``if torchvision.extension._has_ops():`` around its ``register_autograd`` calls)."""
+    from cudastack.env.imports import import_time
+    from cudastack.env.unprovided import column0_imports
+
+    run = import_time(dist)
+    if run is None:
+        return []
+    files = run.modules
+    seen: set[str] = set()
+    out: list[OpUse] = []
+
+    def enter(name: str) -> None:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # a.b.c runs a, then a.b, then a.b.c
+            module = ".".join(parts[:i])
+            if module in seen or module not in files or len(seen) > _MAX_SURE_MODULES:
+                continue
+            seen.add(module)
+            path = files[module]
+            package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+            raw = _read(path)
+            if b"torch.ops." not in raw and not any(w.encode() in raw for w in _OP_REGISTRARS):
+                # nothing to find here: only its module-level imports, found without a parse
+                for name in column0_imports(path, package):
+                    enter(name)
+                continue
+            tree = run.tree(path)
+            if tree is not None:
+                _op_uses(tree.body, path, package, enter, out)
+
+    for root in run.roots:
+        enter(root)
+    return out
+
+
+_MAX_SURE_MODULES = 2000
+
+
+def _op_uses(body: list[ast.stmt], path: str, package: str, enter: Callable[[str], None], out: list[OpUse]) -> None:
+    """The operators the statements of ``body`` surely need, entering the modules they import
+    (see :func:`find_op_uses`)."""
+    from cudastack.env.imports import _absolute, _static_test
+
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for name in _absolute(node, package):
+                enter(name)
+            continue
+        if isinstance(node, ast.Try | ast.TryStar):
+            caught = any(
+                h.type is None
+                or {
+                    t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else ""
+                    for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])
+                }
+                & _OP_ERRORS
+                for h in node.handlers
+            )
+            if not caught:
+                _op_uses(node.body, path, package, enter, out)
+            _op_uses(node.finalbody, path, package, enter, out)
+            continue
+        if isinstance(node, ast.If):
+            decided = _static_test(node.test)
+            if decided is not None:
+                _op_uses(node.body if decided else node.orelse, path, package, enter, out)
+            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            exprs: list[ast.AST] = list(node.decorator_list)
+        elif isinstance(node, ast.ClassDef):
+            exprs = [*node.decorator_list, *node.bases]
+            _op_uses(node.body, path, package, enter, out)
+        elif isinstance(node, ast.With | ast.AsyncWith):
+            exprs = [item.context_expr for item in node.items]
+            _op_uses(node.body, path, package, enter, out)
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.While | ast.Match):
+            continue  # a body that may run no time
+        else:
+            exprs = [node]
+        for e in exprs:
+            out.extend(OpUse(op=op, where=f"{path}:{line}") for op, line in _ops_named(e))
+
+
+def _ops_named(node: ast.AST) -> list[tuple[str, int]]:
+    """``(ns::op, line)`` of each operator an expression needs (lambdas are not run)."""
+    found: list[tuple[str, int]] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Lambda):
+            continue
+        if isinstance(n, ast.Call) and n.args:
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            first = n.args[0]
+            if name in _OP_REGISTRARS and isinstance(first, ast.Constant) and isinstance(first.value, str):
+                ns, sep, op = first.value.partition("::")
+                if sep and ns.isidentifier() and op.split(".")[0].isidentifier():
+                    found.append((f"{ns}::{op.split('.')[0]}", n.lineno))
+        if (  # torch.ops.<ns>.<op>
+            isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Attribute)
+            and isinstance(n.value.value, ast.Attribute)
+            and n.value.value.attr == "ops"
+            and isinstance(n.value.value.value, ast.Name)
+            and n.value.value.value.id == "torch"
+        ):
+            found.append((f"{n.value.attr}::{n.attr}", n.lineno))
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return found
+
+
+def library_defines(path: str, op: str) -> bool:
+    """Whether the shared library at ``path`` defines torch operator ``op`` (``ns::name``), read
+    from its bytes: the schema string of ``m.def(...)`` in ``.rodata``, either whole
+    (``torchvision::nms(Tensor dets, …``, as ``TORCH_SELECTIVE_SCHEMA`` writes it) or as
+    ``name(…`` with the namespace beside it as a string of its own (``TORCH_LIBRARY(ns, m)``)."""
+    import mmap
+
+    ns, _, name = op.partition("::")
+    try:
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            if data.find(f"{op}(".encode()) >= 0 or data.find(f"{op}.".encode()) >= 0:
+                return True
+            if data.find(b"\0" + ns.encode() + b"\0") < 0:
+                return False
+            return re.search(rb"(?<![\w:])" + re.escape(name.encode()) + rb"(?:\.\w+)?\(", data) is not None
+    except (OSError, ValueError):
+        return False

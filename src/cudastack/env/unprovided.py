@@ -332,6 +332,12 @@ _PARSED: dict[bytes, _Parsed | None] = {}
 _UNSEEN: _Parsed = (0, "", [])
 
 
+def column0_imports(path: str, package: str) -> list[str]:
+    """The absolute names of the modules a file's module-level import statements import, found
+    without parsing it (see :class:`_Statements`); ``package`` resolves relative ones."""
+    return [name for _line, parsed, _text in _scan(path) for name in _absolute_names(parsed, package)]
+
+
 def _scan(path: str) -> list[tuple[int, _Parsed, str]]:
     try:
         raw = read_bytes(path, _MAX_PY_BYTES).data  # no file object: ~40 % less per small file

@@ -31,7 +31,7 @@ from cudastack.env.crossdist import Outer, Reach
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import imported_plainly, lazy_attribute, module_name, package_imports, start_import_verdicts
 from cudastack.env.inventory import Inventory, iter_native_files
-from cudastack.env.native_loads import NativeLoad, find_native_loads
+from cudastack.env.native_loads import NativeLoad, OpUse, find_native_loads, find_op_uses, library_defines
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import Resolution
 from cudastack.loader.system import LoaderConfig, detect_loader
@@ -172,11 +172,14 @@ def _loaded_without_import(
     """Native files a package loads at import by path or soname (:mod:`cudastack.env.native_loads`):
     a file of the package that fails there fails ``import`` (it was judged on demand), and a
     library opened by soname that the loader does not find (a driver library on a host without
-    the driver) fails it too. Loads inside a ``try`` that catches the error are left alone."""
+    the driver) fails it too. Loads inside a ``try`` that catches the error are left alone, except
+    a ``torch.ops.load_library`` whose package does not survive the failure: module-level code
+    that surely runs next needs an operator the failing library defines (torchvision's _C.so)."""
     index = {f.path: i for i, f in enumerate(pred.files)}
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
+        uses: list[OpUse] | None = None
         for load in native_loads.get(dist.key, ()):
-            if load.guard:
+            if load.guard and load.how != "torch.ops":
                 continue
             why = f"loaded at import by {load.how} ({load.where})"
             judged = [i for path in load.paths if (i := index.get(path)) is not None]
@@ -192,10 +195,19 @@ def _loaded_without_import(
             # a name with wildcards picks one of several files (torch-c-dlpack-ext's addon for the
             # installed torch among twelve): the import fails for sure only when every one judged
             # would (torchaudio's lib/*.so: its two modules; libtorchaudio.so is not judged on its own)
+            if failing and len(failing) == len(judged) and load.guard:
+                # a guarded torch.ops load is optional only if the package survives its failure:
+                # torchvision's extension.py catches _C.so's OSError, then _meta_registrations.py
+                # registers a fake kernel for torchvision::nms, which _C.so defines
+                uses = find_op_uses(dist) if uses is None else uses
+                need = next((u for u in uses if any(library_defines(pred.files[i].path, u.op) for i in failing)), None)
+                if need is None:
+                    continue
+                why += f", inside the try at {load.guard}; then {need.where} needs {need.op}, which it defines"
             if failing and len(failing) == len(judged):
                 for i in failing:
                     pred.files[i] = replace(pred.files[i], predicted="fails", context=why)
-            if load.soname and base.main is not None:
+            if load.soname and base.main is not None and not load.guard:
                 hit = base.searcher.search(load.soname, base.main)
                 if hit.path is None:
                     py = load.where.rpartition(":")[0]
