@@ -18,16 +18,20 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
+import marshal
 import os
 import re
 import sys
+import time
 from dataclasses import dataclass
 
+from cudastack.cache import source_digest
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import ImportTime, _absolute, import_time
 from cudastack.env.inventory import Inventory
-from cudastack.files import open_file
-from cudastack.target import Target
+from cudastack.files import open_regular
+from cudastack.target import Target, state_root
 
 _NOT_IMPORTED = frozenset({"tests", "test", "testing", "benchmarks", "examples", "docs", "setup", "conftest"})
 """Top-level names that wheels ship by mistake and nobody imports (``tests/`` importing pytest):
@@ -78,6 +82,7 @@ def find_unprovided_imports(target: Target, inventory: Inventory) -> tuple[Unpro
             if root.partition(".")[0] in _NOT_IMPORTED:
                 continue
             out.extend(_walk(dist, run, root, have, stmts))
+        stmts.save()
     return tuple(out)
 
 
@@ -101,13 +106,13 @@ def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts:
     def run_module(module: str, chain: tuple[tuple[str, int, str], ...]) -> None:
         path = files[module]
         package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
-        for line, node, text in stmts.of(path):
+        for line, relative, names, text in stmts.of(path, package):
             step = (path, line, text)
-            for name in _absolute(node, package):
+            for name in names:
                 top = name.partition(".")[0]
                 if not top:
                     continue
-                if (isinstance(node, ast.ImportFrom) and node.level) or top in files or name in files:
+                if relative or top in files or name in files:
                     enter(name, (*chain, step))
                 elif (
                     top not in have and top not in reported and top not in stmts.own and _confirmed(run, (*chain, step))
@@ -129,38 +134,128 @@ def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts:
     return found
 
 
+_Statement = tuple[int, bool, tuple[str, ...], str]
+"""One module-level import: its line, whether it is relative (``from . import x``), the absolute
+module names it imports (:func:`~cudastack.env.imports._absolute`), the statement as written."""
+
+
 class _Statements:
     """The module-level import statements of each file, found without parsing the file: a line
     that starts with ``import`` or ``from`` at column 0 (with its parenthesised or backslashed
     continuation), each parsed alone. A line inside a string can look like one; :func:`_confirmed`
-    parses the files of a chain before anything is reported."""
+    parses the files of a chain before anything is reported.
+
+    Kept between runs, one blob per distribution and environment in the state directory: each
+    file's statements under its identity (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns) and
+    cudastack's source digest, as the ELF-table store keys its files. A file replaced, rewritten
+    or touched is read again; a file changed in the last :data:`_RACY_NS` is not stored (a
+    same-size rewrite within one tick of the kernel clock would keep its key).
+    ``CUDASTACK_NO_CACHE=1`` turns it off. Scanning is most of this fact's cost (sglang's
+    environment: 8.7k files, ~2 s CPU); the import model has parsed none of them by then."""
 
     def __init__(self, dist: Distribution) -> None:
-        self._cache: dict[str, list[tuple[int, ast.Import | ast.ImportFrom, str]]] = {}
         self._dist = dist
+        self._cache: dict[str, tuple[_Statement, ...]] = {}
+        self._blob = _blob_path(dist)
+        self._stored = _load_blob(self._blob) if self._blob else {}
+        self._entries: dict[str, tuple[tuple[int, ...], str, tuple[_Statement, ...]]] = {}
+        self._missed = False
 
     @functools.cached_property
     def own(self) -> set[str]:
         """What the distribution ships at any depth (asked only of a module nothing else provides)."""
         return _shipped_modules(self._dist)
 
-    def of(self, path: str) -> list[tuple[int, ast.Import | ast.ImportFrom, str]]:
+    def of(self, path: str, package: str) -> tuple[_Statement, ...]:
         found = self._cache.get(path)
-        if found is None:
-            found = self._cache[path] = _scan(path)
+        if found is not None:
+            return found
+        stored = self._stored.get(path)
+        if stored is not None and stored[1] == package:
+            try:
+                ident = _identity(os.stat(path))
+            except (OSError, ValueError):
+                ident = ()
+            if ident == stored[0]:
+                self._entries[path] = stored
+                found = self._cache[path] = stored[2]
+                return found
+        self._missed = True
+        ident, raw = _read(path)
+        found = self._cache[path] = tuple(
+            (
+                line,
+                isinstance(node, ast.ImportFrom) and node.level > 0,
+                tuple(_absolute(node, package)),
+                text,
+            )
+            for line, node, text in _scan(raw)
+        )
+        if ident and time.time_ns() - max(ident[3], ident[4]) >= _RACY_NS:
+            self._entries[path] = (ident, package, found)
         return found
+
+    def save(self) -> None:
+        """Store what this run read, when anything was read afresh; an unwritable store is skipped."""
+        if not self._blob or not self._missed:
+            return
+        try:
+            data = marshal.dumps((_MAGIC, source_digest(), self._entries))
+            os.makedirs(os.path.dirname(self._blob), exist_ok=True)
+            tmp = f"{self._blob}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, self._blob)
+        except (OSError, ValueError):
+            return
+
+
+_MAGIC = "cudastack-unprovided-1"
+_RACY_NS = 2_000_000_000
+"""A file changed this recently (ns) is scanned but not stored (as ``elf/table_cache.py``)."""
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _read(path: str) -> tuple[tuple[int, ...], bytes]:
+    """The file's identity (of the descriptor read: what was scanned) and its first bytes."""
+    try:
+        fd, st = open_regular(path)
+        with os.fdopen(fd, "rb") as fh:
+            return _identity(st), fh.read(_MAX_PY_BYTES)
+    except OSError:
+        return (), b""
+
+
+def _blob_path(dist: Distribution) -> str | None:
+    """One blob per distribution and environment, overwritten when anything in it changes; None
+    when caching is off or the distribution is editable (its files are not in RECORD)."""
+    if os.environ.get("CUDASTACK_NO_CACHE") == "1" or dist.editable_path:
+        return None
+    name = hashlib.sha256(f"{dist.site_dir}\0{dist.key}\0{dist.version}".encode("utf-8", "surrogateescape"))
+    return str(state_root() / "cache" / "unprovided" / f"{dist.key}-{name.hexdigest()[:24]}.marshal")
+
+
+def _load_blob(blob: str) -> dict[str, tuple[tuple[int, ...], str, tuple[_Statement, ...]]]:
+    """The stored entries, or none when the blob is missing, corrupt, foreign or from another
+    cudastack (never an error)."""
+    try:
+        with open(blob, "rb") as fh:
+            magic, digest, entries = marshal.loads(fh.read())
+    except (OSError, ValueError, EOFError, TypeError):
+        return {}
+    if magic != _MAGIC or digest != source_digest() or not isinstance(entries, dict):
+        return {}
+    return entries
 
 
 _HEAD = re.compile(rb"^(?:import|from)[ \t]", re.M)
 _COMMENT = re.compile(rb"#[^\n]*")
 
 
-def _scan(path: str) -> list[tuple[int, ast.Import | ast.ImportFrom, str]]:
-    try:
-        with open_file(path) as fh:
-            raw = fh.read(_MAX_PY_BYTES)
-    except OSError:
-        return []
+def _scan(raw: bytes) -> list[tuple[int, ast.Import | ast.ImportFrom, str]]:
     out: list[tuple[int, ast.Import | ast.ImportFrom, str]] = []
     line, counted = 1, 0
     for m in _HEAD.finditer(raw):
