@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +215,56 @@ def test_a_manifest_of_an_older_cudastack_is_refused(env: tuple[Target, Path, Pa
     (txn.path / "manifest.json").write_text(json.dumps({"entries": {}}))
     with pytest.raises(tx.RollbackError, match="made by an older cudastack"):
         tx.rollback(target, txn)
+
+
+def test_a_plain_rollback_stopped_half_way_is_finished(env: tuple[Target, Path, Path]) -> None:
+    target, prefix, site = env
+    before = tree(prefix)
+    txn = install(target, prefix, site)
+    txn.set_state("rolling-back", scope=None, left=[])  # as a killed rollback leaves it
+    res = tx.rollback(target, txn)
+    assert res.remaining == [] and res.left == [] and tree(prefix) == before
+
+
+def test_a_file_replaced_on_its_reused_inode_is_restored(env: tuple[Target, Path, Path]) -> None:
+    """With copies for a backup the installer's unlink frees the inode, and the next file made
+    gets its number: same number, size and mtime, other bytes. ``same_state`` cannot tell; the
+    rollback used to leave it and its proof to pass (the ctime now tells)."""
+    target, prefix, site = env
+    before = tree(prefix)
+    txn = tx.begin(target, read_inventory(target), ["alpha"], {}, copies=True)
+    txn.set_state("installing")
+    extra = site / "alpha" / "extra.py"
+    e = json.loads((txn.path / "manifest.json").read_text())["entries"][str(extra)]
+    time.sleep(0.05)  # past the coarse clock's tick: the new inode's ctime is a later one
+    extra.unlink()
+    extra.write_bytes(b"y = 3\n")  # the same size
+    os.utime(extra, ns=(e["mtime_ns"], e["mtime_ns"]))
+    st = os.lstat(extra)
+    assert (st.st_ino, st.st_size, st.st_mtime_ns) == (e["ino"], e["size"], e["mtime_ns"])  # the number reused
+    tx.end(target, txn)
+    txn.set_state("installed")
+    res = tx.rollback(target, txn)
+    assert res.remaining == [] and str(extra) in res.restored
+    assert tree(prefix) == before
+
+
+def test_files_written_outside_the_backed_up_roots_are_named(env: tuple[Target, Path, Path]) -> None:
+    """A distribution the install changed lists a file outside the environment's scheme (a system
+    interpreter's data files): left in place, named, and the rollback is not called complete."""
+    target, prefix, site = env
+    txn = tx.begin(target, read_inventory(target), ["alpha"], {})
+    shutil.rmtree(site / "alpha-1.0.dist-info")
+    scenario.write_dist(site, {"name": "alpha", "version": "2.0", "files": {"../../../../share/alpha.txt": "x\n"}})
+    scenario.write_dist(site, {"name": "gamma", "version": "1.0", "files": {"../../../../share/gamma.txt": "g\n"}})
+    out = prefix.parent / "share"
+    tx.end(target, txn)
+    txn.set_state("installed")
+    res = tx.rollback(target, txn)
+    assert res.outside == [str(out / "alpha.txt"), str(out / "gamma.txt")]
+    assert [r for r in res.remaining if r["kind"] == "outside"] == [
+        {"path": str(out / n), "kind": "outside", "detail": "written outside the backed-up directories"}
+        for n in ("alpha.txt", "gamma.txt")
+    ]
+    assert json.loads((txn.path / "journal.json").read_text())["state"] == "rolling-back"
+    assert (site / "alpha-1.0.dist-info" / "METADATA").is_file() and not (site / "gamma-1.0.dist-info").exists()

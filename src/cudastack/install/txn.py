@@ -631,8 +631,8 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
             continue
         if scope is not None and path not in scope:
             continue
-        if e["t"] == "o" or same_state(e, now.get(path)):
-            continue  # untouched: the same inode, size, mtime and mode (or link target) as before
+        if e["t"] == "o" or (same_state(e, now.get(path)) and (e["t"] != "f" or _same_bytes(path, e, store))):
+            continue  # untouched: the same inode (its number not reused), size, mtime and mode, or link target
         if scope is not None and now.get(path, {}).get("t") == "d" and e["t"] != "d":
             under = [p for p in now if p.startswith(path + "/") and p not in scope]
             if under:  # replacing this directory would delete what the install did not make
