@@ -184,3 +184,56 @@ def test_setuptools_provides_distutils_through_its_shim(tmp_path: Path) -> None:
     assert "/setuptools/_distutils/" in real.stdout, real.stdout
     (setuptools,) = [d for d in iter_distributions([str(site_of(python))]) if d.key == "setuptools"]
     assert "distutils" in _shipped_modules(setuptools)
+
+
+def test_the_fix_lines_install_what_provides_each_module(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A module's name is not its distribution's: ``yaml`` is PyYAML's, ``sklearn``
+    scikit-learn's, ``cv2`` opencv-python's or opencv-python-headless's (``data/modules.py``). The
+    fix line names that distribution, or the missing requirement that provides the module, never a
+    requirement of the importer that does not (``lost-plotting`` here), and never ``pip install
+    yaml``. Pasted into bash with a local index holding stand-in wheels of those names, the fix
+    lines make ``import app`` work. (Before: ``yaml`` and ``cv2`` were warnings blaming
+    lost-plotting, and ``sklearn``'s fix line installed a distribution named sklearn.)"""
+    links = tmp_path / "wheels"
+    body = "import yaml\nimport cv2\nimport sklearn\n"
+    make_wheel(links, "app", "1.0", {"app/__init__.py": body.encode()},
+               requires=("lost-plotting>=1", "opencv-python-headless"))  # fmt: skip
+    python = make_venv(tmp_path / "env", with_pip=True)
+    pip_install(python, links, "app", extra=("--no-deps",))
+    assert "No module named 'yaml'" in real_import(python).stderr
+    _, found = doctor(python, capsys)
+    pkg017 = {f["subject"]: f for f in found if f["code"] == "PKG017"}
+    assert {s: (f["severity"], f["caused_by"]) for s, f in pkg017.items()} == {
+        "app -> yaml": ("error", None),
+        "app -> cv2": ("warning", {"code": "PKG001", "subject": "opencv-python-headless"}),
+        "app -> sklearn": ("error", None),
+    }
+    fixes = {s: f["fix"]["commands"] for s, f in pkg017.items()}
+    assert fixes == {
+        "app -> yaml": [f"{python} -m pip install PyYAML"],
+        "app -> cv2": [f"{python} -m pip install opencv-python-headless"],
+        "app -> sklearn": [f"{python} -m pip install scikit-learn"],
+    }
+    for dist, module in (("PyYAML", "yaml"), ("opencv-python-headless", "cv2"), ("scikit-learn", "sklearn"),
+                         ("lost-plotting", "lost_plotting")):  # fmt: skip
+        make_wheel(links, dist, "1.0", {f"{module}/__init__.py": b""})
+    pip_env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links)}
+    pkg001 = [c for f in found if f["code"] == "PKG001" for c in f["fix"]["commands"]]
+    for cmd in [*(c for cs in fixes.values() for c in cs), *pkg001]:
+        subprocess.run(["bash", "-c", cmd], env=pip_env, check=True, capture_output=True, timeout=300)
+    assert real_import(python).returncode == 0
+    _, found = doctor(python, capsys)
+    assert [f for f in found if f["code"] in ("PKG001", "PKG017")] == []
+
+
+def test_an_unknown_provider_is_said_to_be_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``lost_plotting`` is in no table and no requirement names it: the fix line gives no command
+    (before: ``pip install lost_plotting``, a guess at a name) and says the distribution is not known."""
+    links = tmp_path / "wheels"
+    make_wheel(links, "app", "1.0", {"app/__init__.py": b"import lost_plotting\n"})
+    python = make_venv(tmp_path / "env")
+    pip_install(python, links, "app", extra=("--no-deps",))
+    _, found = doctor(python, capsys)
+    (f,) = found
+    assert f["fix"]["commands"] == []
+    assert "`lost_plotting`" in f["fix"]["summary"] and "not known" in f["fix"]["summary"]

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from cudastack.git import Hazards
 from cudastack.patches import ops
 from cudastack.patches.git import PatchError, open_repo
 from tests.unit.test_patches import commit, git, snapshot
@@ -155,3 +157,74 @@ def test_restore_of_a_detached_save_leaves_head_detached_there(repo: Path) -> No
     assert git(repo, "rev-parse", "HEAD") == first
     assert (repo / ".git" / "HEAD").read_text().strip() == first  # detached: HEAD holds the commit itself
     assert git(repo, "log", "-1", "--format=%s", "main") == "main moves on"  # the branch is left alone
+
+
+def _unmerged(repo: Path) -> None:
+    """A conflict in the index (stages 1, 2, 3 of a.py) with no merge in progress, as ``git stash
+    pop`` or ``git apply --3way`` leave it."""
+    blobs: list[str] = []
+    for text in ("base\n", "ours\n", "theirs\n"):
+        (repo / "tmp.txt").write_text(text)
+        blobs.append(git(repo, "hash-object", "-w", "tmp.txt"))
+    (repo / "tmp.txt").unlink()
+    info = "".join(f"100644 {b} {stage}\ta.py\n" for stage, b in enumerate(blobs, 1))
+    subprocess.run(["git", "update-index", "--index-info"], cwd=repo, input=f"0 {'0' * 40}\ta.py\n" + info,
+                   text=True, check=True)  # fmt: skip
+    (repo / "a.py").write_text("<<<<<<< resolution by hand\n")
+    assert git(repo, "ls-files", "-u")
+
+
+def test_a_save_of_an_unmerged_index_is_refused_unless_asked_for(repo: Path) -> None:
+    """The preflight (``writes=True``) refuses an unmerged index; without it, ``write-tree`` fails
+    unless ``allow_unmerged`` (cudastack's own killed upgrade), which saves HEAD's tree as the
+    index and the working tree exactly."""
+    g = open_repo(str(repo))
+    _unmerged(repo)
+    with pytest.raises(PatchError, match="the index has unmerged paths"):
+        ops.save(g)
+    with pytest.raises(PatchError, match="write-tree"):
+        ops.save(g, checked=Hazards())
+    assert saves(repo) == []
+    saved = ops.save(g, checked=Hazards(), allow_unmerged=True)
+    assert saved.index_tree == git(repo, "rev-parse", "HEAD^{tree}")
+    assert git(repo, "show", f"{saved.work_tree}:a.py") == "<<<<<<< resolution by hand"
+    assert git(repo, "ls-files", "-u")  # the index itself untouched
+
+
+def test_a_save_keeps_tracked_files_that_gitignore_matches_and_writes_the_series(repo: Path, tmp_path: Path) -> None:
+    """The work tree is written through a copy of the real index: a file tracked although
+    ``.gitignore`` matches it (``git add -f``) is in the save with its bytes on disk, which an
+    empty index and ``add -A`` would leave out. Both commits are cudastack's own; with a state
+    directory the patch series' manifest is written beside."""
+    g = open_repo(str(repo))
+    (repo / "kept.so").write_bytes(b"v1")
+    git(repo, "add", "-f", "kept.so")
+    commit(repo, "track an ignored file")
+    (repo / "kept.so").write_bytes(b"v2 on disk")
+    state = tmp_path / "state"
+    saved = ops.save(g, str(state))
+    assert git(repo, "show", f"{saved.work_tree}:kept.so") == "v2 on disk"
+    index_commit = git(repo, "log", "-1", "--format=%P", saved.commit).split()[1]
+    for c in (saved.commit, index_commit):
+        assert git(repo, "log", "-1", "--format=%an <%ae> %cn <%ce>", c) == (
+            "cudastack <cudastack@localhost> cudastack <cudastack@localhost>")  # fmt: skip
+    assert git(repo, "log", "-1", "--format=%B", index_commit) == "cudastack save: index"
+    manifest = json.loads((state / "save-1" / "manifest.json").read_text())
+    assert (manifest["base"], manifest["head"]) == (None, saved.head)
+    assert {"name": "unstaged", "kind": "unstaged", "files": ["kept.so"]}.items() <= manifest["patches"][-1].items()
+    os.unlink(os.path.join(g.git_dir, "index"))  # no index at all: git takes it as empty
+    again = ops.save(g)
+    assert git(repo, "show", f"{again.work_tree}:a.py") == "a"
+
+
+def test_a_save_keeps_the_commits_it_is_asked_to_as_parents(repo: Path) -> None:
+    """``keep``: a branch tip about to move stays reachable as an extra parent of the save."""
+    g = open_repo(str(repo))
+    git(repo, "checkout", "-q", "-b", "side")
+    (repo / "b.py").write_text("b\n")
+    commit(repo, "side")
+    tip = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    saved = ops.save(g, keep=(tip,))
+    parents = git(repo, "log", "-1", "--format=%P", saved.commit).split()
+    assert len(parents) == 3 and parents[0] == saved.head and parents[2] == tip

@@ -14,6 +14,7 @@ import os
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -352,6 +353,69 @@ def test_same_bytes_compares_real_bytes_when_the_inode_changed(tmp_path: Path) -
             assert not tx._same_bytes(str(f), same_inode, store), k  # the inode differs in one key: bytes decide
         finally:
             os.replace(tmp_path / "hide", tmp_path / "store" / os.path.basename(e["blob"]))
+
+
+def _replace_reusing_the_inode(f: Path, data: bytes, e: dict[str, Any]) -> None:
+    """Unlink ``f`` and make a new file of ``data`` there that gets ``f``'s freed inode number
+    back (ext4 and tmpfs hand it to the next file made), with ``f``'s old size and mtime: only its
+    ctime can tell it from the file the manifest describes."""
+    time.sleep(0.05)  # past the coarse kernel clock's tick: the new inode's ctime is a later one
+    f.unlink()
+    held = []
+    for i in range(64):
+        cand = f.with_name(f"{f.name}.{i}")
+        cand.write_bytes(data)
+        if os.lstat(cand).st_ino == e["ino"]:
+            os.utime(cand, ns=(e["mtime_ns"], e["mtime_ns"]))
+            os.rename(cand, f)  # a rename keeps the inode and its ctime moves on, never back
+            break
+        held.append(cand)  # keep it: its number must not come back
+    else:
+        raise AssertionError("this filesystem did not reuse the freed inode number in 64 tries")
+    for h in held:
+        h.unlink()
+    st = os.lstat(f)
+    assert (st.st_ino, st.st_size, st.st_mtime_ns) == (e["ino"], e["size"], e["mtime_ns"])
+    assert st.st_ctime_ns != e["ctime_ns"]
+
+
+def test_same_bytes_is_not_fooled_by_a_reused_inode(tmp_path: Path) -> None:
+    """The installer unlinks a file and writes another of the same size and mtime (fixed wheel
+    timestamps), which gets the freed inode number: (dev, ino, size, mtime) all match. It used to
+    be taken for the very inode, so a rollback proof passed with other bytes in place."""
+    store = tmp_path / "store"
+    store.mkdir()
+    f = tmp_path / "f"
+    f.write_bytes(b"abc" * 1000)
+    e = backup_of(f, store, how="copy")
+    _replace_reusing_the_inode(f, b"abd" * 1000, e)
+    assert not tx._same_bytes(str(f), e, store)
+    old = {k: v for k, v in e.items() if k != "ctime_ns"}  # a manifest of an older cudastack: bytes decide
+    assert not tx._same_bytes(str(f), old, store)
+    f.write_bytes(b"abc" * 1000)  # the same bytes again, in place (new ctime): bytes decide, and agree
+    os.utime(f, ns=(e["mtime_ns"], e["mtime_ns"]))
+    assert tx._same_bytes(str(f), e, store) and tx._same_bytes(str(f), old, store)
+
+
+def test_same_bytes_takes_an_inode_its_hard_link_backup_holds(tmp_path: Path) -> None:
+    """A hard-link backup changes the inode's ctime (the link count) after the manifest recorded
+    it; the link also holds the inode, so its number cannot have been reused: the very inode."""
+    store = tmp_path / "store"
+    store.mkdir()
+    f = tmp_path / "f"
+    f.write_bytes(b"abc" * 1000)
+    e = backup_of(f, store, how="link")
+    assert os.lstat(f).st_ctime_ns != e["ctime_ns"] or os.lstat(f).st_nlink == 2
+    assert tx._same_bytes(str(f), e, store)
+    assert tx._same_bytes(str(f), {k: v for k, v in e.items() if k != "ctime_ns"}, store)
+    # the same number on another inode (the link gone, the number reused): not the backup's
+    blob = Path(e["blob"])
+    kept = blob.read_bytes()
+    blob.unlink()
+    blob.write_bytes(kept)  # the backup as a copy now, another inode
+    e = {**e, "bino": os.lstat(blob).st_ino, "bmtime_ns": os.lstat(blob).st_mtime_ns}
+    _replace_reusing_the_inode(f, b"abd" * 1000, e)
+    assert not tx._same_bytes(str(f), e, store)
 
 
 def test_blob_ok_sees_a_damaged_backup(tmp_path: Path) -> None:

@@ -182,3 +182,15 @@ def test_escape_sequences_in_patches_output_are_visible(tmp_path: Path, capsys: 
     out = capsys.readouterr().out
     # git quotes ESC itself (\033), but not the C1 CSI (U+009B): that one must not reach the terminal
     assert "1 file(s)" in out and not _CONTROL.search(out), repr(out)
+
+
+@pytest.mark.parametrize("evil", HOSTILE)
+def test_unprovided_import_fix_quotes_the_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], evil: str
+) -> None:
+    """PKG017: the install line for ``yaml``'s provider (PyYAML) names an environment whose path is hostile."""
+    site = tmp_path / f"env{evil}" / "site-packages"
+    scenario.write_dist(site, {"name": "app", "version": "1.0", "files": {"app/__init__.py": "import yaml\n"}})
+    commands = _fix_commands(_doctor(site, capsys, "--select", "PKG017"), "PKG017")
+    assert all("PyYAML" in c for c in commands)
+    _assert_runs_nothing_else(commands, tmp_path)

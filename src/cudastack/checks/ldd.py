@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from cudastack.checks.registry import Context, SkipCheck, rule
-from cudastack.data.libraries import CATCHES_LOAD_FAILURE, DRIVER_LIBRARIES, provider_of
+from cudastack.data.libraries import DRIVER_LIBRARIES, load_failure_outcome, provider_of
 from cudastack.elf.symbols import closest_exports, demangle, explain
 from cudastack.findings import Cause, Finding, Fix, Severity
 from cudastack.loader.builds import BuildMismatch
@@ -41,10 +41,18 @@ def _import_time(pred: Prediction) -> list[FilePrediction]:
     return [f for f in pred.files if f.predicted == "fails" and not f.optional]
 
 
-def _degraded(dists: set[str]) -> tuple[str, ...]:
-    return tuple(
-        f"{d} {CATCHES_LOAD_FAILURE[d]}: the package runs degraded" for d in sorted(dists) if d in CATCHES_LOAD_FAILURE
-    )
+def _degraded(ctx: Context, dists: set[str]) -> tuple[str, ...]:
+    """What each distribution that catches its extension's load failure does then, for its
+    installed release (torchvision 0.17+ fails its own import all the same)."""
+    out: list[str] = []
+    for d in sorted(dists):
+        dist = ctx.inventory.dists.get(d)
+        known = load_failure_outcome(d, dist.version) if dist is not None else None
+        if dist is None or known is None:
+            continue
+        what, imports = known
+        out.append(f"{dist.name} {dist.version} {what}" + (": the package runs degraded" if imports else ""))
+    return tuple(out)
 
 
 @rule(
@@ -123,7 +131,7 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
             + (_searched(first.tried),)
             + (f"{provider} provides it" if provider else "no known distribution provides it",),
             fix=fix,
-            hints=_degraded(dists),
+            hints=_degraded(ctx, dists),
             caused_by=cause,
         )
 
@@ -439,7 +447,7 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
             )
             if dist
             else None,
-            hints=tuple(hints) + _degraded({d for d in (dist,) if d}),
+            hints=tuple(hints) + _degraded(ctx, {d for d in (dist,) if d}),
             caused_by=Cause(code="ABI003", subject=built.distribution) if built else None,
         )
 

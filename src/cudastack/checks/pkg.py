@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data import families as fam
+from cudastack.data.modules import MODULE_PROVIDERS
 from cudastack.env.dists import Distribution
 from cudastack.env.requirements import applies as _applies
 from cudastack.env.requirements import iter_requirements as _requirements
@@ -1602,8 +1603,9 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
 
     Severity: an `error`, since the import raises `ModuleNotFoundError`; the evidence is the
     chain. A `warning` with `caused_by` pointing at PKG001 when a requirement that PKG001 reports
-    missing may provide the module (its name matches, or the importing distribution requires a
-    missing distribution): the missing distribution is the root cause and PKG001 its one error.
+    missing may provide the module (its name matches, the table of the Fix section names it, or,
+    for a module that table does not know, the importing distribution requires a missing
+    distribution): the missing distribution is the root cause and PKG001 its one error.
 
     ## Why is this bad?
     `import matplotlib_inline` (and so IPython's inline backend, and every notebook that sets it)
@@ -1615,8 +1617,12 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
     which nothing in this environment provides`
 
     ## Fix
-    Install the distribution that provides the module (the fix line guesses it is named like the
-    module), or move the importing package to a release that declares or guards it.
+    Install the distribution that provides the module: the missing requirement that may provide
+    it when there is one (PKG001's), else the one a table of real wheels' contents
+    (`data/modules.py`) names (`yaml` is PyYAML's, `cv2` opencv-python's, `sklearn`
+    scikit-learn's). For any other module the fix line gives no command and says the
+    distribution is not known, rather than guessing that it is named like the module. Or move
+    the importing package to a release that declares or guards it.
 
     ## References
     - https://github.com/ipython/matplotlib-inline/issues/4
@@ -1654,25 +1660,42 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
             distribution=key,
             path=first.path,
             evidence=tuple(evidence),
-            fix=ctx.install_fix(
-                f"Install what provides `{module}` (assumed to be named so), which {dist.name} imports "
-                "without declaring it"
-                if cause is None
-                else f"Install {cause}, which {dist.name} requires",
-                [cause or module],
-            ),
+            fix=_unprovided_fix(ctx, dist, module, cause),
             caused_by=Cause(code="PKG001", subject=cause) if cause else None,
         )
 
 
 def _missing_provider(ctx: Context, dist: Distribution, module: str) -> str | None:
-    """The missing distribution (PKG001's subject) that may provide ``module``: one named like it
-    (``helper-lib`` for ``helper_lib``, ``python-X``, ``pyX``), else one that ``dist`` requires
-    (``PyYAML`` provides ``yaml``); None when no missing requirement may."""
+    """The missing distribution (PKG001's subject) that may provide ``module``: one that
+    ``data/modules.py`` says provides it (``PyYAML`` for ``yaml``), one named like it
+    (``helper-lib`` for ``helper_lib``, ``python-X``, ``pyX``), else, for a module that table does
+    not know, one that ``dist`` requires; None when no missing requirement may."""
     missing = ctx.missing_requirements
     want = canonicalize_name(module)
+    known = MODULE_PROVIDERS.get(module)
     names = {want, f"python-{want}", f"{want}-python", f"py{want}", f"py-{want}"}
+    names.update(canonicalize_name(n) for n in known or ())
     named = next((k for k in missing if k in names), None)
-    if named is not None:
-        return named
+    if named is not None or known is not None:
+        return named  # a known provider that is not missing: dist's other missing requirements are not it
     return next((k for k, asks in missing.items() if any(d.key == dist.key for d, _, _ in asks)), None)
+
+
+def _unprovided_fix(ctx: Context, dist: Distribution, module: str, cause: str | None) -> Fix:
+    """Install what is known to provide ``module``: the missing requirement that may (PKG001's),
+    else the distribution ``data/modules.py`` names; else no command, since a module's name is
+    not its distribution's (``yaml`` is PyYAML's, ``cv2`` opencv-python's)."""
+    if cause is not None:
+        return ctx.install_fix(f"Install {cause}, which {dist.name} requires", [cause])
+    known = MODULE_PROVIDERS.get(module)
+    if known is not None:
+        others = f" (or one of {', '.join(known[1:])}, which ship it too)" if len(known) > 1 else ""
+        return ctx.install_fix(
+            f"Install {known[0]}{others}, which provides `{module}` and which {dist.name} imports without declaring it",
+            [known[0]],
+        )
+    return Fix(
+        summary=f"Install the distribution that provides `{module}`, which {dist.name} imports without declaring "
+        "it; which one that is, is not known here (a distribution's name need not be its module's), or move "
+        f"{dist.name} to a release that declares or guards the import"
+    )

@@ -48,14 +48,50 @@ def provider_of(soname: str) -> str | None:
     return None
 
 
-# Distributions that catch their own extension's load failure and run degraded (import succeeds).
+# Distributions that catch their own extension's load failure, and what follows, per release:
+# (first release it holds for, what happens, whether ``import`` still succeeds), newest first.
 # Sources: xformers#982 (WARNING[XFORMERS]), ao#2919 (Skipping import of cpp extensions).
-# (torchvision is not one any more: since its _meta_registrations.py registers fake kernels at import,
-# a _C.so that fails makes `import torchvision` fail; the import model reads that from its code.)
-CATCHES_LOAD_FAILURE: dict[str, str] = {
-    "xformers": "prints 'xFormers can't load C++/CUDA extensions' and runs without its kernels",
-    "torchao": "skips its C++ extensions and runs without them",
+# torchvision: every release's ``extension._load_library`` catches the failure (``_has_ops()``
+# is then False), and before 0.17 the package imports and only its ops fail (vision#1405).
+# From 0.17 on ``_meta_registrations`` runs ``impl_abstract("torchvision::nms")`` (0.28 and 0.29:
+# ``register_fake``) at module level, unguarded, during ``import torchvision``, and that raises
+# when ``_C`` did not register the op: read in the 0.16.0 (guarded ``register_meta`` only),
+# 0.17.0, 0.28.0 and 0.29.1 wheels; a real ``import torchvision`` of 0.28.0 (cu130) on CPU torch
+# 2.13 raises it (the test stack torch-cpu-companions), as pytorch#122494 reports for 0.17.1.
+# The import model derives the same from torchvision's code (a guarded torch.ops.load_library, then
+# op registrations at import that need it: env/native_loads.py); this table only words the hint.
+CATCHES_LOAD_FAILURE: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    "xformers": (("0", "prints 'xFormers can't load C++/CUDA extensions' and runs without its kernels", True),),
+    "torchao": (("0", "skips its C++ extensions and runs without them", True),),
+    "torchvision": (
+        (
+            "0.17",
+            "catches the failed load of its _C, then fails 'import torchvision' itself "
+            "('operator torchvision::nms does not exist', raised by torchvision/_meta_registrations.py)",
+            False,
+        ),
+        ("0", "imports, then fails at the first op ('operator torchvision::nms does not exist')", True),
+    ),
 }
+
+
+def load_failure_outcome(key: str, version: str) -> tuple[str, bool] | None:
+    """What distribution ``key`` at ``version`` does when its extension fails to load, and
+    whether its import still succeeds; None when it is not known to catch the failure."""
+    from packaging.version import InvalidVersion, Version
+
+    rows = CATCHES_LOAD_FAILURE.get(key)
+    if not rows:
+        return None
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    for first, what, imports in rows:
+        if v.release >= Version(first).release:
+            return what, imports
+    return None
+
 
 # Known preloaders: (distribution, soname it dlopen()s by name before its extension, source).
 KNOWN_PRELOADS: tuple[tuple[str, str, str], ...] = (

@@ -36,6 +36,7 @@ from typing import Any
 from cudastack.env.inventory import Inventory
 from cudastack.errors import CudastackError, ReportError, UsageError
 from cudastack.faults import step
+from cudastack.files import open_file
 from cudastack.target import Target
 
 TXN_FORMAT = 1
@@ -179,7 +180,7 @@ def _entry(path: str, st: os.stat_result) -> dict[str, Any]:
         return {"t": "d", "mode": stat.S_IMODE(mode), **own}
     if stat.S_ISREG(mode):
         return {"t": "f", "mode": stat.S_IMODE(mode), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "dev": st.st_dev, "ino": st.st_ino, **own}  # fmt: skip
+                "ctime_ns": st.st_ctime_ns, "dev": st.st_dev, "ino": st.st_ino, **own}  # fmt: skip
     return {"t": "o", "mode": stat.S_IMODE(mode), **own}  # a FIFO, socket or device: kept, never backed up
 
 
@@ -483,19 +484,53 @@ def _chown(path: str, e: dict[str, Any]) -> None:
 
 def _same_bytes(path: str, e: dict[str, Any], store: Path) -> bool:
     """``path`` has the bytes it had: the very inode it was, with its size and mtime, else
-    compared byte for byte with the backup."""
-    import filecmp
+    compared byte for byte with the backup.
 
+    An inode number proves "the very inode" only while that inode cannot have been freed and
+    reused: a file the installer unlinked gives its number to the next file made (ext4 and tmpfs
+    do so at once), and one with the same size and mtime (wheels with fixed timestamps) would pass.
+    So the number counts when the inode's ctime is also the one recorded (a new file gets a new
+    ctime; nothing can set it back), or when the backup is a hard link to this very inode (it
+    holds the inode, so nothing else can have its number, and comparing bytes would compare the
+    file with itself). A manifest of an older cudastack has no ``ctime_ns``: not proven, so bytes."""
     try:
         st = os.lstat(path)
     except OSError:
         return False
-    if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (e["dev"], e["ino"], e["size"], e["mtime_ns"]):
+    if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (e["dev"], e["ino"], e["size"], e["mtime_ns"]) and (
+        e.get("ctime_ns") == st.st_ctime_ns or _held_by_backup(st, e, store)
+    ):
         return True  # the very inode it was, never written in place (docs/validation.md)
     try:
-        return "blob" in e and filecmp.cmp(path, store / e["blob"], shallow=False)
+        return "blob" in e and _same_contents(path, str(store / e["blob"]))
     except OSError:  # the backup is gone or unreadable (or the path became a directory): not proven
         return False
+
+
+def _same_contents(a: str, b: str) -> bool:
+    """The two regular files hold the same bytes, read now. Not ``filecmp.cmp``: it keeps its
+    answers per (path, size, mtime) for the life of the process, so a file replaced with another
+    of the same size and mtime got the first answer again."""
+    with open_file(a) as fa, open_file(b) as fb:
+        if os.fstat(fa.fileno()).st_size != os.fstat(fb.fileno()).st_size:
+            return False
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def _held_by_backup(st: os.stat_result, e: dict[str, Any], store: Path) -> bool:
+    """The backup of ``e`` is a hard link to the inode ``st`` describes."""
+    if e.get("how") != "link" or "blob" not in e:
+        return False
+    try:
+        bst = os.lstat(store / e["blob"])
+    except OSError:
+        return False
+    return (bst.st_dev, bst.st_ino) == (st.st_dev, st.st_ino)
 
 
 def rollback(target: Target, txn: Transaction, *, force: bool = False) -> RollbackResult:
@@ -596,8 +631,8 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
             continue
         if scope is not None and path not in scope:
             continue
-        if e["t"] == "o" or same_state(e, now.get(path)):
-            continue  # untouched: the same inode, size, mtime and mode (or link target) as before
+        if e["t"] == "o" or (same_state(e, now.get(path)) and (e["t"] != "f" or _same_bytes(path, e, store))):
+            continue  # untouched: the same inode (its number not reused), size, mtime and mode, or link target
         if scope is not None and now.get(path, {}).get("t") == "d" and e["t"] != "d":
             under = [p for p in now if p.startswith(path + "/") and p not in scope]
             if under:  # replacing this directory would delete what the install did not make

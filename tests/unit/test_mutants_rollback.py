@@ -1,0 +1,270 @@
+"""Tests that kill the mutants of ``txn.rollback`` (``tools/mutate.py``; docs/validation.md,
+"Mutation testing"), fast enough to run per mutant: a real venv, a real transaction
+(:func:`txn.begin`: snapshot, hard-link backup, manifest), and the installer's work done by hand
+the way pip does it (a new file renamed over the old one, files unlinked, a dist-info replaced).
+The truth is the tree itself: every path under the prefix with its type, mode and bytes or link
+target, compared before the install and after the rollback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudastack.env.inventory import read_inventory
+from cudastack.errors import UsageError
+from cudastack.install import txn as tx
+from cudastack.target import Target, build_target
+from tests import scenario
+from tests.venvs import make_venv, site_of
+
+
+def tree(top: Path) -> dict[str, tuple[Any, ...]]:
+    """Every path under ``top`` (bytecode aside): type, mode and bytes or link target."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, top)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("l", os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("d", stat.S_IMODE(st.st_mode))
+            else:
+                with open(p, "rb") as fh:
+                    out[rel] = ("f", stat.S_IMODE(st.st_mode), fh.read())
+    return out
+
+
+def replace(path: Path, data: bytes) -> None:
+    """Write as pip does: a new file renamed over the old one (a new inode)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("template")
+    python = make_venv(root / "env")
+    site = site_of(python)
+    files = {"alpha/__init__.py": "from .core import x\n", "alpha/core.py": "x = 1\n", "alpha/extra.py": "y = 2\n"}
+    scenario.write_dist(site, {"name": "alpha", "version": "1.0", "files": files})
+    os.symlink("core.py", site / "alpha" / "link.py")
+    (root / "env" / "bin" / "atool").write_text("#!/bin/sh\necho alpha\n")
+    os.chmod(root / "env" / "bin" / "atool", 0o755)
+    return root / "env"
+
+
+@pytest.fixture
+def env(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Target, Path, Path]:
+    prefix = tmp_path / "env"
+    shutil.copytree(template, prefix, symlinks=True)
+    monkeypatch.setenv("CUDASTACK_STATE_DIR", str(tmp_path / "state"))
+    python = prefix / "bin" / "python"
+    return build_target(python=str(python), detect_gpus=False), prefix, site_of(python)
+
+
+def install(target: Target, prefix: Path, site: Path) -> tx.Transaction:
+    """A transaction around what an upgrade of alpha to 2.0 plus a new beta writes."""
+    txn = tx.begin(target, read_inventory(target), ["alpha"], {})
+    txn.set_state("installing")
+    replace(site / "alpha" / "core.py", b"x = 2\n")
+    (site / "alpha" / "extra.py").unlink()
+    (site / "alpha" / "link.py").unlink()
+    os.symlink("__init__.py", site / "alpha" / "link.py")
+    shutil.rmtree(site / "alpha-1.0.dist-info")
+    scenario.write_dist(site, {"name": "alpha", "version": "2.0", "files": {"alpha/new.py": "z = 3\n"}})
+    scenario.write_dist(site, {"name": "beta", "version": "1.0", "files": {"beta/__init__.py": "b = 1\n"}})
+    replace(prefix / "bin" / "atool", b"#!/bin/sh\necho beta\n")
+    os.chmod(prefix / "bin" / "atool", 0o700)
+    (prefix / "bin" / "btool").write_text("#!/bin/sh\n")
+    tx.end(target, txn)
+    txn.set_state("installed")
+    return txn
+
+
+def rel(paths: list[str], prefix: Path) -> list[str]:
+    return sorted(os.path.relpath(p, prefix) for p in paths)
+
+
+def test_a_rollback_puts_every_byte_mode_and_link_back(env: tuple[Target, Path, Path]) -> None:
+    target, prefix, site = env
+    before = tree(prefix)
+    txn = install(target, prefix, site)
+    assert tree(prefix) != before
+    res = tx.rollback(target, txn)
+    assert res.remaining == [] and res.left == [] and not res.already and res.outside == []
+    assert tree(prefix) == before
+    sp = os.path.relpath(site, prefix)
+    assert rel(res.deleted, prefix) == sorted([
+        f"{sp}/alpha/new.py", f"{sp}/beta/__init__.py", "bin/btool",
+        *(f"{sp}/{d}/{f}" for d in ("alpha-2.0.dist-info", "beta-1.0.dist-info")
+          for f in ("METADATA", "INSTALLER", "WHEEL", "RECORD"))])  # fmt: skip
+    assert rel(res.dirs_removed, prefix) == sorted(
+        [f"{sp}/beta", f"{sp}/alpha-2.0.dist-info", f"{sp}/beta-1.0.dist-info"]
+    )
+    assert rel(res.restored, prefix) == sorted([
+        f"{sp}/alpha/core.py", f"{sp}/alpha/extra.py", f"{sp}/alpha/link.py", "bin/atool", f"{sp}/alpha-1.0.dist-info",
+        *(f"{sp}/alpha-1.0.dist-info/{f}" for f in ("METADATA", "INSTALLER", "WHEEL", "RECORD"))])  # fmt: skip
+    journal = json.loads((txn.path / "journal.json").read_text())
+    assert journal["state"] == "rolled-back" and journal["scope"] is None
+    assert journal["rollback"]["restored"] == len(res.restored) and "restored_files" not in journal["rollback"]
+    again = tx.rollback(target, txn)  # done before: nothing is done again
+    assert again.already and again.restored == again.deleted == [] and tree(prefix) == before
+
+
+def test_a_change_after_the_install_is_refused_and_force_undoes_only_the_install(
+    env: tuple[Target, Path, Path],
+) -> None:
+    target, prefix, site = env
+    before = tree(prefix)
+    txn = install(target, prefix, site)
+    replace(site / "alpha" / "core.py", b"x = 'mine'\n")  # the user's edit of a file the install changed
+    (prefix / "bin" / "mine").write_text("#!/bin/sh\n")  # and a script of the user's own
+    installed = tree(prefix)
+    with pytest.raises(tx.ChangedSinceError) as err:
+        tx.rollback(target, txn)
+    assert err.value.exit_code == 4
+    msg = str(err.value)
+    assert "(2 path(s))" in msg and f"changed: {site}/alpha/core.py" in msg and f"added: {prefix}/bin/mine" in msg
+    assert tree(prefix) == installed  # refused: nothing changed
+    assert json.loads((txn.path / "journal.json").read_text())["state"] == "installed"
+    res = tx.rollback(target, txn, force=True)
+    assert res.left == [f"{site}/alpha/core.py"] and res.remaining == []
+    now = tree(prefix)
+    sp = os.path.relpath(site, prefix)
+    assert now[f"{sp}/alpha/core.py"] == ("f", 0o644, b"x = 'mine'\n") and "bin/mine" in now
+    assert {k: v for k, v in now.items() if k not in (f"{sp}/alpha/core.py", "bin/mine")} == {
+        k: v for k, v in before.items() if k != f"{sp}/alpha/core.py"
+    }
+    journal = json.loads((txn.path / "journal.json").read_text())
+    assert journal["state"] == "rolled-back" and journal["left"] == res.left
+    assert f"{site}/alpha/extra.py" in journal["scope"] and f"{site}/alpha/core.py" not in journal["scope"]
+
+
+def test_a_forced_rollback_stopped_half_way_keeps_its_scope(env: tuple[Target, Path, Path]) -> None:
+    target, prefix, site = env
+    before = tree(prefix)
+    txn = install(target, prefix, site)
+    (prefix / "bin" / "mine").write_text("#!/bin/sh\n")
+    did = sorted(tx.changes_between(json.loads((txn.path / "manifest.json").read_text())["entries"],
+                                    json.loads((txn.path / "after.json").read_text())["entries"]))  # fmt: skip
+    txn.set_state("rolling-back", scope=did, left=["x"])  # as a killed --force run leaves it
+    res = tx.rollback(target, txn)  # not refused: finishing what was begun, in the same scope
+    assert res.left == ["x"] and res.remaining == []
+    now = tree(prefix)
+    assert now.pop("bin/mine") == ("f", 0o644, b"#!/bin/sh\n") and now == before
+
+
+def test_an_install_stopped_while_backing_up_changed_nothing(env: tuple[Target, Path, Path]) -> None:
+    target, prefix, _site = env
+    txn = tx.begin(target, read_inventory(target), ["alpha"], {})
+    txn.set_state("backing-up")
+    (prefix / "bin" / "mine").write_text("#!/bin/sh\n")
+    now = tree(prefix)
+    res = tx.rollback(target, txn)
+    assert (res.restored, res.deleted, res.remaining, res.already) == ([], [], [], False)
+    assert tree(prefix) == now
+    assert json.loads((txn.path / "journal.json").read_text())["state"] == "rolled-back"
+
+
+def test_a_transaction_of_another_environment_is_refused(
+    env: tuple[Target, Path, Path], template: Path, tmp_path: Path
+) -> None:
+    target, prefix, site = env
+    txn = install(target, prefix, site)
+    other = tmp_path / "other"
+    shutil.copytree(template, other, symlinks=True)
+    installed = tree(prefix)
+    with pytest.raises(UsageError, match=f"that transaction is for the environment at {prefix}, not {other}") as err:
+        tx.rollback(build_target(python=str(other / "bin" / "python"), detect_gpus=False), txn)
+    assert err.value.hint == f"cudastack rollback --python {prefix / 'bin' / 'python'}"
+    assert tree(prefix) == installed
+
+
+def test_a_damaged_backup_is_named_and_the_rest_restored(env: tuple[Target, Path, Path]) -> None:
+    target, prefix, site = env
+    before = tree(prefix)
+    txn = install(target, prefix, site)
+    entries = json.loads((txn.path / "manifest.json").read_text())["entries"]
+    core = str(site / "alpha" / "core.py")
+    os.unlink(entries[core]["blob"])
+    res = tx.rollback(target, txn)
+    assert res.remaining == [{"path": core, "kind": "damaged-backup",
+                              "detail": f"the backup of {core} is damaged or missing: cannot restore it"}]  # fmt: skip
+    sp = os.path.relpath(site, prefix)
+    now = tree(prefix)
+    assert now.pop(f"{sp}/alpha/core.py") == ("f", 0o644, b"x = 2\n")
+    assert now == {k: v for k, v in before.items() if k != f"{sp}/alpha/core.py"}
+    journal = json.loads((txn.path / "journal.json").read_text())
+    assert journal["state"] == "rolling-back" and journal["rollback"]["remaining"] == res.remaining
+
+
+def test_a_manifest_of_an_older_cudastack_is_refused(env: tuple[Target, Path, Path]) -> None:
+    target, prefix, site = env
+    txn = install(target, prefix, site)
+    (txn.path / "manifest.json").write_text(json.dumps({"entries": {}}))
+    with pytest.raises(tx.RollbackError, match="made by an older cudastack"):
+        tx.rollback(target, txn)
+
+
+def test_a_plain_rollback_stopped_half_way_is_finished(env: tuple[Target, Path, Path]) -> None:
+    target, prefix, site = env
+    before = tree(prefix)
+    txn = install(target, prefix, site)
+    txn.set_state("rolling-back", scope=None, left=[])  # as a killed rollback leaves it
+    res = tx.rollback(target, txn)
+    assert res.remaining == [] and res.left == [] and tree(prefix) == before
+
+
+def test_a_file_replaced_on_its_reused_inode_is_restored(env: tuple[Target, Path, Path]) -> None:
+    """With copies for a backup the installer's unlink frees the inode, and the next file made
+    gets its number: same number, size and mtime, other bytes. ``same_state`` cannot tell; the
+    rollback used to leave it and its proof to pass (the ctime now tells)."""
+    target, prefix, site = env
+    before = tree(prefix)
+    txn = tx.begin(target, read_inventory(target), ["alpha"], {}, copies=True)
+    txn.set_state("installing")
+    extra = site / "alpha" / "extra.py"
+    e = json.loads((txn.path / "manifest.json").read_text())["entries"][str(extra)]
+    time.sleep(0.05)  # past the coarse clock's tick: the new inode's ctime is a later one
+    extra.unlink()
+    extra.write_bytes(b"y = 3\n")  # the same size
+    os.utime(extra, ns=(e["mtime_ns"], e["mtime_ns"]))
+    st = os.lstat(extra)
+    assert (st.st_ino, st.st_size, st.st_mtime_ns) == (e["ino"], e["size"], e["mtime_ns"])  # the number reused
+    tx.end(target, txn)
+    txn.set_state("installed")
+    res = tx.rollback(target, txn)
+    assert res.remaining == [] and str(extra) in res.restored
+    assert tree(prefix) == before
+
+
+def test_files_written_outside_the_backed_up_roots_are_named(env: tuple[Target, Path, Path]) -> None:
+    """A distribution the install changed lists a file outside the environment's scheme (a system
+    interpreter's data files): left in place, named, and the rollback is not called complete."""
+    target, prefix, site = env
+    txn = tx.begin(target, read_inventory(target), ["alpha"], {})
+    shutil.rmtree(site / "alpha-1.0.dist-info")
+    scenario.write_dist(site, {"name": "alpha", "version": "2.0", "files": {"../../../../share/alpha.txt": "x\n"}})
+    scenario.write_dist(site, {"name": "gamma", "version": "1.0", "files": {"../../../../share/gamma.txt": "g\n"}})
+    out = prefix.parent / "share"
+    tx.end(target, txn)
+    txn.set_state("installed")
+    res = tx.rollback(target, txn)
+    assert res.outside == [str(out / "alpha.txt"), str(out / "gamma.txt")]
+    assert [r for r in res.remaining if r["kind"] == "outside"] == [
+        {"path": str(out / n), "kind": "outside", "detail": "written outside the backed-up directories"}
+        for n in ("alpha.txt", "gamma.txt")
+    ]
+    assert json.loads((txn.path / "journal.json").read_text())["state"] == "rolling-back"
+    assert (site / "alpha-1.0.dist-info" / "METADATA").is_file() and not (site / "gamma-1.0.dist-info").exists()
