@@ -28,12 +28,9 @@ tells from a library's bytes whether it is the one that defines them.
 from __future__ import annotations
 
 import ast
-import contextlib
 import fnmatch
-import marshal
 import os
 import re
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -72,32 +69,23 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     distributions the scan parsed and walked the same Python again (~1 s of ~2 s). Paths are kept
     relative to the site directory, so the plan's overlay (links to the same files in a new
     directory each run) reads what the doctor on today's environment wrote."""
+    from cudastack.cache import load_blob, store_blob
+
     path = _cache_file(dist)
     site = os.path.normpath(dist.site_dir) + os.sep
-    if path is not None:
+    rows = load_blob(path) if path is not None else None
+    if isinstance(rows, list):
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-            if len(data) >= 4 and zlib.crc32(data[4:]) == int.from_bytes(data[:4], "little"):
-                return [_load_from(row, site) for row in marshal.loads(data[4:])]
-        except (OSError, ValueError, EOFError, TypeError):
-            pass  # absent, corrupt or of another shape: scan again
+            return [_load_from(row, site) for row in rows]
+        except (ValueError, TypeError):
+            pass  # of another shape: scan again
     found = _scan(dist)
     if path is not None:
-        payload = marshal.dumps([
+        store_blob(path, [
             (_relative(x.where, site), x.how, tuple(_relative(p, site) for p in x.paths), x.soname,
              _relative(x.guard, site) if x.guard else x.guard, x.each)
             for x in found
         ])  # fmt: skip
-        tmp = f"{path}.{os.getpid()}.tmp"
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(tmp, "wb") as fh:
-                fh.write(zlib.crc32(payload).to_bytes(4, "little") + payload)
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
     return found
 
 
@@ -124,29 +112,13 @@ _CACHE_VERSION = 2
 
 
 def _cache_file(dist: Distribution) -> str | None:
-    """Where the scan of these exact files of ``dist`` is kept: named by a digest of cudastack's
-    source, the distribution's name, version and RECORD paths, and the identity (st_dev, st_ino,
-    size, mtime_ns, ctime_ns) of each Python file it lists, read through links, not its location
-    (the scan's answer depends on the files and the layout RECORD gives, and a path in it is kept
-    relative to the site directory); None for an editable install or when caching is off
-    (``CUDASTACK_NO_CACHE=1``)."""
-    if os.environ.get("CUDASTACK_NO_CACHE") == "1" or not dist.record or dist.editable_path:
-        return None
-    import hashlib
+    """Where the scan of these exact files of ``dist`` is kept
+    (:func:`cudastack.cache.dist_files_path`), not named by its location: the scan's answer
+    depends on the files and the layout RECORD gives, and a path in it is kept relative to the
+    site directory. None for an editable install or when caching is off."""
+    from cudastack.cache import dist_files_path
 
-    from cudastack.cache import source_digest
-    from cudastack.target import state_root
-
-    h = hashlib.sha256(f"{_CACHE_VERSION}\0{source_digest()}\0{dist.key}\0{dist.version}\0".encode())
-    for e in dist.record:
-        h.update(e.path.encode("utf-8", "surrogateescape") + b"\0")
-        if e.path.endswith(".py") and not e.path.startswith(".."):
-            try:
-                st = os.stat(dist.abspath(e.path))
-                h.update(f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
-            except OSError:
-                h.update(b"-\n")
-    return str(state_root() / "cache" / "native-loads" / f"{dist.key}-{h.hexdigest()[:32]}.marshal")
+    return dist_files_path("native-loads", dist, str(_CACHE_VERSION))
 
 
 def _scan(dist: Distribution) -> list[NativeLoad]:
