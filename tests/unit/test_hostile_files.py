@@ -328,3 +328,40 @@ def test_generated_code_nested_too_deep_to_parse_is_skipped_not_a_crash(tmp_path
     # the control: the same file, shallow, is read and its load found (an empty answer is not the default)
     assert loads("import ctypes\nctypes.CDLL('libx.so.1')\nx = 1+1\n", "shallow") == ["libx.so.1"]
     assert loads("import ctypes\nctypes.CDLL('libx.so.1')\n" + deep + "\n", "deep") == []
+
+
+def _in_child(code: str) -> str:
+    """``code``'s output, run in a fresh interpreter with a timeout: a hang fails the test."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"hung (no answer in {TIMEOUT} s): {code}")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_a_fifo_named_as_a_torch_op_library_is_not_waited_on(tmp_path: Path) -> None:
+    """Whether a library defines a torch op is read from its bytes (torchvision's ``_C.so``); a
+    FIFO in its place is not a library that defines anything, and opening it must not block."""
+    fifo = tmp_path / "_C.so"
+    os.mkfifo(fifo)
+    code = f"from cudastack.env.native_loads import library_defines; print(library_defines({str(fifo)!r}, 'ns::op'))"
+    assert _in_child(code) == "False"
+
+
+def test_a_fifo_top_level_txt_is_not_waited_on_by_the_plan_overlay(tmp_path: Path) -> None:
+    """The plan's overlay reads ``top_level.txt`` of a distribution without RECORD; a FIFO there
+    counts as unreadable (the distribution's own name is used), it is not waited on."""
+    site = tmp_path / "site-packages"
+    meta = scenario.write_dist(site, {"name": "foo", "version": "2.0", "paths": ["foo/__init__.py"]})
+    (meta / "RECORD").unlink()
+    os.mkfifo(meta / "top_level.txt")
+    code = (
+        "from cudastack.env.inventory import read_inventory; from cudastack.target import build_target;"
+        "from cudastack.plan.overlay import unrecorded_tops;"
+        f"print(sorted(unrecorded_tops(read_inventory(build_target(site_packages={str(site)!r}, "
+        f"python_version='3.11')), {str(site)!r})))"
+    )
+    assert _in_child(code) == "['foo']"

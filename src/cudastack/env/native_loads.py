@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from cudastack.env.dists import Distribution
-from cudastack.files import read_bytes
+from cudastack.files import open_file, read_bytes
 
 _LOADERS = {"CDLL": "ctypes", "PyDLL": "ctypes", "LoadLibrary": "ctypes", "load_library": "torch.ops"}
 _CALL = re.compile(rb"\b(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location)\s*\(")
@@ -768,7 +768,7 @@ def library_defines(path: str, op: str) -> bool:
 
     ns, _, name = op.partition("::")
     try:
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        with open_file(path) as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
             if data.find(f"{op}(".encode()) >= 0 or data.find(f"{op}.".encode()) >= 0:
                 return True
             if data.find(b"\0" + ns.encode() + b"\0") < 0:

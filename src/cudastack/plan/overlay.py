@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudastack.env.inventory import Inventory
+from cudastack.files import read_bytes
 
 _MARKER = ".cudastack-extracted.json"
 
@@ -79,8 +80,8 @@ def unrecorded_tops(inventory: Inventory, site: str) -> set[str]:
         if dist.record is not None or os.path.normpath(dist.site_dir) != os.path.normpath(site):
             continue
         try:
-            with open(os.path.join(dist.meta_dir, "top_level.txt"), encoding="utf-8", errors="replace") as fh:
-                out.update(n.strip() for n in fh.read(1 << 20).splitlines() if n.strip())
+            raw = read_bytes(os.path.join(dist.meta_dir, "top_level.txt"), 1 << 20).data
+            out.update(n.strip() for n in raw.decode("utf-8", "replace").splitlines() if n.strip())
         except OSError:
             out.add(dist.key.replace("-", "_"))
     return out
