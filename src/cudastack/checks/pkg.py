@@ -389,9 +389,8 @@ def _imports_lacking(ctx: Context, key: str, requirers: list[Distribution]) -> t
     like ``key`` is looked for first, and alone when found. Incomplete when a requirer has no
     Python source to read or its import runs more than ``_MAX_IMPORT_FILES`` files: then nothing
     is claimed."""
-    import sys
-
     from cudastack.env.imports import import_time, unguarded_import
+    from cudastack.env.unprovided import standard_modules
 
     guess = key.replace("-", "_")
     runs = []
@@ -404,7 +403,7 @@ def _imports_lacking(ctx: Context, key: str, requirers: list[Distribution]) -> t
              if (where := unguarded_import(found, guess, _MAX_IMPORT_FILES))]  # fmt: skip
     if named:
         return named, True
-    have = set(sys.stdlib_module_names) | set(sys.builtin_module_names)
+    have = standard_modules(ctx.target)
     for site in ctx.target.site_dirs:
         try:
             have.update(n.partition(".")[0] for n in os.listdir(site))

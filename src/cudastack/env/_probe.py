@@ -53,6 +53,12 @@ def probe() -> dict:  # type: ignore[type-arg]
             site_dirs.append(paths[key])
     site_dirs = [d for d in site_dirs if os.path.isdir(d)] or site_dirs[:1]
     try:
+        import _imp
+
+        frozen = list(_imp._frozen_module_names())  # type: ignore[attr-defined]  # 3.11+, private
+    except (ImportError, AttributeError):
+        frozen = []
+    try:
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (AttributeError, ValueError, OSError):
         libc = ""
@@ -71,6 +77,11 @@ def probe() -> dict:  # type: ignore[type-arg]
         # where an installer writes: what a guarded install backs up and a rollback restores
         "install_scheme": {k: paths[k] for k in ("purelib", "platlib", "scripts", "data", "include") if k in paths},
         "extension_suffixes": list(EXTENSION_SUFFIXES),
+        # what `import x` finds without a file: compiled into the interpreter, or frozen in it
+        "builtin_module_names": list(sys.builtin_module_names),
+        "frozen_module_names": frozen,
+        # the standard library as documented for this version (3.10+), whether installed or not
+        "stdlib_module_names": sorted(getattr(sys, "stdlib_module_names", ())),
         "ldlibrary": sysconfig.get_config_var("LDLIBRARY"),
         "libdir": sysconfig.get_config_var("LIBDIR"),
         "enable_shared": bool(sysconfig.get_config_var("Py_ENABLE_SHARED")),

@@ -35,6 +35,13 @@ class Interpreter:
     site_dirs: tuple[str, ...]
     """Site directories before ``.pth`` processing, in ``sys.path`` order."""
     extension_suffixes: tuple[str, ...]
+    builtin_module_names: tuple[str, ...] = ()
+    """Modules compiled into the interpreter (``sys.builtin_module_names``): no file to find."""
+    frozen_module_names: tuple[str, ...] = ()
+    """Modules frozen into the interpreter (3.11+): found without a file too."""
+    stdlib_module_names: tuple[str, ...] = ()
+    """``sys.stdlib_module_names`` (3.10+): the standard library as documented, installed or not
+    (Debian leaves ``tkinter`` and ``distutils`` to separate packages)."""
     ldlibrary: str | None
     libdir: str | None
     enable_shared: bool
@@ -78,6 +85,9 @@ def _from_probe(executable: str, data: dict[str, object]) -> Interpreter:
         stdlib=opt("stdlib"),
         site_dirs=strs("site_dirs"),
         extension_suffixes=strs("extension_suffixes"),
+        builtin_module_names=strs("builtin_module_names"),
+        frozen_module_names=strs("frozen_module_names"),
+        stdlib_module_names=strs("stdlib_module_names"),
         ldlibrary=opt("ldlibrary"),
         libdir=opt("libdir"),
         enable_shared=bool(data.get("enable_shared")),

@@ -422,16 +422,30 @@ def _shipped_modules(dist: Distribution) -> set[str]:
     return out
 
 
-def _provided(target: Target) -> set[str] | None:
-    """Top-level names the target's import system finds: this interpreter's standard library and
-    built-ins, the target's standard library directory, each site directory, what ``.pth`` files
-    add and map (editable installs), ``PYTHONPATH``. None when a site directory cannot be read."""
-    have = set(sys.stdlib_module_names) | set(sys.builtin_module_names)
+def standard_modules(target: Target) -> set[str]:
+    """Top-level names the target's interpreter finds before any site directory: its built-in and
+    frozen modules (as its probe reported them) and what its standard library directory and
+    ``lib-dynload`` hold. Not ``sys.stdlib_module_names``: that names the standard library as
+    documented, installed or not (Debian's python3.11 without python3-tk lists ``tkinter`` and
+    cannot import it), and cudastack's own interpreter may be another version (``distutils`` is
+    gone from 3.12, ``cgi`` from 3.13). The documented list is used only when the target's
+    standard library directory cannot be read, or the target interpreter is unknown."""
     interp = target.interpreter
-    extra: list[str] = []
-    if interp is not None and interp.stdlib:
-        extra += [interp.stdlib, os.path.join(interp.stdlib, "lib-dynload")]
-    extra += [p for p in target.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if interp is None:
+        return set(sys.stdlib_module_names) | set(sys.builtin_module_names)
+    have = set(interp.builtin_module_names) | {n.partition(".")[0] for n in interp.frozen_module_names}
+    listed = _listing(interp.stdlib) if interp.stdlib else None
+    if listed is None:
+        return have | set(interp.stdlib_module_names or sys.stdlib_module_names)
+    return have | listed | (_listing(os.path.join(interp.stdlib or "", "lib-dynload")) or set())
+
+
+def _provided(target: Target) -> set[str] | None:
+    """Top-level names the target's import system finds: its standard library
+    (:func:`standard_modules`), each site directory, what ``.pth`` files add and map (editable
+    installs), ``PYTHONPATH``. None when a site directory cannot be read."""
+    have = standard_modules(target)
+    extra = [p for p in target.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     for pth in target.pth:
         have.update(top for top, _src in pth.editable_mappings)
     if not target.site_dirs:
