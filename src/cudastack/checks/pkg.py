@@ -1498,8 +1498,15 @@ def duplicate_distribution(ctx: Context) -> Iterator[Finding]:
     ## Example
     `torch 2.9.1 in .../site-packages shadows torch 2.8.0 in the same directory`
 
+    ## Severity
+    A `warning` when the two copies give different versions. `info` when both give the same
+    version: whichever one `importlib.metadata` reads, it answers the same. Debian's
+    python3-cryptography ships both `cryptography.egg-info` and `cryptography-38.0.4.dist-info`,
+    both owned by the package, and nothing about it is stale.
+
     ## Fix
     Remove the stale metadata directory (or reinstall the package to let the installer clean up).
+    Offered only when the versions differ and both copies are in the same directory.
 
     ## References
     - https://github.com/pypa/pip/issues/4625
@@ -1507,16 +1514,22 @@ def duplicate_distribution(ctx: Context) -> Iterator[Finding]:
     for dup in ctx.inventory.shadowed:
         win = ctx.inventory.dists[dup.key]
         where = "in the same directory" if dup.site_dir == win.site_dir else f"in {dup.site_dir}"
+        same = win.version == dup.version
         yield Finding(
             code="PKG015",
-            severity=Severity.WARNING,
+            severity=Severity.INFO if same else Severity.WARNING,
             message=f"{win.name} {win.version} ({win.meta_dir}) shadows {dup.name} {dup.version} {where}",
             subject=dup.key,
             distribution=dup.key,
             path=dup.meta_dir,
-            evidence=(f"first on sys.path: {win.meta_dir}", f"shadowed: {dup.meta_dir}"),
+            evidence=(f"first on sys.path: {win.meta_dir}", f"shadowed: {dup.meta_dir}")
+            + (
+                (f"info, not warning: both say version {win.version}, so importlib.metadata answers the same",)
+                if same
+                else ()
+            ),
             fix=Fix(summary="Remove the stale metadata directory", commands=(shlex.join(["rm", "-r", dup.meta_dir]),))
-            if dup.site_dir == win.site_dir
+            if dup.site_dir == win.site_dir and not same
             else None,
         )
 

@@ -125,6 +125,16 @@ class Distribution:
         """Absolute path of a RECORD entry."""
         return os.path.normpath(os.path.join(self.site_dir, rel))
 
+    def top_level_names(self) -> list[str]:
+        """The top-level modules and packages it says it installed (``top_level.txt``; else its
+        name): what stands for its files when it has no RECORD, like the egg-info directories of
+        Debian's python3-* packages."""
+        try:
+            raw = read_bytes(os.path.join(self.meta_dir, "top_level.txt"), 1 << 20).data
+        except OSError:
+            return [self.key.replace("-", "_")]
+        return [n.strip() for n in raw.decode("utf-8", errors="replace").splitlines() if n.strip()]
+
     def native_files(self) -> Iterator[str]:
         """Absolute paths of the shared objects, cubins and fatbins the distribution installed
         (computed once: several rules ask, and RECORDs hold 88k paths in a large environment)."""

@@ -765,12 +765,17 @@ class ImportTime:
                 rel = entry.path[:-3]
                 name = rel[: -len("/__init__")] if rel.endswith("/__init__") else rel
                 self._files[name.replace("/", ".")] = dist.abspath(entry.path)
+        unrecorded = _unrecorded_files(dist) if dist.record is None else ()
+        for rel in unrecorded:
+            if rel.endswith(".py"):
+                name = rel[:-3].removesuffix("/__init__")
+                self._files[name.replace("/", ".")] = dist.abspath(rel)
         self._module_of = {path: name for name, path in self._files.items()}
         self._extensions = {
             name.replace("/", ".")
-            for e in dist.record or ()
-            if e.path.endswith(".so") and not e.path.startswith("..")
-            for name in [e.path.split(".", 1)[0].removesuffix("/__init__")]
+            for path in itertools.chain((e.path for e in dist.record or ()), unrecorded)
+            if path.endswith(".so") and not path.startswith("..")
+            for name in [path.split(".", 1)[0].removesuffix("/__init__")]
         }
         """Extension modules (``from cupy.cuda import common`` names ``common.cpython-….so``)."""
         self.has_python = bool(self._files)
@@ -1847,6 +1852,32 @@ def _is_extension(path: str) -> bool:
     """A Python extension module (``x.cpython-312-x86_64-linux-gnu.so``, ``x.abi3.so``, ``x.so``),
     not a versioned shared library (``libfoo.so.1``)."""
     return path.endswith(".so") and not os.path.basename(path).startswith("lib")
+
+
+_MAX_UNRECORDED_FILES = 20000
+
+
+def _unrecorded_files(dist: Distribution) -> list[str]:
+    """Paths (relative to the site directory) of the ``.py`` and ``.so`` files under the top-level
+    names of a distribution without RECORD (Debian's python3-gi: ``gi/``, ``pygtkcompat/``), at
+    most ``_MAX_UNRECORDED_FILES`` of them; none for an editable install (its source is elsewhere)."""
+    if dist.editable_path:
+        return []
+    out: list[str] = []
+    for top in dist.top_level_names():
+        if "/" in top or top.startswith("."):
+            continue
+        for single in (f"{top}.py",):
+            if os.path.isfile(os.path.join(dist.site_dir, single)):
+                out.append(single)
+        root = os.path.join(dist.site_dir, top)
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.startswith(".")]
+            rel = os.path.relpath(dirpath, dist.site_dir)
+            out.extend(f"{rel}/{f}" for f in filenames if f.endswith((".py", ".so")))
+            if len(out) > _MAX_UNRECORDED_FILES:
+                return out[:_MAX_UNRECORDED_FILES]
+    return out
 
 
 def import_time(dist: Distribution) -> ImportTime | None:

@@ -13,7 +13,6 @@ from cudastack.data.families import STACK_KEYS
 from cudastack.env.conda import CondaPackage, read_conda_meta
 from cudastack.env.dists import Distribution, iter_distributions
 from cudastack.env.versionfiles import VersionFile, read_version_files
-from cudastack.files import read_bytes
 from cudastack.target import Target
 
 
@@ -141,13 +140,7 @@ def iter_native_files(inventory: Inventory) -> Iterator[tuple[str, Distribution]
 def _walk_top_level(dist: Distribution) -> Iterator[str]:
     """Without RECORD (ENV003), the packages named in top_level.txt (else the distribution's
     own name) are walked for shared objects instead."""
-    names: list[str] = []
-    try:
-        raw = read_bytes(os.path.join(dist.meta_dir, "top_level.txt"), 1 << 20).data
-        names = [n.strip() for n in raw.decode("utf-8", errors="replace").splitlines() if n.strip()]
-    except OSError:
-        names = [dist.key.replace("-", "_")]
-    for n in names:
+    for n in dist.top_level_names():
         root = os.path.join(dist.site_dir, n)
         if os.path.isdir(root):
             yield from _walk_so(root)

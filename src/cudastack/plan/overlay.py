@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudastack.env.inventory import Inventory
-from cudastack.files import read_bytes
 
 _MARKER = ".cudastack-extracted.json"
 
@@ -79,11 +78,7 @@ def unrecorded_tops(inventory: Inventory, site: str) -> set[str]:
     for dist in inventory.dists.values():
         if dist.record is not None or os.path.normpath(dist.site_dir) != os.path.normpath(site):
             continue
-        try:
-            raw = read_bytes(os.path.join(dist.meta_dir, "top_level.txt"), 1 << 20).data
-            out.update(n.strip() for n in raw.decode("utf-8", "replace").splitlines() if n.strip())
-        except OSError:
-            out.add(dist.key.replace("-", "_"))
+        out.update(dist.top_level_names())
     return out
 
 
