@@ -114,3 +114,36 @@ def test_a_library_loaded_by_a_computed_path_at_import(
     errors = {(f["code"], f["subject"], f["distribution"]) for f in data["findings"] if f["severity"] == "error"}
     assert errors == ({("LDD001", "libmissing.so", "cpkg")} if fails else set()), data["findings"]
     assert rc == (1 if fails else 0)
+
+
+PATHS = """\
+def _name():
+    return "libcpkg_absent.so"
+
+
+def _lib():
+    return _name()
+"""
+
+
+def test_a_soname_computed_through_a_second_imported_function(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ctypes.CDLL(_lib())`` where ``_lib`` (imported from another file) returns ``_name()``, a
+    second function of that file. The name is known only by following ``_lib`` into ``_name``:
+    only functions the file calls have their files parsed (tensorflow's ``__init__`` imports ~100
+    it never calls: 40 s), and a kept function's own calls are followed to the functions the file
+    imports. When the file does not import ``_name``, the name stays unknown and nothing is
+    claimed, as before. Reality: the import fails on the missing library either way."""
+    python = make_venv(tmp_path / "env")
+    files = {
+        "cpkg/__init__.py": "import ctypes\n\nfrom ._paths import _lib, _name  # noqa: F401\n\nctypes.CDLL(_lib())\n",
+        "cpkg/_paths.py": PATHS,
+    }
+    scenario.write_dist(site_of(python), {"name": "cpkg", "version": "1.0", "files": files})
+    real = subprocess.run(["env", "-i", str(python), "-c", "import cpkg"], capture_output=True, text=True)
+    assert real.returncode != 0 and "libcpkg_absent.so" in real.stderr, real.stderr
+    main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH="])
+    data = json.loads(capsys.readouterr().out)
+    named = [f for f in data["findings"] if f["severity"] == "error" and "libcpkg_absent.so" in json.dumps(f)]
+    assert named and all(f["distribution"] == "cpkg" for f in named), data["findings"]
