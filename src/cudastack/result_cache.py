@@ -70,6 +70,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import struct
 import sys
 import threading
 import time
@@ -106,13 +107,18 @@ def enabled() -> bool:
     return os.environ.get("CUDASTACK_NO_CACHE") != "1"
 
 
-def _ident(st: os.stat_result) -> tuple[int, ...]:
+_IDENT = struct.Struct("=9q")
+"""One ``stat`` observation: mode, device, inode, links, uid, gid, size, mtime_ns, ctime_ns (or the
+negative error number and zeros): 72 bytes, so that a run's thousands compare as one ``bytes``."""
+
+
+def _ident(st: os.stat_result) -> bytes:
     if S_ISDIR(st.st_mode):
         # a directory's times, size and link count change with every entry added anywhere in it
         # (/tmp, site-packages): nothing in cudastack reads them; what is in a directory is
         # recorded as its listing or as the lookups of the names that were looked for
-        return (st.st_mode, st.st_dev, st.st_ino, -1, st.st_uid, st.st_gid, -1, -1, -1)
-    return (
+        return _IDENT.pack(st.st_mode, st.st_dev, st.st_ino, -1, st.st_uid, st.st_gid, -1, -1, -1)
+    return _IDENT.pack(
         st.st_mode,
         st.st_dev,
         st.st_ino,
@@ -125,6 +131,12 @@ def _ident(st: os.stat_result) -> tuple[int, ...]:
     )
 
 
+def _changed_ns(ident: bytes) -> int:
+    """The later of mtime and ctime of a ``stat`` observation (-1 for a directory or an error)."""
+    fields = _IDENT.unpack(ident)
+    return max(fields[7], fields[8]) if fields[0] > 0 else -1
+
+
 # the originals, taken at import: the recording wrappers replace the os module's attributes
 _stat = os.stat
 _lstat = os.lstat
@@ -133,13 +145,13 @@ _access = os.access
 _scandir = os.scandir
 
 
-def _stat_of(path: str, follow: bool) -> tuple[int, ...] | int:
+def _stat_of(path: str, follow: bool) -> bytes:
     try:
         return _ident(_stat(path) if follow else _lstat(path))
     except OSError as exc:
-        return -(exc.errno or errno.EIO)
+        return _IDENT.pack(-(exc.errno or errno.EIO), 0, 0, 0, 0, 0, 0, 0, 0)
     except ValueError:  # NUL in the name
-        return -errno.ENOENT
+        return _IDENT.pack(-errno.ENOENT, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 def _digest(path: str) -> bytes | int:
@@ -237,8 +249,7 @@ class Recorder:
             self.add(kind, p, observe(kind, p) if value is None else value(p))
             if kind in ("read", "lread"):
                 ident = self.seen[(kind, p)]
-                now = time.time_ns()
-                racy = isinstance(ident, tuple) and max(ident[7], ident[8]) > now - int(RACY_S * 1e9)
+                racy = isinstance(ident, bytes) and _changed_ns(ident) > time.time_ns() - int(RACY_S * 1e9)
                 if racy or p.startswith(_PSEUDO):
                     self.add("content", p, _digest(p))
         finally:
@@ -433,9 +444,9 @@ def _source_key() -> str:
             if name.endswith((".pyc", ".pyo")):
                 continue
             ident = _stat_of(os.path.join(dirpath, name), True)
-            if isinstance(ident, tuple) and max(ident[7], ident[8]) > limit:
+            if _changed_ns(ident) > limit:
                 return "digest:" + source_digest()
-            h.update(f"{dirpath}/{name}\0{ident}\n".encode("utf-8", "surrogateescape"))
+            h.update(f"{dirpath}/{name}\0".encode("utf-8", "surrogateescape") + ident)
     return "stat:" + h.hexdigest()
 
 
@@ -486,40 +497,64 @@ def ignored_roots() -> tuple[str, ...]:
     return tuple(sorted({os.path.abspath(r) for r in roots} | {os.path.realpath(r) for r in roots}))
 
 
+_STAT_KINDS = {"stat": True, "read": True, "lstat": False, "lread": False}
+"""The observations that are one ``stat`` (followed or not) each, compared as one bytes per kind."""
+
+_SLOW_KINDS = ("host", "probe")
+"""Observations that run something: compared last, after every cheap look agreed."""
+
+
 def store(key: str, rec: Recorder, payload: bytes) -> None:
-    """Keep ``payload`` (the pickled report) under ``key`` with ``rec``'s observations."""
+    """Keep ``payload`` (the pickled report) under ``key`` with ``rec``'s observations, grouped
+    by kind: ``(kind, paths, values)``, the values of a ``stat`` kind joined into one bytes."""
     if rec.refused is not None:
         return
     from cudastack.cache import store_blob
 
-    store_blob(entry_path(key), (FORMAT, key, rec.started, list(rec.seen.items()), payload))
+    by_kind: dict[str, list[tuple[str, object]]] = {}
+    for (kind, path), value in rec.seen.items():
+        by_kind.setdefault(kind, []).append((path, value))
+    groups = []
+    for kind, items in sorted(by_kind.items(), key=lambda kv: kv[0] in _SLOW_KINDS):
+        paths = tuple(p for p, _ in items)
+        values = tuple(v for _, v in items)
+        groups.append((kind, paths, b"".join(values) if kind in _STAT_KINDS else values))  # type: ignore[arg-type]
+    store_blob(entry_path(key), (FORMAT, key, rec.started, tuple(groups), payload))
+
+
+def _host_now() -> Any:
+    """:func:`observe` of the host, started in a forked child (NVML's import alone is ~50 ms)
+    while the parent compares the files; None when no child can be forked."""
+    from cudastack.parallel import Forked, spare_cpus
+
+    return Forked(observe, "host", "") if spare_cpus() else None
 
 
 def lookup(key: str) -> tuple[bytes, dict[str, object]] | str:
     """The stored payload for ``key`` when every observation gives the same answer again, and
     what the report says about it; else why not (nothing stored, or what changed)."""
+    import gc
+
     from cudastack.cache import load_blob
 
-    entry = load_blob(entry_path(key))
-    if not (isinstance(entry, tuple) and len(entry) == 5 and entry[0] == FORMAT and entry[1] == key):
-        return "nothing kept for this command, environment and cudastack"
-    _, _, started, seen, payload = entry
-    slow = []
-    files: set[str] = set()
-    dirs = 0
-    for (kind, path), value in seen:
-        if kind in ("probe", "host"):
-            slow.append((kind, path, value))  # last, after every cheap look agreed
-            continue
-        if observe(kind, path) != value:
-            return f"{kind} of {path} changed"
-        if kind == "list":
-            dirs += 1
-        else:
-            files.add(path)
-    for kind, path, value in slow:
-        if observe(kind, path) != value:
-            return f"{kind} {path} answers differently"
+    gc.disable()  # ~10^4 small objects are made and none is garbage (as doctor.paused_gc)
+    try:
+        entry = load_blob(entry_path(key))
+        if not (isinstance(entry, tuple) and len(entry) == 5 and entry[0] == FORMAT and entry[1] == key):
+            return "nothing kept for this command, environment and cudastack"
+        _, _, started, groups, payload = entry
+        host = _host_now() if any(g[0] == "host" for g in groups) else None
+        try:
+            why = _compare(groups, host)
+        finally:
+            if host is not None:
+                host.cancel()
+    finally:
+        gc.enable()
+    if why is not None:
+        return why
+    files = {p for kind, paths, _ in groups if kind != "list" and kind not in _SLOW_KINDS for p in paths}
+    dirs = sum(len(paths) for kind, paths, _ in groups if kind == "list")
     since = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started))
     note = {
         "replayed": True,
@@ -529,3 +564,36 @@ def lookup(key: str) -> tuple[bytes, dict[str, object]] | str:
         "message": f"result from cache: {len(files)} files and {dirs} directories unchanged since {since}",
     }
     return payload, note
+
+
+def _compare(groups: tuple[tuple[str, tuple[str, ...], Any], ...], host: Any) -> str | None:
+    """None when every observation in ``groups`` gives the same answer now, else what changed."""
+    memo: dict[tuple[str, bool], bytes] = {}
+
+    def ident(path: str, follow: bool) -> bytes:
+        k = (path, follow)
+        v = memo.get(k)
+        if v is None:
+            v = memo[k] = _stat_of(path, follow)
+        return v
+
+    for kind, paths, values in groups:
+        follow = _STAT_KINDS.get(kind)
+        if follow is not None:
+            now = b"".join([ident(p, follow) for p in paths])
+            if now != values:
+                n = _IDENT.size
+                i = next(i for i in range(len(paths)) if now[i * n : (i + 1) * n] != values[i * n : (i + 1) * n])
+                return f"{kind} of {paths[i]} changed"
+            continue
+        for path, value in zip(paths, values, strict=True):
+            if kind == "host" and host is not None:
+                now_value = host.result()
+                host = None
+                if now_value is None:  # the child failed: ask here
+                    now_value = observe(kind, path)
+            else:
+                now_value = observe(kind, path)
+            if now_value != value:
+                return f"{kind} of {path or 'this machine'} changed"
+    return None

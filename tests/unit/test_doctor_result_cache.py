@@ -169,6 +169,18 @@ def test_an_edited_python_file_changes_an_import_verdict(env: Env) -> None:
     assert "PKG017" in [f["code"] for f in after["findings"]]
 
 
+def test_an_edit_seen_only_through_the_keys_of_the_per_distribution_caches(env: Env) -> None:
+    """A run whose PKG017 and import-verdict answers come from their own caches reads no ``.py``
+    file: it only stats them for those caches' keys. Those stats are what must catch the edit."""
+    before = env.replayed()
+    shutil.rmtree(env.state / "cache" / "doctor")
+    env.replayed()  # recorded with the per-distribution caches filled
+    init = env.site / "foo" / "__init__.py"
+    init.write_text(init.read_text() + "import not_installed_anywhere\n")
+    after = env.changed(before)
+    assert "PKG017" in [f["code"] for f in after["findings"]]
+
+
 def test_a_requirement_added_to_metadata(env: Env) -> None:
     before = env.replayed()
     meta = env.site / "foo-1.0.dist-info" / "METADATA"
