@@ -17,7 +17,9 @@ directory, uid/gid/groups, ``os.uname()``, the boot id (``/proc/sys/kernel/rando
 same CPU, kernel and loaded driver module, which the ``ld.so --help`` output depends on),
 cudastack's interpreter (``sys.executable``, ``sys.version``, ``sys.path``) and its source (the
 identity of every file of the package, or :func:`cudastack.cache.source_digest` of their bytes when
-one was changed within the last seconds).
+one was changed within the last seconds). The listing of each directory on cudastack's own
+``sys.path`` is recorded too: a dependency upgraded or installed there (packaging, pynvml) renames
+or adds a ``.dist-info``.
 
 The first group is *recorded* while the doctor runs (:class:`Recorder`), not enumerated, so a new
 reader of a new file is covered without anyone remembering to add it to a key:
@@ -75,7 +77,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from stat import S_ISDIR
+from stat import S_ISDIR, S_ISREG
 from typing import Any
 
 FORMAT = 1
@@ -160,6 +162,8 @@ def _digest(path: str) -> bytes | int:
     except OSError as exc:
         return -(exc.errno or errno.EIO)
     try:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            return -errno.EINVAL  # a FIFO or device (/dev/zero never ends): its stat says what it is
         h = hashlib.sha256()
         while chunk := os.read(fd, 1 << 20):
             h.update(chunk)
@@ -361,11 +365,11 @@ def start(ignore: tuple[str, ...]) -> Recorder:
     os.lstat = _rec_lstat
     os.readlink = _rec_readlink
     os.access = _rec_access
-    # sys.path entries of cudastack's own interpreter: an optional module (pynvml) installed there
-    # changes what cudastack does; a directory's stat changes when an entry is added
+    # cudastack's own sys.path: a dependency upgraded (packaging's marker evaluation) or an
+    # optional module installed (pynvml) changes what cudastack does; its dist-info is renamed
     for d in sys.path:
         if d:
-            rec.note("stat", d)
+            rec.note("list", d)
     _ACTIVE = rec
     return rec
 
