@@ -121,9 +121,12 @@ def env(tmp_path: Path) -> Env:
     return Env(root=tmp_path, python=venv / "bin" / "python", site=site, state=state)
 
 
-def test_an_unchanged_environment_is_replayed_and_says_so(env: Env) -> None:
+def test_an_unchanged_environment_is_replayed_and_says_so(env: Env, validate_report: Any) -> None:
     answer = env.replayed()
     assert not answer["findings"]
+    replay = env.doctor()
+    assert replay["result_cache"]["message"].startswith("result from cache: ")
+    validate_report(replay)
     argv = [sys.executable, "-m", "cudastack", "doctor", "--python", str(env.python)]
     run_env = {**os.environ, "CUDASTACK_STATE_DIR": str(env.state), "PYTHONPATH": str(SRC)}
     run_env.pop("CUDASTACK_NO_CACHE", None)
@@ -211,3 +214,49 @@ def test_a_change_of_cudastack_source(env: Env) -> None:
 def test_caching_off_keeps_nothing(env: Env) -> None:
     env.doctor(cache=False)
     assert not (env.state / "cache" / "doctor").exists()
+
+
+def _elsewhere(path: Path) -> None:
+    """``path`` changed by someone else (the recorder does not see this write)."""
+    from cudastack import result_cache
+
+    with result_cache.unrecorded():
+        path.write_text("two, longer\n")
+
+
+def test_what_a_replay_cannot_check_is_not_kept(tmp_path: Path) -> None:
+    """Another child process, a file written outside the state directory, a file that changed
+    between two looks: the recorder refuses, and store() keeps nothing."""
+    from cudastack import result_cache
+
+    seen = tmp_path / "seen.txt"
+    seen.write_text("one\n")
+    for act, why in (
+        (lambda: subprocess.run(["true"], check=True), "ran true"),
+        (lambda: (tmp_path / "out.txt").write_text("x"), "wrote "),
+        (lambda: (seen.read_text(), _elsewhere(seen), seen.read_text()), "changed while it was read"),
+    ):
+        rec = result_cache.start((str(tmp_path / "state"),))
+        try:
+            act()
+        finally:
+            result_cache.stop()
+        assert rec.refused is not None and why in rec.refused, rec.refused
+        result_cache.store("k" * 64, rec, b"payload")
+        assert not os.path.exists(result_cache.entry_path("k" * 64))
+
+
+def test_a_lookup_that_finds_nothing_is_recorded_and_checked_again(tmp_path: Path) -> None:
+    from cudastack import result_cache
+
+    missing = tmp_path / "libnew.so"
+    rec = result_cache.start(())
+    try:
+        assert not os.path.exists(missing)
+    finally:
+        result_cache.stop()
+    assert rec.refused is None and ("stat", str(missing)) in rec.seen
+    result_cache.store("m" * 64, rec, b"payload")
+    assert result_cache.lookup("m" * 64)[0] == b"payload"  # type: ignore[index]
+    missing.write_bytes(b"")
+    assert result_cache.lookup("m" * 64) == f"stat of {missing} changed"
