@@ -77,7 +77,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from stat import S_ISDIR, S_ISREG
+from stat import S_ISDIR, S_ISLNK, S_ISREG
 from typing import Any
 
 FORMAT = 1
@@ -578,7 +578,13 @@ def _compare(groups: tuple[tuple[str, tuple[str, ...], Any], ...], host: Any) ->
         k = (path, follow)
         v = memo.get(k)
         if v is None:
-            v = memo[k] = _stat_of(path, follow)
+            # stat and lstat resolve the same directories and differ only when the last
+            # component is a symbolic link: one call answers both for anything else
+            other = memo.get((path, not follow))
+            if other is not None and not S_ISLNK(_IDENT.unpack_from(other)[0]):
+                v = memo[k] = other
+            else:
+                v = memo[k] = _stat_of(path, follow)
         return v
 
     for kind, paths, values in groups:
