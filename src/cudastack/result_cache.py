@@ -55,15 +55,31 @@ the same :func:`observe` and compares:
   ``stat`` of each symbolic link in it;
 - ``link``: what ``readlink`` returned; ``probe``: the target interpreter's answer to cudastack's
   probe script (run again on replay, in parallel with the rest: the probe's own reads are not
-  recorded, its output is the whole of what the doctor takes from it).
+  recorded, its output is the whole of what the doctor takes from it);
+- ``host``: what :func:`cudastack.cuda.host.detect_machine` finds (NVML, ``nvidia-smi``,
+  ``/proc/driver/nvidia/version``, ``libcuda.so.1`` in the loader cache, ``/dev/nvidia*``): no file
+  identity vouches for a GPU's presence, so the replay asks again (in a forked child, beside the
+  file comparisons); nothing done inside it is recorded or refused (:func:`unrecorded`).
 
-A result is **not kept** when the run did anything the replay cannot check: another child
-process, ``ctypes.dlopen`` (NVML), a socket, a write outside cudastack's state directory, two
-observations of the same thing that disagree (the environment changed while it was read), an
-error, or a check that crashed. ``DirEntry.stat()`` is not recorded: the only caller reads
-cudastack's own state directory (``elf/table_cache.py``). Reads of cudastack's state directory
-(its other caches, each keyed on what it depends on) and of its own package (the source key) are
-not recorded. ``CUDASTACK_NO_CACHE=1`` turns the whole cache off.
+The system's ``ld.so --help``/``--list-diagnostics`` is the one other child process allowed: its
+binary's identity is recorded, and what it prints otherwise depends on the CPU and kernel (the boot
+id in the key). A result is **not kept** when the run did anything else the replay cannot check:
+another child process, ``ctypes.dlopen`` outside the host's detection, a socket, a write outside
+cudastack's state directory, a path relative to a directory descriptor, two observations of the
+same thing that disagree (the environment changed while it was read), an error, or a check that
+crashed. Reads of cudastack's state directory (its other caches, each keyed on what it depends
+on) and of its own package (the source key) are not recorded.
+
+What is not seen, and why that is safe: ``stat`` calls made in C (the import system's own, for
+cudastack's modules: the source key and the ``sys.path`` listings cover those) and
+``DirEntry.stat()`` (its only caller reads cudastack's state directory, ``elf/table_cache.py``).
+
+Why record instead of enumerating the inputs: an enumerated key is only as complete as the list,
+and every new reader (a rule that opens one more file) would have to remember to extend it; a
+recorded one is complete by construction for every channel above, and the tests
+(``tests/unit/test_doctor_result_cache.py``) show each channel catching a real change.
+``CUDASTACK_NO_CACHE=1`` turns the whole cache off; ``CUDASTACK_DEBUG_RESULT_CACHE=1`` says on
+stderr why a run was not replayed or not kept.
 """
 
 from __future__ import annotations
