@@ -539,7 +539,25 @@ def store(key: str, rec: Recorder, payload: bytes) -> None:
         paths = tuple(p for p, _ in items)
         values = tuple(v for _, v in items)
         groups.append((kind, paths, b"".join(values) if kind in _STAT_KINDS else values))  # type: ignore[arg-type]
-    store_blob(entry_path(key), (FORMAT, key, rec.started, tuple(groups), payload))
+    path = entry_path(key)
+    store_blob(path, (FORMAT, key, rec.started, tuple(groups), payload))
+    _evict(os.path.dirname(path))
+
+
+KEEP = 32
+"""Entries kept (the most recently written): each command line, environment and cudastack
+version has its own, ~1.7 MB for a torch environment."""
+
+
+def _evict(directory: str) -> None:
+    try:
+        with _scandir(directory) as it:
+            entries = sorted(((e.stat().st_mtime_ns, e.path) for e in it if e.name.endswith(".marshal")), reverse=True)
+    except OSError:
+        return
+    for _, old in entries[KEEP:]:
+        with contextlib.suppress(OSError):
+            os.unlink(old)
 
 
 def _host_now() -> Any:

@@ -260,3 +260,17 @@ def test_a_lookup_that_finds_nothing_is_recorded_and_checked_again(tmp_path: Pat
     assert result_cache.lookup("m" * 64)[0] == b"payload"  # type: ignore[index]
     missing.write_bytes(b"")
     assert result_cache.lookup("m" * 64) == f"stat of {missing} changed"
+
+
+def test_only_the_newest_entries_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cudastack import result_cache
+
+    monkeypatch.setenv("CUDASTACK_STATE_DIR", str(tmp_path / "state"))
+    for n in range(result_cache.KEEP + 3):
+        rec = result_cache.start(())
+        result_cache.stop()
+        key = f"{n:02d}".ljust(64, "0")
+        result_cache.store(key, rec, b"payload")
+        os.utime(result_cache.entry_path(key), ns=(n * 10**9, n * 10**9))  # written in this order
+    kept = sorted(os.listdir(tmp_path / "state" / "cache" / "doctor"))
+    assert len(kept) == result_cache.KEEP and kept[0].startswith("03") and kept[-1].startswith("34")
