@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudastack.errors import UsageError
-from cudastack.findings import Severity
+from cudastack.findings import ExitCode, Severity
+
+if TYPE_CHECKING:
+    from cudastack.report import Report
 
 
 def add_target_arguments(p: argparse.ArgumentParser) -> None:
@@ -140,6 +143,44 @@ def run(args: argparse.Namespace) -> int:
         from cudastack.env.interpreter import start_probe
 
         start_probe(args.python)  # the target starts while cudastack imports its rules
+    from cudastack import result_cache
+
+    if not result_cache.enabled():
+        report = compute(args)
+        emit(report, args)
+        return int(report.exit_code)
+    import pickle
+
+    # the whole answer, replayed when nothing it read changed (cudastack.result_cache); the heavy
+    # modules (rules, loader, ELF) are imported only on a miss
+    key = result_cache.session_key("doctor", {k: v for k, v in vars(args).items() if k != "run"})
+    hit = result_cache.lookup(key)
+    debug = os.environ.get(result_cache.DEBUG_ENV) == "1"
+    if isinstance(hit, str):
+        if debug:
+            print(f"result cache: not replayed: {hit}", file=sys.stderr)
+    else:
+        payload, note = hit
+        report = pickle.loads(payload)
+        report.extra["result_cache"] = note
+        emit(report, args)
+        return int(report.exit_code)
+    rec = result_cache.start(result_cache.ignored_roots())
+    try:
+        report = compute(args)
+    finally:
+        result_cache.stop()
+    if report.exit_code == ExitCode.INTERNAL:  # a crashed check may crash differently next time
+        rec.refuse("a check crashed")
+    if debug and rec.refused:
+        print(f"result cache: not kept: {rec.refused}", file=sys.stderr)
+    result_cache.store(key, rec, pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL))
+    emit(report, args)
+    return int(report.exit_code)
+
+
+def compute(args: argparse.Namespace) -> Report:
+    """The report for the parsed ``doctor`` arguments, computed (no result cache)."""
     from cudastack.config import load_config
     from cudastack.doctor import read_baseline, run_doctor
     from cudastack.target import build_target
@@ -165,9 +206,7 @@ def run(args: argparse.Namespace) -> int:
             ignore[c] = reason.strip() or "ignored on the command line"
     fail_on = Severity.parse(args.fail_on) if args.fail_on else (config.fail_on or Severity.ERROR)
     baseline = read_baseline(args.baseline) if args.baseline else frozenset()
-    report = run_doctor(target, select=select, ignore=ignore, fail_on=fail_on, baseline=baseline)
-    emit(report, args)
-    return int(report.exit_code)
+    return run_doctor(target, select=select, ignore=ignore, fail_on=fail_on, baseline=baseline)
 
 
 def emit(report: Any, args: argparse.Namespace) -> None:

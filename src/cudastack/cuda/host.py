@@ -151,6 +151,17 @@ def detect_host(environ: dict[str, str]) -> GpuHost:
     declare them instead (as ``--gpu`` / ``--driver`` do)."""
     if environ.get("CUDASTACK_GPUS") or environ.get("CUDASTACK_DRIVER_VERSION"):
         return declared_host([environ.get("CUDASTACK_GPUS", "")], environ.get("CUDASTACK_DRIVER_VERSION") or None)
+    from cudastack import result_cache
+
+    # NVML and nvidia-smi answer what no file identity vouches for: the result cache asks again
+    with result_cache.unrecorded():
+        host = detect_machine()
+    result_cache.note_host(repr(host))
+    return host
+
+
+def detect_machine() -> GpuHost:
+    """The GPUs and driver this machine has (:func:`detect_host` without the declared overrides)."""
     notes: list[str] = []
     kernel = None
     try:

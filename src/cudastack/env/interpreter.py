@@ -148,6 +148,30 @@ def start_probe(executable: str | os.PathLike[str]) -> None:
         pass
 
 
+def _run_probe(exe: str) -> tuple[int, bytes, bytes]:
+    proc = _STARTED.pop(exe, None) or _spawn(exe)
+    try:
+        stdout, stderr = proc.communicate(timeout=_PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.wait()
+        raise TargetError(f"interpreter {exe} did not answer within {_PROBE_TIMEOUT_S} s") from exc
+    from cudastack import result_cache
+
+    result_cache.note_probe(exe, (proc.returncode, stdout))
+    return proc.returncode, stdout, stderr
+
+
+def probe_output(exe: str) -> tuple[int, bytes] | None:
+    """The exit status and output of the probe of ``exe`` (started by :func:`start_probe` or
+    now), as the result cache compares them; None when it cannot run or answer."""
+    try:
+        returncode, stdout, _ = _run_probe(exe)
+    except TargetError:
+        return None
+    return returncode, stdout
+
+
 def probe_interpreter(executable: str | os.PathLike[str]) -> Interpreter:
     """Run ``executable -I -S _probe.py`` and parse its answer.
 
@@ -157,17 +181,11 @@ def probe_interpreter(executable: str | os.PathLike[str]) -> Interpreter:
     exe = _resolve(executable)
     if os.path.abspath(exe) == os.path.abspath(sys.executable):
         return current_interpreter()
-    proc = _STARTED.pop(exe, None) or _spawn(exe)
-    try:
-        stdout, stderr_b = proc.communicate(timeout=_PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        proc.kill()
-        proc.wait()
-        raise TargetError(f"interpreter {exe} did not answer within {_PROBE_TIMEOUT_S} s") from exc
-    if proc.returncode != 0:
+    returncode, stdout, stderr_b = _run_probe(exe)
+    if returncode != 0:
         stderr = stderr_b.decode(errors="replace").strip().splitlines()
         raise TargetError(
-            f"probing interpreter {exe} failed (`{exe} -I -S {_PROBE.name}` exited {proc.returncode})",
+            f"probing interpreter {exe} failed (`{exe} -I -S {_PROBE.name}` exited {returncode})",
             hint=stderr[-1] if stderr else None,
         )
     try:

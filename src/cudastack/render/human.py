@@ -215,3 +215,6 @@ def render_human(
             (verdict + " ", style), summary, (f"  (exit {int(report.exit_code)}, fail-on {report.fail_on})", "dim")
         )
     )
+    cached = report.extra.get("result_cache")
+    if isinstance(cached, dict) and isinstance(cached.get("message"), str):
+        console.print(Text(cached["message"], style="dim"))
