@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -268,3 +269,63 @@ def test_files_written_outside_the_backed_up_roots_are_named(env: tuple[Target, 
     ]
     assert json.loads((txn.path / "journal.json").read_text())["state"] == "rolling-back"
     assert (site / "alpha-1.0.dist-info" / "METADATA").is_file() and not (site / "gamma-1.0.dist-info").exists()
+
+
+def edit_in_place(path: Path, data: bytes, scratch: Path) -> None:
+    """A user's edit that keeps the file's inode, size and mtime, made by real tools: ``touch -r``
+    gives a file of the new bytes the old mtime, and ``cp --preserve=timestamps`` writes it into
+    the existing file (cp opens an existing destination with O_TRUNC: the same inode)."""
+    mine = scratch / "mine"
+    mine.write_bytes(data)
+    subprocess.run(["touch", "-r", str(path), str(mine)], check=True)
+    st = os.lstat(path)
+    subprocess.run(["cp", "--preserve=timestamps", str(mine), str(path)], check=True)
+    now = os.lstat(path)
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)  # the premise
+    assert path.read_bytes() == data
+
+
+def test_the_proof_names_every_path_not_as_it_was(env: tuple[Target, Path, Path], tmp_path: Path) -> None:
+    """The proof (:func:`txn.prove`) on its own, against a real backup: every kind of difference
+    a writer racing the rollback could leave (the rollback's own steps leave none to find), each
+    named once with its kind; bytecode, paths already reported and paths outside a ``--force``
+    scope are left out."""
+    target, prefix, site = env
+    txn = tx.begin(target, read_inventory(target), ["alpha"], {}, copies=True)
+    manifest = json.loads((txn.path / "manifest.json").read_text())
+    was, store = manifest["entries"], txn.path / "files"
+    exclude = tx._exclusions(txn.path)
+    assert tx.prove(was, tx.walk(manifest["roots"], exclude), store, skip=set(), scope=None) == []
+    a = site / "alpha"
+    (a / "new.py").write_text("n = 1\n")  # still-there
+    (a / "extra.py").unlink()  # missing
+    (a / "core.py").chmod(0o600)  # differs: mode
+    (a / "link.py").unlink()
+    os.symlink("__init__.py", a / "link.py")  # differs: link target
+    init = a / "__init__.py"
+    e = was[str(init)]
+    time.sleep(0.05)
+    edit_in_place(init, b"Y" * e["size"], tmp_path)  # differs: bytes (same inode, size and mtime)
+    os.chown(prefix / "bin" / "atool", 54321, 54321)  # differs: owner
+    dist = site / "alpha-1.0.dist-info"
+    (dist / "INSTALLER").unlink()
+    (dist / "INSTALLER").mkdir()  # differs: type
+    (a / "__pycache__").mkdir(exist_ok=True)
+    (a / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"bytecode")  # left out
+    (dist / "RECORD").unlink()  # missing, but already reported: left out
+    final = tx.walk(manifest["roots"], exclude)
+    got = tx.prove(was, final, store, skip={str(dist / "RECORD")}, scope=None)
+    nat = "not as it was before the install"
+    assert got == sorted([
+        {"path": str(a / "new.py"), "kind": "still-there", "detail": nat},
+        {"path": str(a / "extra.py"), "kind": "missing", "detail": nat},
+        {"path": str(a / "core.py"), "kind": "differs", "detail": nat},
+        {"path": str(a / "link.py"), "kind": "differs", "detail": nat},
+        {"path": str(init), "kind": "differs", "detail": "bytes differ from the backup"},
+        {"path": str(prefix / "bin" / "atool"), "kind": "differs", "detail": nat},
+        {"path": str(dist / "INSTALLER"), "kind": "differs", "detail": nat},
+    ], key=lambda d: d["path"])  # fmt: skip
+    # with a scope (--force): only the paths in it
+    scope = {str(a / "new.py"), str(init), str(a / "__pycache__" / "x.cpython-311.pyc")}
+    got = tx.prove(was, final, store, skip=set(), scope=scope)
+    assert [(d["path"], d["kind"]) for d in got] == [(str(init), "differs"), (str(a / "new.py"), "still-there")]

@@ -652,17 +652,7 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
         step("rollback:restoring")
     # 3. the proof: every path as it was, bytes compared (bytecode aside)
     final = {p: e for p, e in walk(roots, exclude).items() if ours(p)}
-    done = {r["path"] for r in result.remaining}
-    for path in sorted(was.keys() | final.keys()):
-        if is_pycache(path) or path in done or (scope is not None and path not in scope):
-            continue
-        e0, f = was.get(path), final.get(path)
-        if e0 is None or f is None or any(e0.get(k) != f.get(k) for k in ("t", "mode", "link")) \
-                or not same_owner(e0, f):  # fmt: skip
-            kind = "still-there" if e0 is None else "missing" if f is None else "differs"
-            result.remaining.append({"path": path, "kind": kind, "detail": "not as it was before the install"})
-        elif e0["t"] == "f" and not _same_bytes(path, e0, store):
-            result.remaining.append({"path": path, "kind": "differs", "detail": "bytes differ from the backup"})
+    result.remaining += prove(was, final, store, skip={r["path"] for r in result.remaining}, scope=scope)
     if scope is None:
         after_snap = take_snapshot(target)
         result.remaining += [c.as_dict() for c in diff_snapshots(before, after_snap)]
@@ -679,6 +669,27 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
         with contextlib.suppress(OSError):
             beside.parent.rmdir()
     return result
+
+
+def prove(was: dict[str, dict[str, Any]], final: dict[str, dict[str, Any]], store: Path, *,
+          skip: set[str], scope: set[str] | None) -> list[dict[str, Any]]:  # fmt: skip
+    """The rollback's proof: each path of ``was`` (the manifest) and ``final`` (a walk after the
+    restore) that is not as it was — ``{"path", "kind", "detail"}``, kind ``still-there``,
+    ``missing`` or ``differs`` (type, mode, link target, owner, or bytes: :func:`_same_bytes`).
+    Bytecode is left out (regenerated), and so are the paths in ``skip`` (already reported) and,
+    with a ``scope`` (``--force``), every path outside it."""
+    out: list[dict[str, Any]] = []
+    for path in sorted(was.keys() | final.keys()):
+        if is_pycache(path) or path in skip or (scope is not None and path not in scope):
+            continue
+        e0, f = was.get(path), final.get(path)
+        if e0 is None or f is None or any(e0.get(k) != f.get(k) for k in ("t", "mode", "link")) \
+                or not same_owner(e0, f):  # fmt: skip
+            kind = "still-there" if e0 is None else "missing" if f is None else "differs"
+            out.append({"path": path, "kind": kind, "detail": "not as it was before the install"})
+        elif e0["t"] == "f" and not _same_bytes(path, e0, store):
+            out.append({"path": path, "kind": "differs", "detail": "bytes differ from the backup"})
+    return out
 
 
 def _source_in(pyc: str, scope: set[str]) -> bool:
