@@ -329,3 +329,20 @@ def test_the_proof_names_every_path_not_as_it_was(env: tuple[Target, Path, Path]
     scope = {str(a / "new.py"), str(init), str(a / "__pycache__" / "x.cpython-311.pyc")}
     got = tx.prove(was, final, store, skip=set(), scope=scope)
     assert [(d["path"], d["kind"]) for d in got] == [(str(init), "differs"), (str(a / "new.py"), "still-there")]
+
+
+def test_a_mode_changed_in_place_is_put_back_without_a_stray_name(env: tuple[Target, Path, Path]) -> None:
+    """A file whose mode was changed in place during the install is the very inode its hard-link
+    backup holds. The restore links the backup to a temporary name and renames that over the path;
+    rename(2) of two names of one inode does nothing, so the temporary name stayed, the proof
+    found it ("still-there") and the rollback ended incomplete (exit 6)."""
+    target, prefix, site = env
+    before = tree(prefix)
+    txn = tx.begin(target, read_inventory(target), ["alpha"], {})
+    txn.set_state("installing")
+    (site / "alpha" / "extra.py").chmod(0o755)
+    tx.end(target, txn)
+    txn.set_state("installed")
+    res = tx.rollback(target, txn)
+    assert res.remaining == [] and res.restored == [str(site / "alpha" / "extra.py")]
+    assert tree(prefix) == before

@@ -470,6 +470,8 @@ def _put(path: str, e: dict[str, Any], store: Path) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path)
     os.replace(tmp, path)
+    if os.path.lexists(tmp):  # two names of one inode (the backup's, of a file changed in place): rename did nothing
+        os.unlink(tmp)
 
 
 def _chown(path: str, e: dict[str, Any]) -> None:
