@@ -285,6 +285,51 @@ def edit_in_place(path: Path, data: bytes, scratch: Path) -> None:
     assert path.read_bytes() == data
 
 
+@pytest.mark.parametrize("which", ["a file the install replaced", "a file the install left alone"])
+def test_an_edit_that_keeps_inode_size_and_mtime_is_a_change_since(
+    env: tuple[Target, Path, Path], tmp_path: Path, which: str
+) -> None:
+    """After the install, the user rewrites a file in place and keeps its mtime (``cp
+    --preserve=timestamps``, ``touch -r``). Only the inode's ctime tells. Before ctime counted,
+    the rollback was not refused: it put the old bytes over the user's edit of a file the install
+    replaced, and for a file it left alone (whose hard-link backup is the very inode the user wrote
+    into) the proof compared the file with itself and called the rollback complete."""
+    target, prefix, site = env
+    before = tree(prefix)
+    txn = install(target, prefix, site)
+    path = site / "alpha" / ("core.py" if which == "a file the install replaced" else "__init__.py")
+    time.sleep(0.05)  # past the coarse clock's tick: the write's ctime is a later one
+    edit_in_place(path, b"Y" * path.stat().st_size, tmp_path)
+    installed = tree(prefix)
+    with pytest.raises(tx.ChangedSinceError) as err:
+        tx.rollback(target, txn)
+    assert "(1 path(s))" in str(err.value) and f"changed: {path}" in str(err.value)
+    assert tree(prefix) == installed  # refused: nothing changed
+    res = tx.rollback(target, txn, force=True)
+    assert res.remaining == []
+    now = tree(prefix)
+    rp = os.path.relpath(path, prefix)
+    assert now.pop(rp) == installed[rp]  # the user's bytes, untouched
+    assert now == {k: v for k, v in before.items() if k != rp}
+    assert res.left == ([str(path)] if which == "a file the install replaced" else [])
+
+
+def test_pruning_an_older_backup_is_not_a_change_since(env: tuple[Target, Path, Path]) -> None:
+    """Pruning removes hard links to files the environment still holds: their ctime moves (their
+    link count did), no byte does. The install prunes right after it ends, so counting every ctime
+    would refuse the rollback of the fourth install with every file of the environment listed."""
+    target, prefix, site = env
+    before = tree(prefix)
+    older = tx.begin(target, read_inventory(target), [], {})
+    tx.end(target, older)
+    older.set_state("kept")
+    time.sleep(1.05)  # a transaction is named by the second it began
+    txn = install(target, prefix, site)
+    assert tx.prune(target, keep=1).removed == [str(older.path)]
+    res = tx.rollback(target, txn)
+    assert res.remaining == [] and tree(prefix) == before
+
+
 def test_the_proof_names_every_path_not_as_it_was(env: tuple[Target, Path, Path], tmp_path: Path) -> None:
     """The proof (:func:`txn.prove`) on its own, against a real backup: every kind of difference
     a writer racing the rollback could leave (the rollback's own steps leave none to find), each

@@ -180,7 +180,7 @@ def _entry(path: str, st: os.stat_result) -> dict[str, Any]:
         return {"t": "d", "mode": stat.S_IMODE(mode), **own}
     if stat.S_ISREG(mode):
         return {"t": "f", "mode": stat.S_IMODE(mode), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "ctime_ns": st.st_ctime_ns, "dev": st.st_dev, "ino": st.st_ino, **own}  # fmt: skip
+                "ctime_ns": st.st_ctime_ns, "nlink": st.st_nlink, "dev": st.st_dev, "ino": st.st_ino, **own}  # fmt: skip
     return {"t": "o", "mode": stat.S_IMODE(mode), **own}  # a FIFO, socket or device: kept, never backed up
 
 
@@ -212,14 +212,31 @@ def walk(roots: list[str], exclude: tuple[str, ...] = ()) -> dict[str, dict[str,
     return out
 
 
-def same_state(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+def same_state(a: dict[str, Any] | None, b: dict[str, Any] | None, *, ctime: bool = False) -> bool:
     """Whether two walk entries describe an unchanged path. A regular file is unchanged while it
     is the same inode with the same size, mtime and mode: pip and uv never write into an existing
-    file, they unlink or rename over it (docs/validation.md, measured with strace)."""
+    file, they unlink or rename over it (docs/validation.md, measured with strace). A user may
+    (``cp --preserve=timestamps`` writes into the file and sets the old mtime back): ``ctime``
+    also asks :func:`same_ctime`, for two walks made after the backup (the change-since check)."""
     if a is None or b is None:
         return a is b
     keys = ("t", "mode", "size", "mtime_ns", "dev", "ino", "link")
-    return all(a.get(k) == b.get(k) for k in keys) and same_owner(a, b)
+    return all(a.get(k) == b.get(k) for k in keys) and same_owner(a, b) and (not ctime or same_ctime(a, b))
+
+
+def same_ctime(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """The inode was not changed between two walks, as far as its ctime tells. Every write moves
+    the ctime, also one whose mtime was then set back (``cp --preserve=timestamps``, ``touch -r``,
+    ``rsync -t --inplace``), and nothing can set a ctime back. So does a hard link made or removed:
+    a backup's link, or a pruned backup's (the install prunes older backups right after it ends),
+    and those change no byte. A ctime that moved with the link count is taken for that, so a write
+    at the same time as a link made or removed is not seen. So is one between a link made and one
+    removed (the count back where it was): the walk before the backup (the manifest's) against one
+    after a prune is such a pair, and is never compared this way. Entries without ``nlink`` (an
+    older cudastack's) and other types than regular files: not compared."""
+    if "nlink" not in a or "nlink" not in b:
+        return True
+    return a.get("ctime_ns") == b.get("ctime_ns") or a["nlink"] != b["nlink"]
 
 
 def same_owner(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -412,9 +429,10 @@ class RollbackResult:
         }
 
 
-def changes_between(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> list[str]:
-    """Paths whose state differs between two walks, bytecode aside."""
-    return sorted(p for p in a.keys() | b.keys() if not is_pycache(p) and not same_state(a.get(p), b.get(p)))
+def changes_between(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], *, ctime: bool = False) -> list[str]:
+    """Paths whose state differs between two walks, bytecode aside (``ctime``: :func:`same_state`)."""
+    return sorted(p for p in a.keys() | b.keys()
+                  if not is_pycache(p) and not same_state(a.get(p), b.get(p), ctime=ctime))  # fmt: skip
 
 
 def _describe(path: str, was: dict[str, Any] | None, now: dict[str, Any] | None) -> dict[str, Any]:
@@ -573,7 +591,7 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
     scope: set[str] | None = None  # None: every path of the scheme
     result = RollbackResult()
     if after_path.exists() and journal.get("state") != "rolling-back":
-        since = changes_between(after, now)
+        since = changes_between(after, now, ctime=True)  # both walks made after the backup's links
         if since and not force:
             listed = "\n".join(f"  {d['kind']}: {d['path']}" for d in (_describe(p, after.get(p), now.get(p))
                                                                         for p in since))  # fmt: skip
