@@ -38,6 +38,9 @@ def links(tmp_path_factory: pytest.TempPathFactory) -> Path:
     make_wheel(out, "tool", "2.0", {"tool/__init__.py": b"def main():\n    print(2)\n", "tool/b.py": b"B = 2\n"},
                scripts={"tool": "tool:main", "tool2": "tool:main"})  # fmt: skip
     make_wheel(out, "delta", "1.0", {"delta/__init__.py": b"D = 4\n"}, scripts={"dtool": "delta:main"})
+    # a file in 1.0 that is a package in 2.0
+    make_wheel(out, "plug", "1.0", {"plug/__init__.py": b"P = 1\n", "plug/ext": b"a data file\n"})
+    make_wheel(out, "plug", "2.0", {"plug/__init__.py": b"P = 2\n", "plug/ext/__init__.py": b"E = 2\n"})
     return out
 
 
@@ -160,6 +163,43 @@ def test_a_forced_rollback_never_deletes_what_the_install_did_not_create(tmp_pat
     assert [(d["path"], d["kind"]) for d in data["remaining"]] == [(str(mine.parent.resolve()), "not-deleted")]
     assert mine.read_text() == "MINE = 1\n"
     assert not (site_of(python) / "delta" / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("mine", [True, False])
+def test_a_forced_rollback_never_puts_a_file_over_a_directory_the_user_filled(
+    tmp_path: Path, links: Path, mine: bool
+) -> None:
+    """plug 1.0 has a file ``plug/ext``, 2.0 a package ``plug/ext/``. After the install the user
+    puts a module of their own in it (``mine``), or changes something elsewhere. ``--force`` may not
+    put the file back over a directory holding the user's module: it restores everything else and
+    names ``plug/ext`` (exit 6). Without the user's module, the bytecode pip compiled there is no
+    reason to leave the directory: it is regenerated, never the user's to keep."""
+    python = make_venv(tmp_path / "env", with_pip=True)
+    pip_install(python, links, "plug==1.0")
+    prefix, site = python.parent.parent, site_of(python)
+    before = state_of(prefix)
+    r = install(python, tmp_path / "state", links, "plug==2.0")
+    assert r.returncode == 0, r.stderr
+    ext = site / "plug" / "ext"
+    assert (ext / "__pycache__").is_dir()  # the premise: pip compiled plug/ext/__init__.py
+    own = ext / "mine.py" if mine else site / "notes.txt"
+    own.write_text("MINE = 1\n")
+    r = cli(python, tmp_path / "state", "rollback")
+    assert r.returncode == 4 and f"added: {own}" in r.stderr, r.stdout + r.stderr
+    r = cli(python, tmp_path / "state", "rollback", "--force", "--format", "json")
+    now = state_of(prefix)
+    rel_ext, rel_own = os.path.relpath(ext, prefix), os.path.relpath(own, prefix)
+    assert now.pop(rel_own) == ("file", 0o644, b"MINE = 1\n")
+    if mine:
+        assert r.returncode == 6, r.stdout + r.stderr
+        detail = f"a directory now, holding 1 path(s) the install did not make, e.g. {own}"
+        assert json.loads(r.stdout)["remaining"] == [{"path": str(ext), "kind": "not-restored", "detail": detail}]
+        assert now.pop(rel_ext) == ("dir", 0o755, "") and before.pop(rel_ext) == ("file", 0o644, b"a data file\n")
+    else:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["remaining"] == []
+    assert now == before
+    assert run(python, "import plug; print(plug.P)") == "1"
 
 
 def test_a_system_interpreters_scheme_is_backed_up_not_all_of_usr() -> None:

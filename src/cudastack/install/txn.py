@@ -654,9 +654,10 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
         if e["t"] == "o" or (same_state(e, now.get(path)) and (e["t"] != "f" or _same_bytes(path, e, store))):
             continue  # untouched: the same inode (its number not reused), size, mtime and mode, or link target
         if scope is not None and now.get(path, {}).get("t") == "d" and e["t"] != "d":
-            under = [p for p in now if p.startswith(path + "/") and p not in scope]
-            if under:  # replacing this directory would delete what the install did not make
-                why = f"a directory now, holding {len(under)} path(s) the install did not make, e.g. {under[0]}"
+            # bytecode aside: regenerated, never the user's to keep (pip compiles what it installs)
+            inside = [p for p in now if p.startswith(path + "/") and p not in scope and not is_pycache(p)]
+            if inside:  # replacing this directory would delete what the install did not make
+                why = f"a directory now, holding {len(inside)} path(s) the install did not make, e.g. {inside[0]}"
                 result.remaining.append({"path": path, "kind": "not-restored", "detail": why})
                 continue
         if e["t"] == "f" and not _blob_ok(store, e):
