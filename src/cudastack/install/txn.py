@@ -180,7 +180,8 @@ def _entry(path: str, st: os.stat_result) -> dict[str, Any]:
         return {"t": "d", "mode": stat.S_IMODE(mode), **own}
     if stat.S_ISREG(mode):
         return {"t": "f", "mode": stat.S_IMODE(mode), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "ctime_ns": st.st_ctime_ns, "nlink": st.st_nlink, "dev": st.st_dev, "ino": st.st_ino, **own}  # fmt: skip
+                "ctime_ns": st.st_ctime_ns, "nlink": st.st_nlink, "dev": st.st_dev, "ino": st.st_ino,
+                **own}  # fmt: skip
     return {"t": "o", "mode": stat.S_IMODE(mode), **own}  # a FIFO, socket or device: kept, never backed up
 
 
