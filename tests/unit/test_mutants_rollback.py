@@ -336,6 +336,7 @@ def test_the_proof_names_every_path_not_as_it_was(env: tuple[Target, Path, Path]
     named once with its kind; bytecode, paths already reported and paths outside a ``--force``
     scope are left out."""
     target, prefix, site = env
+    (site / "alpha" / "data").mkdir(mode=0o755)
     txn = tx.begin(target, read_inventory(target), ["alpha"], {}, copies=True)
     manifest = json.loads((txn.path / "manifest.json").read_text())
     was, store = manifest["entries"], txn.path / "files"
@@ -355,6 +356,9 @@ def test_the_proof_names_every_path_not_as_it_was(env: tuple[Target, Path, Path]
     dist = site / "alpha-1.0.dist-info"
     (dist / "INSTALLER").unlink()
     (dist / "INSTALLER").mkdir()  # differs: type
+    (a / "data").rmdir()
+    (a / "data").write_text("#!/bin/sh\n")
+    (a / "data").chmod(0o755)  # differs: type alone (a directory of the same mode before)
     (a / "__pycache__").mkdir(exist_ok=True)
     (a / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"bytecode")  # left out
     (dist / "RECORD").unlink()  # missing, but already reported: left out
@@ -369,6 +373,7 @@ def test_the_proof_names_every_path_not_as_it_was(env: tuple[Target, Path, Path]
         {"path": str(init), "kind": "differs", "detail": "bytes differ from the backup"},
         {"path": str(prefix / "bin" / "atool"), "kind": "differs", "detail": nat},
         {"path": str(dist / "INSTALLER"), "kind": "differs", "detail": nat},
+        {"path": str(a / "data"), "kind": "differs", "detail": nat},
     ], key=lambda d: d["path"])  # fmt: skip
     # with a scope (--force): only the paths in it
     scope = {str(a / "new.py"), str(init), str(a / "__pycache__" / "x.cpython-311.pyc")}
