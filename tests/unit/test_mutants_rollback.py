@@ -97,6 +97,14 @@ def rel(paths: list[str], prefix: Path) -> list[str]:
     return sorted(os.path.relpath(p, prefix) for p in paths)
 
 
+def restored_by_install(site: Path, prefix: Path) -> list[str]:
+    """What a rollback of :func:`install` puts back: what it replaced or removed, nothing else."""
+    sp = os.path.relpath(site, prefix)
+    return sorted([
+        f"{sp}/alpha/core.py", f"{sp}/alpha/extra.py", f"{sp}/alpha/link.py", "bin/atool", f"{sp}/alpha-1.0.dist-info",
+        *(f"{sp}/alpha-1.0.dist-info/{f}" for f in ("METADATA", "INSTALLER", "WHEEL", "RECORD"))])  # fmt: skip
+
+
 def test_a_rollback_puts_every_byte_mode_and_link_back(env: tuple[Target, Path, Path]) -> None:
     target, prefix, site = env
     before = tree(prefix)
@@ -113,9 +121,7 @@ def test_a_rollback_puts_every_byte_mode_and_link_back(env: tuple[Target, Path, 
     assert rel(res.dirs_removed, prefix) == sorted(
         [f"{sp}/beta", f"{sp}/alpha-2.0.dist-info", f"{sp}/beta-1.0.dist-info"]
     )
-    assert rel(res.restored, prefix) == sorted([
-        f"{sp}/alpha/core.py", f"{sp}/alpha/extra.py", f"{sp}/alpha/link.py", "bin/atool", f"{sp}/alpha-1.0.dist-info",
-        *(f"{sp}/alpha-1.0.dist-info/{f}" for f in ("METADATA", "INSTALLER", "WHEEL", "RECORD"))])  # fmt: skip
+    assert rel(res.restored, prefix) == restored_by_install(site, prefix)
     journal = json.loads((txn.path / "journal.json").read_text())
     assert journal["state"] == "rolled-back" and journal["scope"] is None
     assert journal["rollback"]["restored"] == len(res.restored) and "restored_files" not in journal["rollback"]
@@ -328,6 +334,58 @@ def test_pruning_an_older_backup_is_not_a_change_since(env: tuple[Target, Path, 
     assert tx.prune(target, keep=1).removed == [str(older.path)]
     res = tx.rollback(target, txn)
     assert res.remaining == [] and tree(prefix) == before
+    # and the walk before the backup is not compared by ctime: the files the install left alone
+    # (linked by both backups, one link then pruned: the count is where it was) are not "restored"
+    assert rel(res.restored, prefix) == restored_by_install(site, prefix)
+
+
+def test_an_older_after_json_without_link_counts_is_compared_as_before(
+    env: tuple[Target, Path, Path], tmp_path: Path
+) -> None:
+    """``after.json`` of an older cudastack has no ``nlink``: its ctimes say nothing the link count
+    can explain, so they are not compared (the edit that keeps the mtime is not seen, as before),
+    and nothing crashes on the missing key."""
+    target, prefix, site = env
+    before = tree(prefix)
+    txn = install(target, prefix, site)
+    after = json.loads((txn.path / "after.json").read_text())
+    for e in after["entries"].values():
+        e.pop("nlink", None)
+    (txn.path / "after.json").write_text(json.dumps(after))
+    time.sleep(0.05)
+    edit_in_place(site / "alpha" / "__init__.py", b"Y" * 20, tmp_path)
+    res = tx.rollback(target, txn)
+    assert res.remaining == []
+    now = tree(prefix)
+    assert now.pop(os.path.relpath(site / "alpha" / "__init__.py", prefix))[2] == b"Y" * 20
+    assert now == {k: v for k, v in before.items() if not k.endswith("alpha/__init__.py")}
+
+
+def test_a_forced_rollback_undoes_changes_that_keep_some_of_a_files_state(env: tuple[Target, Path, Path]) -> None:
+    """What the install changed is found on each field alone: a file replaced by one of the same
+    size and mtime (another inode), a file only touched (its mtime), a file grown in place with its
+    mtime set back (its size). ``--force`` (a script of the user's since) undoes each of them."""
+    target, prefix, site = env
+    before = tree(prefix)
+    a = site / "alpha"
+    times = {n: os.lstat(a / n).st_mtime_ns for n in ("core.py", "extra.py", "__init__.py")}
+    txn = tx.begin(target, read_inventory(target), ["alpha"], {}, copies=True)
+    txn.set_state("installing")
+    replace(a / "core.py", b"x = 9\n")
+    os.utime(a / "core.py", ns=(times["core.py"], times["core.py"]))  # another inode, same size and mtime
+    os.utime(a / "extra.py", ns=(times["extra.py"] + 10**9, times["extra.py"] + 10**9))  # only the mtime
+    with open(a / "__init__.py", "ab") as fh:
+        fh.write(b"# grown\n")
+    os.utime(a / "__init__.py", ns=(times["__init__.py"], times["__init__.py"]))  # only the size
+    tx.end(target, txn)
+    txn.set_state("installed")
+    (prefix / "bin" / "mine").write_text("#!/bin/sh\n")
+    res = tx.rollback(target, txn, force=True)
+    assert res.remaining == [] and res.left == []
+    assert sorted(res.restored) == [str(a / n) for n in ("__init__.py", "core.py", "extra.py")]
+    now = tree(prefix)
+    assert now.pop("bin/mine") == ("f", 0o644, b"#!/bin/sh\n") and now == before
+    assert {n: os.lstat(a / n).st_mtime_ns for n in times} == times
 
 
 def test_the_proof_names_every_path_not_as_it_was(env: tuple[Target, Path, Path], tmp_path: Path) -> None:
