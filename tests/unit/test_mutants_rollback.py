@@ -364,10 +364,13 @@ def test_an_older_after_json_without_link_counts_is_compared_as_before(
 def test_a_forced_rollback_undoes_changes_that_keep_some_of_a_files_state(env: tuple[Target, Path, Path]) -> None:
     """What the install changed is found on each field alone: a file replaced by one of the same
     size and mtime (another inode), a file only touched (its mtime), a file grown in place with its
-    mtime set back (its size). ``--force`` (a script of the user's since) undoes each of them."""
+    mtime set back (its size), an empty directory replaced by a FIFO of the same mode (its type:
+    neither has a size or an inode in the listing). ``--force`` (a script of the user's since)
+    undoes each of them."""
     target, prefix, site = env
-    before = tree(prefix)
     a = site / "alpha"
+    (a / "data").mkdir(mode=0o755)
+    before = tree(prefix)
     times = {n: os.lstat(a / n).st_mtime_ns for n in ("core.py", "extra.py", "__init__.py")}
     txn = tx.begin(target, read_inventory(target), ["alpha"], {}, copies=True)
     txn.set_state("installing")
@@ -377,12 +380,16 @@ def test_a_forced_rollback_undoes_changes_that_keep_some_of_a_files_state(env: t
     with open(a / "__init__.py", "ab") as fh:
         fh.write(b"# grown\n")
     os.utime(a / "__init__.py", ns=(times["__init__.py"], times["__init__.py"]))  # only the size
+    (a / "data").rmdir()
+    os.mkfifo(a / "data")
+    os.chmod(a / "data", 0o755)  # only the type
     tx.end(target, txn)
     txn.set_state("installed")
     (prefix / "bin" / "mine").write_text("#!/bin/sh\n")
     res = tx.rollback(target, txn, force=True)
     assert res.remaining == [] and res.left == []
-    assert sorted(res.restored) == [str(a / n) for n in ("__init__.py", "core.py", "extra.py")]
+    assert sorted(res.restored) == [str(a / n) for n in ("__init__.py", "core.py", "data", "extra.py")]
+    assert (a / "data").is_dir()  # (before tree(), which would block reading a FIFO)
     now = tree(prefix)
     assert now.pop("bin/mine") == ("f", 0o644, b"#!/bin/sh\n") and now == before
     assert {n: os.lstat(a / n).st_mtime_ns for n in times} == times
