@@ -168,6 +168,36 @@ def test_a_forced_rollback_never_deletes_what_the_install_did_not_create(tmp_pat
     assert not (site_of(python) / "delta" / "__init__.py").exists()
 
 
+def test_an_edit_with_the_old_mtime_after_a_kept_install_is_a_change_since(tmp_path: Path, links: Path) -> None:
+    """After a kept install, the user rewrites a file the install made, in place and with its old
+    mtime: ``touch -r`` then ``cp --preserve=timestamps`` (same inode, size and mtime; only the
+    ctime tells). The rollback is refused and names it; ``--force`` leaves the user's bytes. Before
+    ctime counted, the rollback deleted the file (exit 0)."""
+    python = make_venv(tmp_path / "env", with_pip=True)
+    pip_install(python, links, "tool==1.0")
+    prefix, site = python.parent.parent, site_of(python)
+    before = state_of(prefix)
+    r = install(python, tmp_path / "state", links, "tool==2.0")
+    assert r.returncode == 0, r.stderr
+    b = site / "tool" / "b.py"
+    mine = tmp_path / "mine.py"
+    mine.write_bytes(b"B = 9\n")
+    st = b.stat()
+    subprocess.run(["touch", "-r", str(b), str(mine)], check=True)
+    subprocess.run(["cp", "--preserve=timestamps", str(mine), str(b)], check=True)
+    now = b.stat()
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)  # the premise
+    r = cli(python, tmp_path / "state", "rollback")
+    assert r.returncode == 4 and f"changed: {b}" in r.stderr and "(1 path(s))" in r.stderr, r.stdout + r.stderr
+    r = cli(python, tmp_path / "state", "rollback", "--force", "--format", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["left_changed_since"] == [str(b)]
+    after = state_of(prefix)
+    assert after.pop(os.path.relpath(b, prefix)) == ("file", 0o644, b"B = 9\n")
+    assert after == before
+    assert run(python, "import importlib.metadata as m; print(m.version('tool'))") == "1.0"
+
+
 @pytest.mark.parametrize("mine", [True, False])
 def test_a_forced_rollback_never_puts_a_file_over_a_directory_the_user_filled(
     tmp_path: Path, links: Path, mine: bool
