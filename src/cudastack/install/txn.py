@@ -180,7 +180,8 @@ def _entry(path: str, st: os.stat_result) -> dict[str, Any]:
         return {"t": "d", "mode": stat.S_IMODE(mode), **own}
     if stat.S_ISREG(mode):
         return {"t": "f", "mode": stat.S_IMODE(mode), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "ctime_ns": st.st_ctime_ns, "dev": st.st_dev, "ino": st.st_ino, **own}  # fmt: skip
+                "ctime_ns": st.st_ctime_ns, "nlink": st.st_nlink, "dev": st.st_dev, "ino": st.st_ino,
+                **own}  # fmt: skip
     return {"t": "o", "mode": stat.S_IMODE(mode), **own}  # a FIFO, socket or device: kept, never backed up
 
 
@@ -212,14 +213,31 @@ def walk(roots: list[str], exclude: tuple[str, ...] = ()) -> dict[str, dict[str,
     return out
 
 
-def same_state(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+def same_state(a: dict[str, Any] | None, b: dict[str, Any] | None, *, ctime: bool = False) -> bool:
     """Whether two walk entries describe an unchanged path. A regular file is unchanged while it
     is the same inode with the same size, mtime and mode: pip and uv never write into an existing
-    file, they unlink or rename over it (docs/validation.md, measured with strace)."""
+    file, they unlink or rename over it (docs/validation.md, measured with strace). A user may
+    (``cp --preserve=timestamps`` writes into the file and sets the old mtime back): ``ctime``
+    also asks :func:`same_ctime`, for two walks made after the backup (the change-since check)."""
     if a is None or b is None:
         return a is b
     keys = ("t", "mode", "size", "mtime_ns", "dev", "ino", "link")
-    return all(a.get(k) == b.get(k) for k in keys) and same_owner(a, b)
+    return all(a.get(k) == b.get(k) for k in keys) and same_owner(a, b) and (not ctime or same_ctime(a, b))
+
+
+def same_ctime(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """The inode was not changed between two walks, as far as its ctime tells. Every write moves
+    the ctime, also one whose mtime was then set back (``cp --preserve=timestamps``, ``touch -r``,
+    ``rsync -t --inplace``), and nothing can set a ctime back. So does a hard link made or removed:
+    a backup's link, or a pruned backup's (the install prunes older backups right after it ends),
+    and those change no byte. A ctime that moved with the link count is taken for that, so a write
+    at the same time as a link made or removed is not seen. So is one between a link made and one
+    removed (the count back where it was): the walk before the backup (the manifest's) against one
+    after a prune is such a pair, and is never compared this way. Entries without ``nlink`` (an
+    older cudastack's) and other types than regular files: not compared."""
+    if "nlink" not in a or "nlink" not in b:
+        return True
+    return a.get("ctime_ns") == b.get("ctime_ns") or a["nlink"] != b["nlink"]
 
 
 def same_owner(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -412,9 +430,10 @@ class RollbackResult:
         }
 
 
-def changes_between(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> list[str]:
-    """Paths whose state differs between two walks, bytecode aside."""
-    return sorted(p for p in a.keys() | b.keys() if not is_pycache(p) and not same_state(a.get(p), b.get(p)))
+def changes_between(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], *, ctime: bool = False) -> list[str]:
+    """Paths whose state differs between two walks, bytecode aside (``ctime``: :func:`same_state`)."""
+    return sorted(p for p in a.keys() | b.keys()
+                  if not is_pycache(p) and not same_state(a.get(p), b.get(p), ctime=ctime))  # fmt: skip
 
 
 def _describe(path: str, was: dict[str, Any] | None, now: dict[str, Any] | None) -> dict[str, Any]:
@@ -470,6 +489,8 @@ def _put(path: str, e: dict[str, Any], store: Path) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path)
     os.replace(tmp, path)
+    if os.path.lexists(tmp):  # two names of one inode (the backup's, of a file changed in place): rename did nothing
+        os.unlink(tmp)
 
 
 def _chown(path: str, e: dict[str, Any]) -> None:
@@ -571,7 +592,7 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
     scope: set[str] | None = None  # None: every path of the scheme
     result = RollbackResult()
     if after_path.exists() and journal.get("state") != "rolling-back":
-        since = changes_between(after, now)
+        since = changes_between(after, now, ctime=True)  # both walks made after the backup's links
         if since and not force:
             listed = "\n".join(f"  {d['kind']}: {d['path']}" for d in (_describe(p, after.get(p), now.get(p))
                                                                         for p in since))  # fmt: skip
@@ -634,9 +655,10 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
         if e["t"] == "o" or (same_state(e, now.get(path)) and (e["t"] != "f" or _same_bytes(path, e, store))):
             continue  # untouched: the same inode (its number not reused), size, mtime and mode, or link target
         if scope is not None and now.get(path, {}).get("t") == "d" and e["t"] != "d":
-            under = [p for p in now if p.startswith(path + "/") and p not in scope]
-            if under:  # replacing this directory would delete what the install did not make
-                why = f"a directory now, holding {len(under)} path(s) the install did not make, e.g. {under[0]}"
+            # bytecode aside: regenerated, never the user's to keep (pip compiles what it installs)
+            inside = [p for p in now if p.startswith(path + "/") and p not in scope and not is_pycache(p)]
+            if inside:  # replacing this directory would delete what the install did not make
+                why = f"a directory now, holding {len(inside)} path(s) the install did not make, e.g. {inside[0]}"
                 result.remaining.append({"path": path, "kind": "not-restored", "detail": why})
                 continue
         if e["t"] == "f" and not _blob_ok(store, e):
@@ -652,17 +674,7 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
         step("rollback:restoring")
     # 3. the proof: every path as it was, bytes compared (bytecode aside)
     final = {p: e for p, e in walk(roots, exclude).items() if ours(p)}
-    done = {r["path"] for r in result.remaining}
-    for path in sorted(was.keys() | final.keys()):
-        if is_pycache(path) or path in done or (scope is not None and path not in scope):
-            continue
-        e0, f = was.get(path), final.get(path)
-        if e0 is None or f is None or any(e0.get(k) != f.get(k) for k in ("t", "mode", "link")) \
-                or not same_owner(e0, f):  # fmt: skip
-            kind = "still-there" if e0 is None else "missing" if f is None else "differs"
-            result.remaining.append({"path": path, "kind": kind, "detail": "not as it was before the install"})
-        elif e0["t"] == "f" and not _same_bytes(path, e0, store):
-            result.remaining.append({"path": path, "kind": "differs", "detail": "bytes differ from the backup"})
+    result.remaining += prove(was, final, store, skip={r["path"] for r in result.remaining}, scope=scope)
     if scope is None:
         after_snap = take_snapshot(target)
         result.remaining += [c.as_dict() for c in diff_snapshots(before, after_snap)]
@@ -679,6 +691,27 @@ def rollback(target: Target, txn: Transaction, *, force: bool = False) -> Rollba
         with contextlib.suppress(OSError):
             beside.parent.rmdir()
     return result
+
+
+def prove(was: dict[str, dict[str, Any]], final: dict[str, dict[str, Any]], store: Path, *,
+          skip: set[str], scope: set[str] | None) -> list[dict[str, Any]]:  # fmt: skip
+    """The rollback's proof: each path of ``was`` (the manifest) and ``final`` (a walk after the
+    restore) that is not as it was — ``{"path", "kind", "detail"}``, kind ``still-there``,
+    ``missing`` or ``differs`` (type, mode, link target, owner, or bytes: :func:`_same_bytes`).
+    Bytecode is left out (regenerated), and so are the paths in ``skip`` (already reported) and,
+    with a ``scope`` (``--force``), every path outside it."""
+    out: list[dict[str, Any]] = []
+    for path in sorted(was.keys() | final.keys()):
+        if is_pycache(path) or path in skip or (scope is not None and path not in scope):
+            continue
+        e0, f = was.get(path), final.get(path)
+        if e0 is None or f is None or any(e0.get(k) != f.get(k) for k in ("t", "mode", "link")) \
+                or not same_owner(e0, f):  # fmt: skip
+            kind = "still-there" if e0 is None else "missing" if f is None else "differs"
+            out.append({"path": path, "kind": kind, "detail": "not as it was before the install"})
+        elif e0["t"] == "f" and not _same_bytes(path, e0, store):
+            out.append({"path": path, "kind": "differs", "detail": "bytes differ from the backup"})
+    return out
 
 
 def _source_in(pyc: str, scope: set[str]) -> bool:
