@@ -227,9 +227,12 @@ def build_target(
     base = list(interp.site_dirs)
     cfg = _read_pyvenv_cfg(interp.prefix)
     if interp.is_venv and cfg.get("include-system-site-packages", "false").lower() == "true":
-        # site.py appends the base installation's site-packages after the venv's.
+        # site.py appends the base installation's site directories after the venv's, as its
+        # getsitepackages gives them (Debian's: /usr/local/lib/python3.X/dist-packages,
+        # /usr/lib/python3/dist-packages); an old probe answer without them: the upstream layout
         major_minor = ".".join(interp.version.split(".")[:2])
-        base.append(os.path.join(interp.base_prefix, "lib", f"python{major_minor}", "site-packages"))
+        fallback = os.path.join(interp.base_prefix, "lib", f"python{major_minor}", "site-packages")
+        base.extend(d for d in interp.base_site_dirs or (fallback,) if d not in base)
     site_dirs, pth = _expand_site_dirs(base)
     if python_version and not interp.version.startswith(python_version):
         raise UsageError(f"--python-version {python_version} contradicts {interp.executable} (Python {interp.version})")

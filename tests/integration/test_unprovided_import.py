@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cudastack.cli import main
-from tests.venvs import make_venv, site_of
+from tests.venvs import copy_interpreter, make_venv, site_of
 from tests.wheels import make_wheel, pip_install
 
 # name -> (files of app 1.0, app's Requires-Dist, the PKG017 severity expected, or None for none)
@@ -241,26 +239,6 @@ def test_an_unknown_provider_is_said_to_be_unknown(tmp_path: Path, capsys: pytes
     assert "`lost_plotting`" in f["fix"]["summary"] and "not known" in f["fix"]["summary"]
 
 
-def _interpreter_without(root: Path, module_file: str) -> Path:
-    """A real copy of the running CPython whose standard library lacks one file, as Debian's
-    python3.11 lacks ``tkinter`` without python3-tk, or 3.12 lacks ``distutils``: the binary copied
-    (a symlinked one would find its prefix through the link), every other entry of the standard
-    library linked. CPython finds its prefix from the ``os.py`` landmark beside the binary."""
-    import sysconfig
-
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    exe = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
-    lib = root / "lib" / stdlib.name
-    (root / "bin").mkdir(parents=True)
-    lib.mkdir(parents=True)
-    shutil.copy2(exe, root / "bin" / exe.name)
-    for entry in stdlib.iterdir():
-        if entry.name not in (module_file, "site-packages"):
-            (lib / entry.name).symlink_to(entry)
-    (lib / "site-packages").mkdir()
-    return root / "bin" / exe.name
-
-
 @pytest.mark.parametrize("lacking", [True, False], ids=["stdlib-lacks-it", "stdlib-has-it"])
 def test_the_target_interpreters_standard_library_decides(
     lacking: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -269,7 +247,7 @@ def test_the_target_interpreters_standard_library_decides(
     ship it. Judged by ``sys.stdlib_module_names`` of cudastack's own interpreter, a package whose
     import fails on such a target was said to be fine. Reality decides, through a real interpreter
     whose standard library lacks ``wave.py``, and through the full one."""
-    base = _interpreter_without(tmp_path / "py", "wave.py" if lacking else "no-such-file")
+    base = copy_interpreter(tmp_path / "py", leave_out=("wave.py",) if lacking else ())
     subprocess.run([str(base), "-I", "-m", "venv", "--without-pip", str(tmp_path / "env")], check=True)
     python = tmp_path / "env" / "bin" / "python"
     links = tmp_path / "wheels"

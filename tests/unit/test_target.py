@@ -75,6 +75,39 @@ def test_include_system_site_packages_adds_the_base(tmp_path: Path) -> None:
     assert target.site_dirs.index(str(base_site)) > 0  # after the venv's own
 
 
+@pytest.mark.parametrize("base", ["/usr/bin/python3", "running"], ids=["debian-python3", "this-python"])
+def test_include_system_site_packages_adds_what_site_py_adds(base: str, tmp_path: Path) -> None:
+    """A venv with include-system-site-packages gets the base's site directories from the base's
+    own ``site.getsitepackages``: Debian's python3 answers /usr/local/lib/python3.X/dist-packages
+    and /usr/lib/python3/dist-packages, not <base>/lib/python3.X/site-packages. Reading only the
+    venv's distributions, the doctor called matplotlib's pyparsing (in dist-packages) missing: a
+    PKG001 error where everything imports (a hunt, docs/validation.md; fails before the fix).
+    Oracle: the site directories on the real venv interpreter's sys.path, and the distributions
+    its importlib.metadata sees. .ci/run installs Debian's python3 where it is missing."""
+    exe = os.path.realpath(getattr(sys, "_base_executable", sys.executable)) if base == "running" else base
+    assert os.access(exe, os.X_OK), f"{exe} is needed: apt-get install python3 python3-venv"
+    subprocess.run(
+        [exe, "-I", "-m", "venv", "--without-pip", "--system-site-packages", str(tmp_path / "env")], check=True
+    )
+    python = tmp_path / "env" / "bin" / "python"
+    probe = (
+        "import sys, json, importlib.metadata as m; "
+        "names = {d.metadata['Name'].lower() for d in m.distributions() if d.metadata['Name']}; "
+        "print(json.dumps([sys.path, sorted(names)]))"
+    )
+    real_path, real_dists = json.loads(
+        subprocess.run([str(python), "-I", "-c", probe], capture_output=True, text=True, check=True).stdout
+    )
+    target = build_target(python=str(python))
+    stdlib = {p for p in real_path if "site-packages" not in p and "dist-packages" not in p}
+    real_sites = [p for p in real_path if p not in stdlib and os.path.isdir(p)]
+    assert [d for d in target.site_dirs if d in real_sites] == real_sites, (target.site_dirs, real_path)
+    from cudastack.env.inventory import read_inventory
+
+    seen = {d.name.lower() for d in read_inventory(target).dists.values()}
+    assert set(real_dists) <= seen, set(real_dists) - seen
+
+
 def test_tool_environment_finds_the_target_like_uv(tmp_path: Path) -> None:
     """Run from a pipx/uv-tool environment, cudastack looks at VIRTUAL_ENV, not at itself."""
     tool_python = make_venv(tmp_path / "tool", system_site_packages=True)

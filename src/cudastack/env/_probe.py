@@ -52,6 +52,13 @@ def probe() -> dict:  # type: ignore[type-arg]
         if paths.get(key) and paths[key] not in site_dirs:
             site_dirs.append(paths[key])
     site_dirs = [d for d in site_dirs if os.path.isdir(d)] or site_dirs[:1]
+    # what a venv's include-system-site-packages adds: site.py runs getsitepackages over the base
+    # prefix too (Debian's patched one answers /usr/local/lib/python3.X/dist-packages and
+    # /usr/lib/python3/dist-packages, not <base>/lib/python3.X/site-packages)
+    try:
+        base_site_dirs = [d for d in site.getsitepackages([base_prefix]) if os.path.isdir(d)]
+    except (AttributeError, TypeError):  # pragma: no cover - very old virtualenv's site.py
+        base_site_dirs = []
     try:
         import _imp
 
@@ -74,6 +81,7 @@ def probe() -> dict:  # type: ignore[type-arg]
         "exec_prefix": sys.exec_prefix,
         "stdlib": sysconfig.get_paths().get("stdlib"),
         "site_dirs": site_dirs,
+        "base_site_dirs": base_site_dirs,
         # where an installer writes: what a guarded install backs up and a rollback restores
         "install_scheme": {k: paths[k] for k in ("purelib", "platlib", "scripts", "data", "include") if k in paths},
         "extension_suffixes": list(EXTENSION_SUFFIXES),

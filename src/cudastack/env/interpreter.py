@@ -34,6 +34,9 @@ class Interpreter:
     stdlib: str | None
     site_dirs: tuple[str, ...]
     """Site directories before ``.pth`` processing, in ``sys.path`` order."""
+    base_site_dirs: tuple[str, ...] = ()
+    """The base installation's site directories (``site.getsitepackages([base_prefix])``, those
+    that exist): what a venv with ``include-system-site-packages = true`` puts after its own."""
     extension_suffixes: tuple[str, ...]
     builtin_module_names: tuple[str, ...] = ()
     """Modules compiled into the interpreter (``sys.builtin_module_names``): no file to find."""
@@ -84,6 +87,7 @@ def _from_probe(executable: str, data: dict[str, object]) -> Interpreter:
         base_prefix=s("base_prefix"),
         stdlib=opt("stdlib"),
         site_dirs=strs("site_dirs"),
+        base_site_dirs=strs("base_site_dirs"),
         extension_suffixes=strs("extension_suffixes"),
         builtin_module_names=strs("builtin_module_names"),
         frozen_module_names=strs("frozen_module_names"),
