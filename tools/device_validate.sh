@@ -16,6 +16,9 @@ log() { echo "== $(date +%T) $*"; }
   TIMEFORMAT='%R s wall, %U s user'; time (CUDASTACK_NO_CACHE=1 timeout 120 $P -m cudastack doctor --format json >"$OUT/doctor.json" 2>"$OUT/doctor.err"; echo "exit $?")
   log "doctor, warm"
   time (timeout 120 $P -m cudastack doctor --fail-on warning | tail -5)
+  log "doctor, replayed from the result cache (x3)"
+  for i in 1 2 3; do time (timeout 60 $P -m cudastack doctor --format json | $P -c 'import json,sys; d=json.load(sys.stdin); print("result_cache", bool(d.get("result_cache")), "exit", d["summary"]["exit_code"])'); done
+  log "repeat doctor vs ldd -r, alternating"; timeout ${PAIRED_LIMIT:-150} $P bench/bench_doctor.py --python $P --paired ${PAIRED:-5} 2>&1 | tail -12
   log "false alarms"; timeout 200 $P tools/false_alarms.py "$OUT/fa" --python $P | tail -8
   log "import reach"; timeout 200 $P tools/validate_imports.py "$OUT/vi" --python $P | tail -12
   log "scipy trace"; timeout 60 $P tools/reach_trace.py "$SITE" scipy --first 80 >"$OUT/scipy_trace.txt" 2>&1
