@@ -47,10 +47,10 @@ def _cythonize(work: Path, name: str, source: str) -> Path:
     return work / f"{name}.c"
 
 
-def _compile(c_file: Path, out: Path) -> None:
+def _compile(c_file: Path, out: Path, opt: str = "-O2") -> None:
     include = sysconfig.get_paths()["include"]
     proc = subprocess.run(
-        [str(CC), "-O2", "-shared", "-fPIC", f"-I{include}", str(c_file), "-o", str(out)],
+        [str(CC), opt, "-shared", "-fPIC", f"-I{include}", str(c_file), "-o", str(out)],
         capture_output=True,
         text=True,
     )
@@ -59,6 +59,10 @@ def _compile(c_file: Path, out: Path) -> None:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _site(tmp_path_factory, FRONT, LEAF, "-O2")
+
+
+def _site(tmp_path_factory: pytest.TempPathFactory, front: str, leaf: str, opt: str) -> Path:
     pytest.importorskip("Cython", minversion="3.2")
     if CC is None:
         oracles.missing("gcc is not installed")
@@ -69,8 +73,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (pkg / "__init__.py").write_text("from pkg import front\n")
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     records = ["pkg/__init__.py,,"]
-    for name, source in (("front", FRONT), ("helper", LEAF), ("lazymod", LEAF)):
-        _compile(_cythonize(work, name, source), pkg / f"{name}{suffix}")
+    for name, source in (("front", front), ("helper", leaf), ("lazymod", leaf)):
+        _compile(_cythonize(work, name, source), pkg / f"{name}{suffix}", opt)
         records.append(f"pkg/{name}{suffix},,")
     (work / "optional.c").write_text(BROKEN)
     _compile(work / "optional.c", pkg / f"optional{suffix}")
@@ -101,3 +105,32 @@ def test_init_imports_of_a_cython_module_match_a_real_import(site: Path) -> None
     run = ImportTime(read_distribution(str(site), "pkg-1.0.dist-info"))
     predicted = {n for n in ("pkg.front", "pkg.helper", "pkg.lazymod", "pkg.optional") if run.loads(n)}
     assert predicted == loaded
+
+
+def test_a_small_module_built_at_o0_is_read_too(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """h5py 3.16's wheels are built at -O0, where gcc builds every table's length index on the
+    stack: ``h5py._proxy``'s ``from . import _npystrings``-style import was a miss on the H200
+    (a real ``import h5py`` loads ``_npystrings``). The same package with 20 constants a module,
+    built at -O0: ``helper`` is found; at -O0 the guard is not seen, so ``optional`` counts too
+    (an over, never a miss); ``lazymod``, imported in a function only, does not."""
+    filler = "".join(f"setting_number_{i} = 'the value of setting_number_{i}'\n" for i in range(20))
+    front = FRONT.replace(FILLER, filler)
+    site = _site(tmp_path_factory, front, "VALUE = 1\n" + filler, "-O0")
+    real = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys, json; sys.path.insert(0, {str(site)!r}); import pkg; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pkg.'))))",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert real.returncode == 0, real.stderr[-2000:]
+    loaded = set(json.loads(real.stdout))
+    assert loaded == {"pkg.front", "pkg.helper"}
+    run = ImportTime(read_distribution(str(site), "pkg-1.0.dist-info"))
+    predicted = {n for n in ("pkg.front", "pkg.helper", "pkg.lazymod", "pkg.optional") if run.loads(n)}
+    assert loaded <= predicted and "pkg.lazymod" not in predicted

@@ -218,3 +218,43 @@ def test_a_name_under_a_replaced_package_path_is_found_in_the_graft(
     assert (real.returncode != 0) == fails, real.stderr
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == ((1, ["LDD001"]) if fails else (0, ["LDD005"]))
+
+
+# cupy 14.2's cupy/_core/_kernel.so holds `jitify` as a whole NUL-terminated string only in its
+# DWARF strings (.debug_str): the name of a C-level variable, not a string its code uses
+NAMES_IN_DEBUG_INFO = """\
+#include <Python.h>
+__attribute__((used)) static int _fast = 0;
+PyMODINIT_FUNC PyInit_front(void) {
+    static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "front", NULL, -1, NULL};
+    PyObject *mod = PyModule_Create(&m);
+    if (mod != NULL && PyModule_AddStringConstant(mod, "home", "optpkg") < 0) return NULL;
+    _fast += 1;
+    return mod;
+}
+"""
+
+
+def test_a_name_only_in_symbols_and_debug_info_loads_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """front.so names its package (``optpkg``, a string its code uses) and ``_fast``, but only as
+    a C variable: in ``.symtab``/``.strtab`` and the DWARF strings, which the loader never maps.
+    A real ``import optpkg`` loads front, never ``_fast``; the model counted ``_fast`` as named
+    by front (cupy's jitify, named by six compiled modules that way, was an over on the H200)."""
+    python = _installed(tmp_path, "optpkg", "optpkg/_fast", {"optpkg/__init__.py": "from optpkg import front\n"})
+    site = site_of(python)
+    mod = build(
+        site / "optpkg" / f"front{sysconfig.get_config_var('EXT_SUFFIX')}",
+        NAMES_IN_DEBUG_INFO,
+        flags=("-g", "-I" + sysconfig.get_paths()["include"]),
+    )
+    assert b"\0_fast\0" in mod.read_bytes()
+    record = next(site.glob("optpkg-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"{mod.relative_to(site)},,\n")
+    real = subprocess.run(
+        [str(python), "-c", "import sys, optpkg; print('optpkg._fast' in sys.modules)"], capture_output=True, text=True
+    )
+    assert real.returncode == 0 and real.stdout.split() == ["False"], real.stderr
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == (0, ["LDD005"])

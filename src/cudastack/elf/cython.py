@@ -24,6 +24,7 @@ length matches a length table exactly where the C string ends (its NUL).
 
 from __future__ import annotations
 
+import bisect
 import bz2
 import itertools
 import mmap
@@ -39,6 +40,7 @@ _ZSTD = b"\x28\xb5\x2f\xfd"
 _MAX_OUT = 64 << 20
 _MAX_LZSS_SCAN = 8 << 20  # where an LZSS stream is looked for: a module's .rodata is far smaller
 _MAX_BYTES_TABLE = 1 << 16  # the bytes strings (code objects' line tables) after the text ones
+_MAX_ROTATION = 256  # bytes strings (code objects' line tables) before the text ones, on the stack
 _MAX_LENGTH = 1 << 16  # a length entry is a bit-field of a 4-byte unit; longer strings: none seen
 
 
@@ -52,13 +54,52 @@ def parse_string_table(data: bytes | mmap.mmap) -> tuple[bytes, ...] | None:
     start, end = rodata
     ro = bytes(data[start:end])
     lzss = data.find(_LZSS_MARK) >= 0
-    for blob in _decompressed(ro):
+    blobs = list(_decompressed(ro))
+    for _at, blob in blobs:
         lengths = _length_index(ro, {len(blob)}, blob)
         if lengths is not None:
             return _split(blob, lengths)
+    table = _lzss_table(ro) if lzss else None
+    if table is not None or not (blobs or lzss):
+        return table
+    # the length index as stores to the stack (a local array: -O0, or a small table at -O2)
+    stack = _StackIndex(data, start)
+    for at, blob in blobs:
+        lengths = stack.lengths(at, {len(blob)}, blob)
+        if lengths is not None:
+            return _split(blob, lengths)
     if lzss:
-        return _lzss_table(ro)
+        for at in stack.referenced():
+            runs = stack.candidates(at) if at < len(ro) - 16 and ro[at] & 1 else []  # a literal first
+            if runs:
+                ends, text = _lzss_ends(ro, at, max(map(sum, runs)) + _MAX_BYTES_TABLE)
+                lengths = stack.lengths(at, ends, text) if ends else None
+                if lengths is not None:
+                    return _split(text, lengths)
     return None
+
+
+def parse_mapped_size(data: bytes | mmap.mmap) -> int:
+    """How many bytes from the start of the file the loader maps: the end of the furthest
+    ``PT_LOAD`` segment's file bytes. What lies beyond (``.debug_str``, ``.symtab``, ``.strtab``)
+    is never in memory, so no string there is one the module's code uses (cupy 14.2's
+    ``_kernel`` holds ``jitify`` only in its DWARF strings). The whole file where the program
+    headers cannot be read (not a little-endian ELF64 object)."""
+    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
+        return len(data)
+    try:
+        (phoff,) = struct.unpack_from("<Q", data, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+        if phentsize < 56 or not phnum:
+            return len(data)
+        end = 0
+        for i in range(phnum):
+            kind, _flags, offset, _vaddr, _paddr, filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+            if kind == 1:  # PT_LOAD
+                end = max(end, offset + filesz)
+    except struct.error:
+        return len(data)
+    return min(end, len(data)) if end else len(data)
 
 
 def _rodata(data: bytes | mmap.mmap) -> tuple[int, int] | None:
@@ -80,15 +121,16 @@ def _rodata(data: bytes | mmap.mmap) -> tuple[int, int] | None:
     return None
 
 
-def _decompressed(ro: bytes) -> Iterator[bytes]:
-    """Every stream with a header in ``ro`` that decompresses completely, zlib's first."""
+def _decompressed(ro: bytes) -> Iterator[tuple[int, bytes]]:
+    """``(offset in ro, what it decodes to)`` of every stream with a header in ``ro`` that
+    decompresses completely, zlib's first."""
     for flg in (0xDA, 0x9C, 0x5E, 0x01):
         yield from _streams(ro, bytes((0x78, flg)), lambda blob: zlib.decompressobj().decompress(blob, _MAX_OUT))
     i = ro.find(_BZ2)
     while i >= 4:
         if ro[i - 4 : i - 1] == b"BZh":
             try:
-                yield bz2.BZ2Decompressor().decompress(ro[i - 4 :], _MAX_OUT)
+                yield i - 4, bz2.BZ2Decompressor().decompress(ro[i - 4 :], _MAX_OUT)
             except (OSError, ValueError, EOFError):
                 pass
         i = ro.find(_BZ2, i + 1)
@@ -99,7 +141,7 @@ def _decompressed(ro: bytes) -> Iterator[bytes]:
     yield from _streams(ro, _ZSTD, lambda blob: zstd.ZstdDecompressor().decompress(blob, _MAX_OUT))  # type: ignore[no-any-return,unused-ignore]
 
 
-def _streams(ro: bytes, magic: bytes, decompress: Callable[[bytes], bytes]) -> Iterator[bytes]:
+def _streams(ro: bytes, magic: bytes, decompress: Callable[[bytes], bytes]) -> Iterator[tuple[int, bytes]]:
     i = ro.find(magic)
     while i >= 0:
         try:
@@ -107,7 +149,7 @@ def _streams(ro: bytes, magic: bytes, decompress: Callable[[bytes], bytes]) -> I
         except Exception:  # noqa: BLE001 — any stream that does not decode is not the table
             out = b""
         if out:
-            yield out
+            yield i, out
         i = ro.find(magic, i + 1)
 
 
@@ -183,9 +225,10 @@ def _lzss_table(ro: bytes) -> tuple[bytes, ...] | None:
     return None
 
 
-def _lzss_ends(ro: bytes, pos: int) -> tuple[set[int], bytes]:
-    """Decoding from ``pos``: the decoded lengths at which the source reaches a NUL (where the C
-    string may end; none unless it starts as text), and what was decoded."""
+def _lzss_ends(ro: bytes, pos: int, limit: int = _MAX_OUT) -> tuple[set[int], bytes]:
+    """Decoding from ``pos``, up to ``limit`` bytes: the decoded lengths at which the source
+    reaches a NUL (where the C string may end; none unless it starts as text), and what was
+    decoded."""
     out = bytearray()
     ends: set[int] = set()
     n = len(ro)
@@ -223,10 +266,210 @@ def _lzss_ends(ro: bytes, pos: int) -> tuple[set[int], bytes]:
                     return ends, bytes(out)  # a string table starts with text; this does not
             elif pos < n and ro[pos] == 0:
                 ends.add(len(out))
-            if len(out) > _MAX_OUT:
+            if len(out) > limit:
                 return ends, bytes(out)
             flags >>= 1
     return ends, bytes(out)
+
+
+# --- the length index built on the stack -----------------------------------------------------
+#
+# The index is a local ``const struct { unsigned int length: N; } index[] = {{1},{35},...}`` of
+# the function that splits the blob (``__Pyx_InitConstants``, inlined into the exec function at
+# -O2). gcc keeps a large one in ``.rodata`` (read above), but builds a small one, and at -O0
+# every one, on the stack, one bit-field at a time: ``mov eax, [slot]; and ax, ~field;
+# or eax, length; mov [slot], ax`` (h5py 3.16's wheels, built at -O0; 21 of scikit-learn 1.9's
+# modules). The entries are those stores in the function that takes the blob's address, in the
+# order of their slots.
+
+_OTHER = rb"(?:\x31[\xc9\xd2\xdb\xf6\xff]|\x45\x31[\xc0\xc9\xd2\xdb\xe4\xed\xf6\xff]|[\xb9\xba\xbb\xbe\xbf]....)?"
+_BITFIELD_STORE = re.compile(
+    rb"(\x66\x25..|\x25....|\x24.|\x83\xe0.|\x66\x83\xe0.)"  # and ax/eax/al, ~field
+    + _OTHER  # gcc -O2 schedules an instruction of another register in between: xor edi, edi
+    + rb"(\x83\xc8.|\x66\x0d..|\x0c.|\x0d....|\x66\x83\xc8.)?"  # or ax/eax/al, length (none for 0)
+    + _OTHER
+    + rb"(\x66\x89|\x89|\x88)([\x44\x45\x84\x85])",  # mov [rbp/rsp + disp], ax/eax/al
+    re.DOTALL,
+)
+
+
+_IMMEDIATE_STORE = re.compile(rb"(\xc6|\x66\xc7|\xc7)([\x44\x45\x84\x85])", re.DOTALL)  # mov [rbp/rsp+disp], imm
+
+
+def _slot(code: bytes, at: int) -> tuple[int, int, int] | None:
+    """The memory operand whose ModRM byte is at ``at`` (``[rbp+disp]``, or ``[rsp+disp]`` with
+    its SIB byte 0x24): ``(base register, displacement, offset past the operand)``."""
+    modrm, pos = code[at], at + 1
+    if modrm & 7 == 4:
+        if code[pos : pos + 1] != b"\x24":
+            return None
+        pos += 1
+    size = 4 if modrm >> 6 == 2 else 1
+    if pos + size > len(code):
+        return None
+    return modrm & 7, int.from_bytes(code[pos : pos + size], "little", signed=True), pos + size
+
+
+_REP_MOVS = re.compile(rb"\xf3(\x48)?\xa5", re.DOTALL)  # rep movsd / rep movsq
+_LEA_RSI = re.compile(rb"\x48\x8d\x35(....)", re.DOTALL)  # lea rsi, [rip+disp]
+_MOV_ECX = re.compile(rb"\xb9(....)", re.DOTALL)  # mov ecx, imm32
+_LEA_RDI = re.compile(rb"\x48\x8d([\x7c\xbc\x7d\xbd])", re.DOTALL)  # lea rdi, [rsp/rbp+disp]
+
+
+def _stack_copies(code: bytes, start: int, elf: _Elf) -> Iterator[tuple[int, tuple[int, int], list[int]]]:
+    """``(offset, (base, displacement), 4-byte units)`` of each ``rep movs`` in ``code`` (a
+    function at ``start``) that
+    copies from ``.rodata`` to the stack: ``lea rsi, [rip+src]``, ``mov ecx, n`` and ``lea rdi,
+    [rsp/rbp+disp]`` in the bytes before it (the last of each)."""
+    for m in _REP_MOVS.finditer(code):
+        window = max(0, m.start() - 64)
+        rsi = [r for r in _LEA_RSI.finditer(code, window, m.start()) if r.end() <= m.start()]
+        ecx = list(_MOV_ECX.finditer(code, window, m.start()))
+        rdi = [_slot(code, r.end() - 1) for r in _LEA_RDI.finditer(code, window, m.start())]
+        if not rsi or not ecx or not rdi or rdi[-1] is None:
+            continue
+        src = start + rsi[-1].end() + int.from_bytes(rsi[-1].group(1), "little", signed=True)
+        count = int.from_bytes(ecx[-1].group(1), "little") * (2 if m.group(1) else 1)
+        if not 0 < count <= _MAX_LENGTH:
+            continue
+        try:
+            raw = elf.read(src, 4 * count)
+        except ValueError:
+            continue
+        yield m.start(), rdi[-1][:2], list(array("I", raw))
+
+
+def _immediate(insn: bytes) -> int:
+    """The immediate operand of an ``and``/``or`` matched by ``_BITFIELD_STORE``, as an unsigned
+    32-bit value (``83 /1 ib`` sign-extends its byte)."""
+    if insn[-2:-1] in (b"\xe0", b"\xc8") and insn[:1] in (b"\x83", b"\x66") and len(insn) in (3, 4):
+        return int.from_bytes(insn[-1:], "little", signed=True) & 0xFFFFFFFF
+    size = {0x25: 4, 0x24: 1, 0x0C: 1, 0x0D: 4}.get(insn[0], 2)
+    return int.from_bytes(insn[-size:], "little")
+
+
+class _StackIndex:
+    """The length index of a table whose blob's address the code takes (``lea reg, [rip+blob]``),
+    from the bit-field stores of the function that takes it."""
+
+    def __init__(self, data: bytes | mmap.mmap, rodata_offset: int) -> None:
+        self.data, self.rodata_offset = data, rodata_offset
+        self._refs: dict[int, int] | None = None
+        self._elf: _Elf | None = None
+        self._runs: dict[int, list[list[int]]] = {}  # function start -> candidates
+
+    def referenced(self) -> list[int]:
+        """Offsets in ``.rodata`` whose address a ``lea reg, [rip+disp]`` of ``.text`` takes."""
+        if self._refs is None:
+            self._refs = {}
+            try:
+                self._elf = elf = _Elf(self.data)
+                text, ro = elf.sections.get(b".text"), elf.sections.get(b".rodata")
+                if text is None or ro is None or ro[2] != self.rodata_offset:
+                    return []
+                _kind, addr, offset, size, _link = text
+                code = bytes(self.data[offset : offset + size])
+                for m in _LEA_RIP.finditer(code):
+                    if m.end() + 4 <= len(code):
+                        target = addr + m.end() + 4 + int(struct.unpack_from("<i", code, m.end())[0])
+                        if 0 <= target - ro[1] < ro[3]:
+                            self._refs.setdefault(target - ro[1], addr + m.start())
+            except (struct.error, IndexError, ValueError):
+                return []
+        return sorted(self._refs)
+
+    def candidates(self, at: int) -> list[list[int]]:
+        """The length arrays the index of the blob at ``at`` (offset in ``.rodata``) may be: the
+        4-byte slots that the function taking the blob's address stores to, in runs of adjacent
+        slots filled the same way (bit-field stores, or one copy); the text array and the bytes
+        array are two such runs, in either order (pandas 3.1 puts the bytes array below), or the
+        text array alone. Runs of 3 or more (a table holds ``__main__``, ``__name__``,
+        ``__test__``); none where the function stores no such run."""
+        self.referenced()
+        where = (self._refs or {}).get(at)
+        elf = self._elf
+        if where is None or elf is None:
+            return []
+        try:
+            start = elf.function_containing(where)
+            if start is None:
+                return []
+            if start in self._runs:
+                return self._runs[start]
+            self._runs[start] = []
+            end = elf.function_end(start)
+            if end is None or not 0 < end - start <= _MAX_EXEC:
+                return []
+            slots = _stack_slots(elf.read(start, end - start), start, elf)
+        except (struct.error, IndexError, ValueError):
+            return []
+        runs: list[list[int]] = []
+        previous = None
+        for base, disp in sorted(slots, key=lambda slot: (slot[0], slot[1] % 4, slot[1])):
+            source, value = slots[base, disp]
+            if previous != (base, disp - 4, source):
+                runs.append([])
+            runs[-1].append(value)
+            previous = (base, disp, source)
+        pairs = list(itertools.pairwise(runs))
+        found = [r for r in [*runs, *(a + b for a, b in pairs), *(b + a for a, b in pairs)] if len(r) >= 3]
+        self._runs[start] = found
+        return found
+
+    def lengths(self, at: int, totals: set[int], text: bytes) -> list[int] | None:
+        """The index of the blob at ``at`` that decodes to ``text``, one of ``totals`` long: of
+        :meth:`candidates` that split ``__main__``, ``__name__`` and ``__test__`` (every Cython
+        module's) as whole strings, one that adds up to the total, or one run that does once
+        turned (the bytes array below the text array, one after the other), else the longest
+        that falls short by the bytes strings (then one piece: a single bytes string is an
+        operand, not an array). Not :func:`_plausible`: it would refuse scikit-learn's tables, which sort
+        ``__func__`` after ``float64_t``."""
+        best: tuple[tuple[bool, int], list[int]] | None = None
+        for lengths in self.candidates(at):
+            done = sum(lengths)
+            for total in sorted(t for t in totals if 0 <= t - done <= _MAX_BYTES_TABLE):
+                whole = lengths if total == done else [*lengths, total - done]  # the bytes: one piece
+                if len(whole) > 8 and set(_split(text, whole)) >= _ANCHORS_SET:
+                    rank = (total == done, len(lengths))  # exact, then the longest (a part splits too)
+                    if best is None or rank > best[0]:
+                        best = (rank, whole)
+                    break
+        if best is None or not best[0][0]:
+            for lengths in self.candidates(at):  # one run, the bytes array first: pandas' hashing
+                if sum(lengths) in totals:
+                    for p in range(1, min(len(lengths), _MAX_ROTATION)):
+                        turned = lengths[p:] + lengths[:p]
+                        if set(_split(text, turned)) >= _ANCHORS_SET:
+                            return turned
+        return best[1] if best else None
+
+
+def _stack_slots(code: bytes, start: int, elf: _Elf) -> dict[tuple[int, int], tuple[int, int]]:
+    """``(base register, displacement) -> (source, value)`` of the 4-byte stack slots that the
+    function ``code`` (at ``start``) fills first: bit-field stores (source -1), moves of an
+    immediate (-1), copies from ``.rodata`` (source: the ``rep movs``'s offset). The first store
+    to a slot is kept: the index is built before it is read."""
+    first: dict[tuple[int, int], tuple[int, int, int]] = {}  # slot -> (code offset, source, value)
+
+    def store(slot: tuple[int, int], at: int, source: int, value: int) -> None:
+        if first.get(slot, (len(code),))[0] > at:
+            first[slot] = (at, source, value)
+
+    for m in _BITFIELD_STORE.finditer(code):
+        slot = _slot(code, m.end() - 1)
+        if slot is not None:
+            width = {b"\x66\x89": 16, b"\x89": 32}.get(m.group(3), 8)
+            field = ~_immediate(m.group(1)) & ((1 << width) - 1)
+            store(slot[:2], m.start(), -1, _immediate(m.group(2)) & field if m.group(2) else 0)
+    for m in _IMMEDIATE_STORE.finditer(code):  # a field of 8, 16 or 32 bits: a plain move
+        slot = _slot(code, m.end() - 1)
+        size = {b"\xc6": 1, b"\x66\xc7": 2}.get(m.group(1), 4)
+        if slot is not None and slot[2] + size <= len(code):
+            store(slot[:2], m.start(), -1, int.from_bytes(code[slot[2] : slot[2] + size], "little"))
+    for at, (base, disp), values in _stack_copies(code, start, elf):  # gcc copies a larger part
+        for k, value in enumerate(values):
+            store((base, disp + 4 * k), at, at, value)
+    return {slot: (source, value) for slot, (_at, source, value) in first.items()}
 
 
 # --- which strings the module's own code uses at import -------------------------------------
@@ -243,6 +486,7 @@ def _lzss_ends(ro: bytes, pos: int) -> tuple[set[int], bytes]:
 _PY_MOD_CREATE, _PY_MOD_EXEC = 1, 2  # CPython Include/moduleobject.h
 _R_X86_64_GLOB_DAT, _R_X86_64_JUMP_SLOT, _R_X86_64_RELATIVE = 6, 7, 8  # System V x86-64 psABI, table 4.10
 _ANCHORS = (b"__test__", b"__main__", b"__name__")
+_ANCHORS_SET = frozenset(_ANCHORS)
 _MAX_EXEC = 4 << 20  # a module's exec function: cupy's largest is far smaller
 
 
@@ -632,6 +876,7 @@ class _Elf:
             self.sections[bytes(data[names + name : end])] = (kind, addr, offset, size, link)
         self.heads = heads
         self._fdes: dict[int, int] | None = None
+        self._starts: list[int] | None = None
 
     def read(self, addr: int, size: int) -> bytes:
         """Bytes at a virtual address, from the section holding them."""
@@ -669,6 +914,23 @@ class _Elf:
     def function_end(self, start: int) -> int | None:
         """The end of the function starting at ``start``, from its FDE (``.eh_frame_hdr``'s sorted
         table, the encodings gcc and ld write: datarel sdata4 pairs, FDE pcrel sdata4)."""
+        fde_addr = self._fde_table().get(start)
+        if fde_addr is None:
+            return None
+        begin, length = struct.unpack_from("<iI", self.read(fde_addr, 16), 8)
+        return start + int(length) if fde_addr + 8 + begin == start else None
+
+    def function_containing(self, addr: int) -> int | None:
+        """The start of the function (an ``.eh_frame_hdr`` entry) whose extent holds ``addr``."""
+        if self._starts is None:
+            self._starts = sorted(self._fde_table())
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i < 0:
+            return None
+        end = self.function_end(self._starts[i])
+        return self._starts[i] if end is not None and addr < end else None
+
+    def _fde_table(self) -> dict[int, int]:
         if self._fdes is None:
             self._fdes = {}
             hdr = self.sections.get(b".eh_frame_hdr")
@@ -680,11 +942,7 @@ class _Elf:
                     count = min(count, (size - 12) // 8)
                     pairs = array("i", bytes(self.data[offset + 12 : offset + 12 + 8 * count]))
                     self._fdes = {addr + pairs[i]: addr + pairs[i + 1] for i in range(0, len(pairs) - 1, 2)}
-        fde_addr = self._fdes.get(start)
-        if fde_addr is None:
-            return None
-        begin, length = struct.unpack_from("<iI", self.read(fde_addr, 16), 8)
-        return start + int(length) if fde_addr + 8 + begin == start else None
+        return self._fdes
 
     def _symbol_relocations(self, section: bytes, kind: int, symbol: bytes) -> Iterator[int]:
         """``r_offset`` of each relocation of ``kind`` in ``section`` against ``symbol``."""

@@ -18,7 +18,7 @@ from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cudastack.elf.cython import parse_init_imports
+from cudastack.elf.cython import parse_init_imports, parse_mapped_size
 from cudastack.env.dists import Distribution
 from cudastack.files import open_file
 from cudastack.parallel import Forked, spare_cpus
@@ -1765,13 +1765,14 @@ _DOTTED = re.compile(rb"[A-Za-z0-9_.]*")
 _DIGITS = re.compile(rb"[0-9]{1,3}")
 
 
-def _nul_string(data: mmap.mmap, word: bytes) -> bool:
-    """``word`` as a whole NUL-terminated string (searched by its last byte, not the common NUL)."""
-    i = data.find(b"\0" + word)
+def _nul_string(data: mmap.mmap, word: bytes, end: int) -> bool:
+    """``word`` as a whole NUL-terminated string before ``end`` (searched by its last byte, not
+    the common NUL)."""
+    i = data.find(b"\0" + word, 0, end)
     while i >= 0:
-        if data[i + 1 + len(word) : i + 2 + len(word)] == b"\0":
+        if data[i + 1 + len(word) : i + 2 + len(word)] == b"\0" and i + 2 + len(word) <= end:
             return True
-        i = data.find(b"\0" + word, i + 1)
+        i = data.find(b"\0" + word, i + 1, end)
     return False
 
 
@@ -1821,9 +1822,10 @@ def _compiled_refs(
                         pos += 1
                     refs.update(".".join(parts[:k]) for k in range(2, len(parts) + 1))
                     i = data.find(mangled, max(pos, i + 1))
+            mapped = parse_mapped_size(data)  # not DWARF's strings: cupy's _kernel names jitify there
             for name in modules:
                 parent, _, base = name.rpartition(".")
-                if parent in refs and name not in refs and not skip(name) and _nul_string(data, base.encode()):
+                if parent in refs and name not in refs and not skip(name) and _nul_string(data, base.encode(), mapped):
                     refs.add(name)
             cython = parse_init_imports(data)  # Cython >= 3.2: its table is compressed
             if cython:
