@@ -105,7 +105,7 @@ def is_extension_module(
         stem = name[: -len(suffix)] if name.endswith(suffix) else ""
         if stem.isidentifier():
             if elf is not None and (stem.startswith("lib") or os.path.dirname(path) in site_dirs):
-                return f"PyInit_{stem}" in elf.exports
+                return elf.defines(f"PyInit_{stem}")
             return not stem.startswith("lib")
     return False
 
