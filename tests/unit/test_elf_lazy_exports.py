@@ -103,3 +103,16 @@ def test_the_symbol_check_answers_alike_whatever_is_built(tmp_path: Path) -> Non
     want = problems(True)
     assert ("symbol", "needed_elsewhere") in want[0] and want[1] == []
     assert problems(False) == want
+
+
+def test_the_table_store_keeps_tables_built(tmp_path: Path) -> None:
+    """A repeat run reads tables from the store (cudastack.elf.table_cache): kept built there,
+    marshal makes the dicts in C, faster than building them from the columns in Python."""
+    from cudastack.elf.table_cache import TableStore
+
+    lib = _shared_tails(tmp_path)
+    store = TableStore(str(tmp_path / "store"), racy_ns=0)
+    first = ElfCache(store).get(lib)
+    assert not isinstance(first, str) and store.writes == 1
+    again = store.load(lib, os.stat(lib))
+    assert again is not None and again.exports_built and again == read_elf(lib)
