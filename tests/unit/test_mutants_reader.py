@@ -128,7 +128,9 @@ def elftools_view(path: str) -> dict[str, object]:
 
 
 def reader_view(e: ElfFile) -> dict[str, object]:
-    return {k: getattr(e, k) for k in (*(f for f in ElfFile.__dataclass_fields__ if f != "path"),)}
+    """Every field but the path, the export table as what it holds (built on first use)."""
+    fields = (f for f in ElfFile.__dataclass_fields__ if f not in ("path", "export_table"))
+    return {k: getattr(e, k) for k in (*fields, "exports", "hidden_only")}
 
 
 def _assert_agrees(path: str) -> ElfFile:

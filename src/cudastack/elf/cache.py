@@ -71,6 +71,9 @@ class ElfCache:
         if stored is not None:
             return stored
         elf = read_elf(real)
+        # stored built: a repeat run's marshal.loads makes the dict in C, faster than building
+        # the asked-for tables from the raw columns in Python (+0.07 s on torch cu130's 123 files)
+        elf.exports  # noqa: B018 - builds the table
         self.store.save(st, elf)
         return elf
 

@@ -105,9 +105,17 @@ def is_extension_module(
         stem = name[: -len(suffix)] if name.endswith(suffix) else ""
         if stem.isidentifier():
             if elf is not None and (stem.startswith("lib") or os.path.dirname(path) in site_dirs):
-                return f"PyInit_{stem}" in elf.exports
+                return elf.defines(f"PyInit_{stem}")
             return not stem.startswith("lib")
     return False
+
+
+def _module_shaped(path: str, suffixes: tuple[str, ...]) -> bool:
+    """Whether :func:`is_extension_module` may say yes, from the name alone."""
+    name = os.path.basename(path)
+    if not _MODULE.match(name):
+        return False
+    return any((name[: -len(s)] if name.endswith(s) else "").isidentifier() for s in suffixes or (".so",))
 
 
 def _needs_torch(dist: Distribution, elf_needed: tuple[str, ...]) -> bool:
@@ -426,16 +434,14 @@ def predict(
         pred.skipped = f"the interpreter itself would not start: {start.error}"
         return pred
 
-    natives = list(iter_native_files(inventory))
-    elfs = {}
+    natives = [(path, dist) for path, dist in iter_native_files(inventory) if os.path.exists(path)]  # else ENV004
+    # the files named as modules are read first: the import-verdict children start once the
+    # modules are judged, and the other files are read while they work
+    suffixes = target.extension_suffixes
+    early = {}
     for path, dist in natives:
-        if not os.path.exists(path):
-            continue  # ENV004 reports it
-        elf = cache.get(path)
-        if isinstance(elf, str):
-            pred.unreadable.append((path, dist.key, elf))
-        else:
-            elfs[path] = (elf, dist)
+        if _module_shaped(path, suffixes) and not isinstance(elf := cache.get(path), str):
+            early[path] = (elf, dist)
 
     # torch's state, computed once
     torch_proc: Process | None = None
@@ -484,7 +490,7 @@ def predict(
     loaded_at_import: set[str] = set()
     site_dirs = tuple(os.path.normpath(d) for d in target.site_dirs)
     modules = [
-        (p, e, d) for p, (e, d) in elfs.items() if is_extension_module(p, target.extension_suffixes, e, site_dirs)
+        (p, e, d) for p, (e, d) in early.items() if is_extension_module(p, target.extension_suffixes, e, site_dirs)
     ]
     failing: list[tuple[int, Distribution, str]] = []  # (index in pred.files, dist, module path)
     for path, elf, dist in modules:
@@ -537,6 +543,13 @@ def predict(
     # for a module that fails: whether its package's import loads it, and then whether a
     # try/except guards that (reading the package's Python, distributions side by side)
     collect = start_import_verdicts([(dist, path) for _i, dist, path in failing])
+    elfs = {}
+    for path, dist in natives:
+        elf = cache.get(path)
+        if isinstance(elf, str):
+            pred.unreadable.append((path, dist.key, elf))
+        else:
+            elfs[path] = (elf, dist)
     # while the children work out the verdicts: the scan for native loads, which needs none of them
     native_loads = {
         dist.key: find_native_loads(dist)

@@ -308,7 +308,10 @@ class Process:
             return  # glibc stops at the version check; symbols would only repeat it
         providers = [o.elf for o in self.global_scope]
         providers += [o.elf for o in scope if o not in self.global_scope]
-        providers.sort(key=lambda e: -len(e.exports))  # the big ones first: `missing` empties sooner
+        # the big ones first: `missing` empties sooner; those whose export table is built before
+        # those not built yet, which then are often never built (the answer does not depend on
+        # the order: a name stays unbound only if no provider binds it)
+        providers.sort(key=lambda e: (not e.exports_built, -e.export_count))
         for obj in res.new:
             missing = set(obj.elf.strong_plain)
             versioned: dict[str, set[str | None]] = {}  # name → versions still unbound
