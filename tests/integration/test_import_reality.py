@@ -375,3 +375,70 @@ def test_torch_without_sympy_imports_and_is_a_warning(
     rc, found = _pkg001(python, capsys)
     assert [(f["subject"], f["severity"]) for f in found] == [("sympy", "warning")], found
     assert rc == 0
+
+
+COMPANION = """\
+#include <Python.h>
+{decl}
+void *keep_symbol(void) {{ return (void *)&{symbol}; }}
+static struct PyModuleDef def = {{PyModuleDef_HEAD_INIT, "_ta", NULL, -1, NULL}};
+PyMODINIT_FUNC PyInit__ta(void) {{ return PyModule_Create(&def); }}
+"""
+
+
+@pytest.mark.parametrize(
+    ("abi", "severity"),
+    [("stable", "info"), ("c++", "warning")],
+    ids=["stable-c-abi-is-info", "cxx-abi-is-a-warning"],
+)
+def test_a_companion_off_the_release_table_is_judged_by_what_it_binds(
+    torch_venv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], abi: str, severity: str
+) -> None:
+    """torchaudio 2.11 with torch 2.14 is what `pip install vllm==0.33.0` resolves (vllm pins both),
+    and torchaudio 2.11's modules take only torch's C shims (aoti_torch_*, torch_*) and no C++
+    symbol of c10/at/torch: a build against the stable C ABI, which the 2.N <-> 2.N table does not
+    bind. A PKG005 warning with a fix to a torchaudio 2.14 that does not exist (a hunt, docs/
+    validation.md) is info now, saying why; a module taking a C++ symbol of c10 stays a warning
+    when it loads. Here: a torchaudio 2.11.0 module built with gcc against the real CPU torch
+    2.13's libraries, each way; a real import works in both."""
+    import sysconfig
+
+    site = site_of(torch_venv)
+    torch_lib = site / "torch" / "lib"
+    files = {
+        "torchaudio/__init__.py": "from torchaudio.lib import _ta  # noqa: F401\n",
+        "torchaudio/lib/__init__.py": "",
+        "torchaudio/version.py": "__version__ = '2.11.0+cpu'\n",
+    }
+    env_site = tmp_path / "site"
+    scenario.write_dist(env_site, {"name": "torchaudio", "version": "2.11.0+cpu", "files": files})
+    if abi == "stable":
+        decl, symbol, libs = (
+            "int aoti_torch_get_device_type(void *, int *);",
+            "aoti_torch_get_device_type",
+            "-ltorch_cpu",
+        )
+    else:
+        decl, symbol, libs = (
+            "extern char _ZN3c1019UndefinedTensorImpl10_singletonE;",
+            "_ZN3c1019UndefinedTensorImpl10_singletonE",
+            "-lc10",
+        )
+    so = build(
+        env_site / "torchaudio" / "lib" / "_ta.abi3.so",
+        COMPANION.format(decl=decl, symbol=symbol),
+        flags=(f"-I{sysconfig.get_paths()['include']}", f"-L{torch_lib}", libs, f"-Wl,-rpath,{torch_lib}"),
+    )
+    record = next(env_site.glob("torchaudio-*.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"torchaudio/lib/{so.name},,\n")
+    python = make_venv(tmp_path / "env")
+    (site_of(python) / "layers.pth").write_text(f"{env_site}\n{site}\n")
+    ok, err = really_imports(python, ["torch", "torchaudio"])
+    assert ok, err
+    rc, data = doctor(python, capsys)
+    found = [f for f in data["findings"] if f["code"] == "PKG005"]
+    assert [(f["subject"], f["severity"]) for f in found] == [("torchaudio", severity)], found
+    text = "\n".join(found[0]["evidence"])
+    assert ("a build against the stable C ABI" in text) == (abi == "stable"), text
+    assert (found[0]["fix"] is None) == (abi == "stable")
+    assert rc == 0

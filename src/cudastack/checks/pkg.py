@@ -687,6 +687,22 @@ def _companion_check(
     # against torch's stable C ABI does) contradict the table; a module failing shows the break
     failures = import_failures(ctx, {key})
     loads = loads_evidence(ctx, {key}) if failures == () else None
+    stable = _stable_abi_only(ctx, key) if loads and not (cv and tvar and cv != tvar) else None
+    if stable:
+        # the release table is for builds against libtorch's C++ ABI; one that binds to torch only
+        # through its stable C ABI is judged by what it imports alone (vllm 0.33 pins torch 2.14.0
+        # with torchaudio 2.11.0, and there is no torchaudio 2.14)
+        yield Finding(
+            code=code,
+            severity=Severity.INFO,
+            message=f"{name} {version} is built against torch's stable C ABI: the release table "
+            f"({why}) does not bind it to torch {torch.version}",
+            subject=key,
+            distribution=key,
+            evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})", stable)
+            + (f"info, not warning: {loads} against the installed torch",),
+        )
+        return
     yield Finding(
         code=code,
         severity=Severity.WARNING if loads else Severity.ERROR,
@@ -702,6 +718,39 @@ def _companion_check(
             [want],
             index_url=fam.PYTORCH_INDEX.format(label=label) if tvar else None,
         ),
+    )
+
+
+_TORCH_CXX = re.compile(r"_Z\w*?(?:3c10|2at|5torch|6caffe2)")
+"""A mangled C++ name in one of libtorch's namespaces (``_ZN3c106detail…``, ``_ZNK2at6Tensor…``)."""
+
+
+def _stable_abi_only(ctx: Context, key: str) -> str | None:
+    """The evidence that every native file of ``key`` binds to libtorch through its stable C ABI
+    alone: each one linked against libtorch/libc10 takes no C++ symbol of libtorch's namespaces
+    from them, and some take its C shims (``aoti_torch_*``, ``torch_*``). None otherwise, or when
+    a file cannot be read."""
+    dist = ctx.inventory.dists.get(key)
+    if dist is None:
+        return None
+    linked = shims = 0
+    for path in dist.native_files():
+        if ".so" not in os.path.basename(path):
+            continue
+        elf = ctx.elf_cache.get(path)
+        if isinstance(elf, str):
+            return None
+        if not any(n.startswith(("libtorch", "libc10")) for n in elf.needed):
+            continue
+        if any(_TORCH_CXX.match(n) for n in elf.import_names):
+            return None
+        linked += 1
+        shims += sum(1 for n in elf.import_names if n.startswith(("aoti_torch_", "torch_")))
+    if not linked or not shims:
+        return None
+    return (
+        f"its {linked} native file(s) linked against libtorch take {shims} symbols of torch's C shims "
+        "(aoti_torch_*, torch_*) and no C++ symbol of c10::, at:: or torch::: a build against the stable C ABI"
     )
 
 
@@ -733,8 +782,11 @@ def torchvision_torch(ctx: Context) -> Iterator[Finding]:
 
     Severity: judged by what it imports. An `error` when a native module of it is predicted not
     to load (the break shown), or when there is no loader prediction (no `--python`); a `warning`
-    when the same run predicts every native module of it loads against the installed torch (a
-    build against torch's stable C ABI does): the table is then contradicted, and says so.
+    when the same run predicts every native module of it loads against the installed torch: the
+    table is then contradicted, and says so. `info`, with no fix, when besides every module of
+    it linked against libtorch takes only torch's C shims (`aoti_torch_*`, `torch_*`) and no C++
+    symbol of `c10::`/`at::`/`torch::`: a build against torch's stable C ABI, which the release
+    table does not bind (torchaudio 2.11.0 with torch 2.14.0, as vllm 0.33.0 pins them).
 
     ## Fix
     Reinstall torchvision from the same index and variant as torch.
@@ -771,8 +823,11 @@ def torchaudio_torch(ctx: Context) -> Iterator[Finding]:
 
     Severity: judged by what it imports. An `error` when a native module of it is predicted not
     to load (the break shown), or when there is no loader prediction (no `--python`); a `warning`
-    when the same run predicts every native module of it loads against the installed torch (a
-    build against torch's stable C ABI does): the table is then contradicted, and says so.
+    when the same run predicts every native module of it loads against the installed torch: the
+    table is then contradicted, and says so. `info`, with no fix, when besides every module of
+    it linked against libtorch takes only torch's C shims (`aoti_torch_*`, `torch_*`) and no C++
+    symbol of `c10::`/`at::`/`torch::`: a build against torch's stable C ABI, which the release
+    table does not bind (torchaudio 2.11.0 with torch 2.14.0, as vllm 0.33.0 pins them).
 
     ## Fix
     Reinstall torchaudio from the same index and variant as torch.
