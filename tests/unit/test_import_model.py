@@ -176,6 +176,27 @@ CASES: dict[str, tuple[str, dict[str, str], bool]] = {
         },
         True,
     ),
+    "a-name-a-tuple-unpacking-binds-handed-to-an-importing-function": (  # pyzmq's select_backend(first)
+        "import platform\n\nfrom optpkg.select import select_backend\n\n"
+        "if platform.python_implementation() == 'PyPy':\n    first, second = ('optpkg.slow', 'optpkg._fast')\n"
+        "else:\n    first, second = ('optpkg._fast', 'optpkg.slow')\n\n_ns = select_backend(first)\n",
+        {
+            "select.py": "from importlib import import_module\n\n\ndef select_backend(name):\n"
+            "    return vars(import_module(name))\n",
+            "slow.py": "X = 1\n",
+        },
+        True,
+    ),
+    "fallback-names-in-a-loop-then-raise": (  # tensorflow's _pywrap_*.py __try_import()
+        "from optpkg import wrapper\n",
+        {
+            "wrapper.py": "def __try_import():\n    paths = ['optpkg_gone._fast', 'optpkg._fast']\n    errors = []\n"
+            "    for path in paths:\n        try:\n            __import__(path, fromlist=['*'])\n            return\n"
+            "        except ImportError as e:\n            errors.append(str(e))\n"
+            "    raise RuntimeError(f'tried {paths}: {errors}')\n\n\n__try_import()\n",
+        },
+        True,
+    ),
 }
 
 

@@ -565,6 +565,7 @@ def _scope_of(body: list[ast.stmt], package: str, params: Iterable[str] = ()) ->
     names: dict[str, list[_Binding]] = {p: [("param", None, None)] for p in params}
     stars: list[str] = []
     strings: dict[str, list[ast.Constant]] = {}
+    loops: list[tuple[str, str]] = []
     stack: list[Any] = list(body)
     while stack:
         n = stack.pop()
@@ -589,6 +590,11 @@ def _scope_of(body: list[ast.stmt], package: str, params: Iterable[str] = ()) ->
             targets = n.targets if t is ast.Assign else [n.target]
             v = n.value
             for target in targets:
+                if type(target) in (ast.Tuple, ast.List) and type(v) in (ast.Tuple, ast.List):
+                    # pyzmq: ``first, second = ('zmq.backend.cython', 'zmq.backend.cffi')``
+                    for name, c in zip(target.elts, v.elts, strict=False):  # type: ignore[union-attr]
+                        if type(name) is ast.Name and type(c) is ast.Constant and type(c.value) is str:
+                            strings.setdefault(name.id, []).append(c)
                 if type(target) is not ast.Name or v is None:
                     continue
                 if type(v) is ast.Name:
@@ -597,6 +603,15 @@ def _scope_of(body: list[ast.stmt], package: str, params: Iterable[str] = ()) ->
                 found = [c for c in consts if type(c) is ast.Constant and type(c.value) is str]
                 if found:
                     strings.setdefault(target.id, []).extend(found)
+        elif (t is ast.For or t is ast.AsyncFor) and type(n.target) is ast.Name:
+            # ``for path in PATHS: __import__(path)`` (tensorflow's fallbacks): the loop variable
+            # takes each string of a literal or of a name of this scope (resolved below)
+            if type(n.iter) in (ast.Tuple, ast.List):
+                found = [c for c in n.iter.elts if type(c) is ast.Constant and type(c.value) is str]
+                strings.setdefault(n.target.id, []).extend(found)
+            elif type(n.iter) is ast.Name:
+                loops.append((n.target.id, n.iter.id))
+            stack.extend([*n.body, *n.orelse])
         elif t is ast.If:
             known = _static_test(n.test)
             if known is not False:
@@ -613,6 +628,8 @@ def _scope_of(body: list[ast.stmt], package: str, params: Iterable[str] = ()) ->
                     stack.extend(block)
             if t is ast.ExceptHandler:
                 stack.extend(n.body)
+    for var, over in loops:
+        strings.setdefault(var, []).extend(strings.get(over, ()))
     return _Scope(names=names, stars=stars, strings=strings)
 
 
