@@ -592,7 +592,7 @@ def _scope_of(body: list[ast.stmt], package: str, params: Iterable[str] = ()) ->
             for target in targets:
                 if type(target) in (ast.Tuple, ast.List) and type(v) in (ast.Tuple, ast.List):
                     # pyzmq: ``first, second = ('zmq.backend.cython', 'zmq.backend.cffi')``
-                    for name, c in zip(target.elts, v.elts, strict=False):  # type: ignore[union-attr]
+                    for name, c in zip(target.elts, v.elts, strict=False):
                         if type(name) is ast.Name and type(c) is ast.Constant and type(c.value) is str:
                             strings.setdefault(name.id, []).append(c)
                 if type(target) is not ast.Name or v is None:
