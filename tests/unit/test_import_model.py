@@ -197,6 +197,55 @@ CASES: dict[str, tuple[str, dict[str, str], bool]] = {
         },
         True,
     ),
+    # --- callbacks (torch/_prims: ``prim_impl = Library(...)``; ``prim_impl.impl(name, fn)``) ---
+    "a-callback-handed-to-a-method-of-a-global-instance-that-keeps-it": (
+        "class Registry:\n    def __init__(self):\n        self.fns = {}\n\n"
+        "    def impl(self, name, fn):\n        self.fns[name] = fn\n\n\nREG = Registry()\n\n\n"
+        "def _init():\n" + FAST + "\n\nREG.impl('x', _init)\n",
+        {},
+        False,
+    ),
+    "a-callback-handed-to-a-method-of-a-global-instance-that-calls-it": (
+        "class Registry:\n    def impl(self, name, fn):\n        fn()\n\n\nREG = Registry()\n\n\n"
+        "def _init():\n" + FAST + "\n\nREG.impl('x', _init)\n",
+        {},
+        True,
+    ),
+    "a-callback-stored-on-self-by-an-object-a-factory-returns": (  # custom_op(...).register_fake(meta)
+        "class Op:\n    def register_fake(self, fn):\n        self._fake = fn\n        return fn\n\n"
+        "    def run_fake(self):\n        return self._fake()\n\n\ndef make(fn=None):\n"
+        "    def inner(fn):\n        result = Op()\n        return result\n\n    if fn is None:\n        return inner\n"
+        "    return inner(fn)\n\n\ndef _impl():\n    pass\n\n\ndef _meta():\n" + FAST + "\n\n"
+        "op = make(_impl)\nop.register_fake(_meta)\n",
+        {},
+        False,
+    ),
+    "a-callback-stored-on-self-then-called-by-running-code": (
+        "class Op:\n    def register_fake(self, fn):\n        self._fake = fn\n        return fn\n\n"
+        "    def run_fake(self):\n        return self._fake()\n\n\ndef make():\n    return Op()\n\n\n"
+        "def _meta():\n" + FAST + "\n\nop = make()\nop.register_fake(_meta)\nop.run_fake()\n",
+        {},
+        True,
+    ),
+    "a-nested-function-that-hands-the-callback-to-a-registry": (  # torch._decomp's register(op)
+        "_table = {}\n\n\ndef _add(key, fn):\n    _table[key] = fn\n\n\ndef register(fn):\n"
+        "    def one(key):\n        _add(key, fn)\n\n    for k in ('a', 'b'):\n        one(k)\n    return fn\n\n\n"
+        "def _init():\n" + FAST + "\n\nregister(_init)\n",
+        {},
+        False,
+    ),
+    "a-nested-function-that-calls-the-callback": (
+        "def register(fn):\n    def one(key):\n        fn()\n\n    for k in ('a', 'b'):\n        one(k)\n"
+        "    return fn\n\n\ndef _init():\n" + FAST + "\n\nregister(_init)\n",
+        {},
+        True,
+    ),
+    "a-callback-formatted-into-a-string-or-inspected": (
+        "import inspect\n\n\ndef _init():\n" + FAST + "\n\nMSG = 'no {} here'.format(_init)\n"
+        "SIG = inspect.signature(_init)\n",
+        {},
+        False,
+    ),
 }
 
 
@@ -213,3 +262,42 @@ def test_the_doctor_runs_what_import_runs(
         assert "libmissing.so" in real.stderr
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == ((1, ["LDD001"]) if fails else (0, ["LDD005"]))
+
+
+GUARDS: dict[str, tuple[str, dict[str, str], str]] = {
+    # an import of the failing module that a guard makes optional (LDD006), that never runs
+    # (LDD005), or that fails the import (LDD001):
+    # torch/utils/data/_utils/collate.py, torch/_jit_internal.py
+    "an-import-under-contextlib-suppress": (
+        "import contextlib\n\nwith contextlib.suppress(ImportError):\n" + FAST + "X = 1\n",
+        {},
+        "LDD006",
+    ),
+    "an-import-under-contextlib-suppress-of-another-error": (
+        "import contextlib\n\nwith contextlib.suppress(KeyError):\n" + FAST + "X = 1\n",
+        {},
+        "LDD001",
+    ),
+    "an-import-in-the-handler-of-a-built-in-modules-import": (
+        "try:\n    import _thread\n\n    LockType = _thread.LockType\nexcept ImportError:\n" + FAST,
+        {},
+        "LDD005",
+    ),
+    "an-import-in-the-handler-of-another-modules-import": (
+        "try:\n    import not_installed_anywhere\nexcept ImportError:\n" + FAST,
+        {},
+        "LDD001",
+    ),
+}
+
+
+@pytest.mark.parametrize(("init", "extra", "code"), list(GUARDS.values()), ids=list(GUARDS))
+def test_a_guard_is_what_python_does_with_the_failed_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], init: str, extra: dict[str, str], code: str
+) -> None:
+    python = _make(tmp_path, init)
+    _add_files(site_of(python), extra)
+    real = subprocess.run(["env", "-i", str(python), "-c", "import optpkg"], capture_output=True, text=True)
+    assert (real.returncode != 0) == (code == "LDD001"), real.stderr
+    rc, data = _doctor(python, capsys)
+    assert (rc, [f["code"] for f in data["findings"]]) == (int(code == "LDD001"), [code])

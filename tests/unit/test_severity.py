@@ -334,6 +334,12 @@ def test_pkg001_a_raise_in_an_import_error_handler_is_no_version_check(
         ("import helper_lib.sub as s\n", "error"),
         ("def convert():\n    import helper_lib\n    return helper_lib\n", "warning"),  # only convert() fails
         ("try:\n    import helper_lib\nexcept ImportError:\n    helper_lib = None\n", "warning"),  # survives
+        # a string naming it in a table imports nothing (torch's ('numpy', 'uint8', 'l')); handed to an
+        # importer it does
+        ("X = 1\nTABLE = {'x': ('helper_lib', 1)}\n", "warning"),
+        ("helper_lib = __import__('helper_lib')\n", "error"),
+        ("import contextlib\nwith contextlib.suppress(ImportError):\n    import helper_lib\n", "warning"),
+        ("try:\n    import _thread\nexcept ImportError:\n    import helper_lib\n", "warning"),  # never runs
     ],
 )
 def test_pkg001_a_missing_distribution_is_an_error_only_when_importing_its_requirer_can_reach_it(

@@ -14,6 +14,7 @@ import json
 import mmap
 import os
 import re
+import sys
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,46 @@ def _swallows(handler: ast.ExceptHandler, base: str) -> bool:
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _suppresses_import_errors(item: ast.withitem) -> bool:
+    """``contextlib.suppress(ImportError)`` (or a base of it): the block is a guard that swallows
+    the failed import, and the code after the ``with`` goes on (torch/utils/data/_utils/collate.py's
+    ``import numpy``)."""
+    c = item.context_expr
+    f = c.func if type(c) is ast.Call else None
+    name = f.attr if type(f) is ast.Attribute else f.id if type(f) is ast.Name else ""
+    return (
+        name == "suppress"
+        and type(c) is ast.Call
+        and any(getattr(a, "id", getattr(a, "attr", "")) in _CATCHING - {"OSError"} for a in c.args)
+    )
+
+
+def _only_import_errors(handler: ast.ExceptHandler) -> bool:
+    """A handler that catches ImportError or ModuleNotFoundError and nothing else."""
+    t = handler.type
+    names = list(t.elts) if type(t) is ast.Tuple else [t] if t is not None else []
+    return bool(names) and all(getattr(n, "id", getattr(n, "attr", "")) in _IMPORT_ERRORS for n in names)
+
+
+_IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
+
+
+def _never_raises_import_error(body: list[ast.stmt]) -> bool:
+    """A ``try`` body of plain ``import M`` statements, each ``M`` a module built into the
+    interpreter (``_thread``, ``sys``), and of assignments of names and attributes (``LockType =
+    _thread.LockType``): it cannot raise ImportError, so an ``except ImportError:`` handler after
+    it never runs (torch/_jit_internal.py's ``import _dummy_thread``)."""
+    imports = [st for st in body if type(st) is ast.Import]
+    return bool(imports) and all(
+        (type(st) is ast.Import and all(a.name in sys.builtin_module_names for a in st.names))
+        or (
+            type(st) is ast.Assign
+            and all(type(n) in (ast.Assign, ast.Name, ast.Attribute, ast.Load, ast.Store) for n in ast.walk(st))
+        )
+        for st in body
+    )
 
 
 def _escapes(node: ast.AST, base: str, attempt: bool = False) -> bool:
@@ -140,9 +181,13 @@ def _import_sites(tree: ast.Module, base: str, raw: bytes | None = None) -> list
                 )
                 visit(node.body, inner, rest)
                 for h in node.handlers:
-                    visit(h.body, guard, rest)
+                    if not _never_raises_import_error(node.body) or not _only_import_errors(h):
+                        visit(h.body, guard, rest)
                 visit(node.orelse, guard, rest)
                 visit(node.finalbody, guard, rest)
+                continue
+            if isinstance(node, ast.With | ast.AsyncWith) and any(_suppresses_import_errors(i) for i in node.items):
+                visit(node.body, node.lineno, rest)  # ``with contextlib.suppress(ImportError):``
                 continue
             if isinstance(node, _SCOPES):
                 rest = ()  # a function's body ends in a return, whatever follows its definition
@@ -459,6 +504,20 @@ def _constant_args(f: Any, call: ast.Call | None, skip_first: bool) -> dict[str,
 
 
 _SELF = ("self", "cls")
+_FUNCTION_ATTRS = frozenset(dir(lambda: None))
+"""What a plain function object has (``__call__``, ``__get__`` …): unknown on an object that may be one."""
+_ASSIGNED = re.compile(rb"(?m)^[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[^=]")
+"""``NAME = …`` at the start of a line: the names :meth:`ImportTime._instance_of` may type."""
+_DEFINED = object()
+"""A parameter's known value when the call hands it a function or class defined there: not None."""
+
+
+def _is_overload_stub(f: Any) -> bool:
+    """``@overload def f(...): ...``: a stub for type checkers, replaced by the next ``def f``."""
+    return any(
+        (type(d) is ast.Name and d.id == "overload") or (type(d) is ast.Attribute and d.attr == "overload")
+        for d in getattr(f, "decorator_list", ())
+    )
 
 
 def _defaults(f: Any, call: ast.Call, bound: int = 0) -> dict[str, object]:
@@ -543,6 +602,8 @@ _KEEPERS = frozenset(
         *("weakref.ref", "weakref.WeakMethod", "weakref.finalize", "types.MethodType", "copyreg.pickle"),
         *("setattr", "getattr", "hasattr", "isinstance", "issubclass", "id", "callable", "property"),
         *("staticmethod", "classmethod", "type", "print", "repr", "hash", "dict", "partial", "wraps"),
+        *("inspect.signature", "inspect.getfullargspec", "inspect.isfunction", "inspect.ismethod"),
+        *("inspect.iscoroutinefunction", "inspect.getmodule", "inspect.getsourcefile", "inspect.unwrap"),
     }
 )
 """Callables from outside the distribution that keep a function handed to them without calling it."""
@@ -694,6 +755,11 @@ class _Walk:
                 continue
             if t is Expr and type(node.value) is Constant:
                 continue  # a docstring or bare string: naming a module there loads nothing
+            if t is ast.Try and _never_raises_import_error(node.body):
+                keep(node)  # its ``except ImportError:`` handlers never run (_never_raises_import_error)
+                stack.extend([*node.body, *node.orelse, *node.finalbody])
+                stack.extend(h for h in node.handlers if not _only_import_errors(h))
+                continue
             if t is If:
                 keep(node)
                 value = _static_test(node.test, known)
@@ -748,10 +814,18 @@ class ImportTime:
     Python resolves it, through the scopes of the calling code (a nested function, the module's
     own definitions, ``from .load_utils import _load``, ``import pkg.mod as m`` then
     ``m.f()``, ``from m import *``, ``x = f``), and a function handed to a call as an argument
-    (``map(f, …)``, a callback) counts as called. Calling a class runs its and its bases'
-    dunder methods and makes it *live*; a method called on an object of unknown type
-    (``self.setup()``, ``obj.run()``) runs in every live class that has it. A class statement
-    runs its bases' ``__init_subclass__`` and its metaclass. A decorator runs, and what a
+    (``map(f, …)``, a callback) counts as called when the receiver may call it
+    (:meth:`_receiver_calls`). A name bound once to ``Class(...)`` (or to what a function returns
+    that makes one) holds an instance of that class (:meth:`_instance_of`): its methods are that
+    class's, read like any other. A callback a method stores as ``self.attr`` counts as called once
+    running code calls ``.attr(…)`` on an object of unknown type. A callable handed to an object
+    made by compiled code (``self.m = torch._C._dispatch_library(...)``; ``self.m.impl(name, key,
+    fn)``) is judged as on any object of unknown type: by the live classes' methods of that name,
+    called when none has one. Risk: compiled code that calls back into Python at once, under a
+    method name some live class of the distribution also defines without calling its argument.
+    Calling a class runs its and its bases' dunder methods and makes it *live*; a method called
+    on an object of unknown type (``self.setup()``, ``obj.run()``) runs in every live class that
+    has it. A class statement runs its bases' ``__init_subclass__`` and its metaclass. A decorator runs, and what a
     decorator factory returns runs too. A module-level ``__getattr__`` (PEP 562) runs only when
     running code asks the module for a name it does not bind (``from m import X``, ``m.X``), and
     then the modules its strings name count as imported. ``if TYPE_CHECKING:`` never runs; a
@@ -816,10 +890,24 @@ class ImportTime:
         self._quiet = False
         """Resolving for :meth:`_callback_runs`: no side effects."""
         self._param_calls: dict[Any, bool] = {}
+        self._param_stores: dict[Any, set[str]] = {}
+        """(function, parameter, slot) → the attributes it stores what the parameter holds in
+        (``self._abstract_fn = fn``): it is called once running code calls ``.attr(…)``."""
+        self._storing: set[str] = set()
+        """Attributes the callback question being answered found the callback stored in."""
+        self._stored: dict[str, list[tuple[str, Any, Any, Any]]] = {}
+        """Attribute → the callback events answered "not called" because of it, asked again once
+        running code calls a method of that name (:meth:`_want`)."""
+        self._recheck: list[tuple[str, str, Any, Any]] = []
         """(function, parameter, slot) → whether the function may call what that parameter holds."""
         self._tables: dict[int, dict[str, object]] = {}
         """``__getattr__`` node → the module's constant tables it reads (:func:`_constant_tables`)."""
         self._getattr_modules: set[str] = set()
+        self._instances: dict[tuple[str, int, str], tuple[str, ast.ClassDef] | None] = {}
+        self._assigned: dict[str, set[str]] = {}
+        self._binders: dict[int, dict[str, list[Any]]] = {}
+        """Function or module node → name → the nodes that bind it there (a ``global``/``nonlocal``
+        statement counts as one more), for :meth:`_instance_of`."""
         self._event = 0
         self._attr_event = 0
         # what importing the distribution means: its top-level packages and modules, and for a
@@ -978,6 +1066,9 @@ class ImportTime:
         if t is not ast.Attribute or depth > 12:
             return None
         recv = self._resolve(path, scope, expr.value, depth + 1)
+        if not recv and type(expr.value) is ast.Name:
+            methods = self._instance_methods(path, scope, expr.value.id, expr.attr)
+            return [("func", p, m) for p, m in methods] if methods else None
         if not recv:
             return None
         out: list[_Target] = []
@@ -1142,7 +1233,10 @@ class ImportTime:
         walk, grew = self._walk, False
         before = len(self._expanded)
         events = walk.events
-        while self._event < len(events):
+        while self._event < len(events) or self._recheck:
+            if self._recheck:  # a callback stored as an attribute that running code now calls
+                events.append(self._recheck.pop())
+                continue
             kind, path, scope, node = events[self._event]
             self._event += 1
             if kind == "call":
@@ -1158,8 +1252,12 @@ class ImportTime:
             elif kind == "arg":
                 call, slot, arg = node
                 targets = self._resolve_name(path, scope, arg.id)
-                if any(k == "func" for k, _p, _n in targets) and self._callback_runs(path, scope, call, slot):
-                    self._call(targets, classes=False)  # a callback handed over may be called now
+                if any(k == "func" for k, _p, _n in targets):
+                    if self._callback_runs(path, scope, call, slot):
+                        self._call(targets, classes=False)  # a callback handed over may be called now
+                    else:
+                        for attr in self._storing:
+                            self._stored.setdefault(attr, []).append(events[self._event - 1])
             elif kind == "class":
                 self._class_statement(path, scope, node)
         if self._getattr_modules:
@@ -1192,6 +1290,8 @@ class ImportTime:
             if not bs:
                 # a builtin, or a global assigned a call's result (an object of unknown type):
                 # its name stands for it, a keeper only when it is the builtin of that name
+                if self._instance_of(path, scope, expr.id) is not None:
+                    return None  # an instance of a class of the distribution: see _instance_of
                 return expr.id if ms is not None and not ms.stars else None
         if len(bs) != 1:
             return None
@@ -1202,10 +1302,209 @@ class ImportTime:
             return f"{node}.{extra}"
         return None
 
+    def _instance_of(self, path: str, scope: Any, name: str) -> tuple[str, ast.ClassDef] | None:
+        """The class of the object ``name`` holds, when the innermost scope that binds it (the
+        function running, an enclosing one, else the module) binds it once, by ``NAME =
+        call(...)``, and the call makes an instance of one class of the distribution
+        (:meth:`_made_by`). torch/_prims' ``prim_impl = torch.library.Library(...)``:
+        ``prim_impl.impl`` is ``Library.impl``; ``prim_def = torch.library.custom_op(...)``, which
+        returns ``inner(fn)``, which returns ``CustomOpDef(...)``. None otherwise. Risk: another
+        module rebinding a global (``mod.NAME = other``) is not seen."""
+        key = (path, id(scope), name)
+        if key not in self._instances:
+            self._instances[key] = self._find_instance(path, scope, name)
+        return self._instances[key]
+
+    def _find_instance(self, path: str, scope: Any, name: str) -> tuple[str, ast.ClassDef] | None:
+        s = scope
+        while s is not None:
+            if name in self._function_scope(path, s).names:
+                return None  # a parameter, a definition, an import, ``NAME = other``
+            s = self._parent.get(id(s))
+        module = self._module_of.get(path)
+        if module and name in (self._module_scope(module) or _EMPTY).names:
+            return None
+        assigned = self._assigned.get(path)
+        if assigned is None:  # the names some ``NAME = …`` binds in the file: most files have none to type
+            assigned = self._assigned[path] = {m.group(1).decode() for m in _ASSIGNED.finditer(self.raw(path) or b"")}
+        if name not in assigned:
+            return None
+        s, binds = scope, None
+        while s is not None and not binds:
+            binds = self._binders_of(s, path).get(name)
+            if not binds:
+                s = self._parent.get(id(s))
+        if not binds:
+            tree = self.tree(path)
+            binds = self._binders_of(tree, path).get(name) if tree is not None else None
+            if b"globals()" in (self.raw(path) or b""):
+                return None  # ``globals()[NAME] = …``, ``globals().update(…)``
+        if not binds or len(binds) != 1 or type(binds[0]) is not ast.Assign or type(binds[0].value) is not ast.Call:
+            return None
+        if re.search(
+            rb"(?m)^[ \t]*(?:global|nonlocal)[ \t][^\n]*\b" + re.escape(name.encode()) + rb"\b", self.raw(path) or b""
+        ):
+            return None  # (``global NAME`` in a function: it may rebind it)
+        quiet, self._quiet = self._quiet, True
+        try:
+            return self._made_by(path, s, binds[0].value, 0)
+        finally:
+            self._quiet = quiet
+
+    def _made_by(self, path: str, scope: Any, call: ast.Call, depth: int) -> tuple[str, ast.ClassDef] | None:
+        """The one class of the distribution whose instance ``call`` returns: a call of the class
+        (its construction returns its own instance: no ``__new__``, no metaclass, its own or its
+        bases', every base the distribution's), or of functions of the distribution, undecorated
+        or decorated by one that returns the function it is given, each of whose ``return``
+        statements that can run gives such a call, or a name bound once to one (an argument that
+        is a function defined there is not None: ``if fn is None: return inner`` is pruned)."""
+        if depth > 6:
+            return None
+        targets = {id(n): (k, p, n) for k, p, n in self._resolve(path, scope, call.func) or ()}
+        funcs = [(p, n) for k, p, n in targets.values() if k == "func"]
+        classes = [(p, n) for k, p, n in targets.values() if k == "class"]
+        if not targets or len(funcs) + len(classes) != len(targets):
+            return None
+        if classes:
+            if funcs or len(classes) != 1:
+                return None
+            p, cls = classes[0]
+            chain = [(p, cls), *self._ancestors(p, cls)]
+            for q, c in chain:
+                if c is None or c.keywords or self._methods(q, c, "__new__", 8):
+                    return None
+            return p, cls
+        found: set[tuple[str, int]] = set()
+        out: tuple[str, ast.ClassDef] | None = None
+        for p, f in funcs:
+            if type(f) is ast.Lambda:
+                return None
+            if _is_overload_stub(f):
+                continue
+            if any(not self._returns_its_argument(p, self._parent.get(id(f)), d) for d in f.decorator_list):
+                return None
+            known: dict[str, object] = dict(_defaults(f, call))
+            params = [x.arg for x in (*f.args.posonlyargs, *f.args.args)]
+            given = [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]
+            for param, arg in given:
+                if (
+                    param
+                    and type(arg) is ast.Name
+                    and any(k in ("func", "class") for k, _q, _n in self._resolve_name(path, scope, arg.id))
+                ):
+                    known[param] = _DEFINED
+            self._function_scope(p, f)
+            values = _returned(f.body, known or None)
+            if not values:
+                return None
+            for v in values:
+                made: tuple[str, ast.ClassDef] | None = None
+                if type(v) is ast.Call:
+                    made = self._made_by(p, f, v, depth + 1)
+                elif type(v) is ast.Name:
+                    bs = self._binders_of(f, p).get(v.id)
+                    if bs and len(bs) == 1 and type(bs[0]) is ast.Assign and type(bs[0].value) is ast.Call:
+                        made = self._made_by(p, f, bs[0].value, depth + 1)
+                    elif bs and len(bs) == 1 and type(bs[0]) in (ast.FunctionDef, ast.AsyncFunctionDef):
+                        if not any(
+                            type(n) is ast.Attribute and type(n.ctx) is ast.Store and getattr(n.value, "id", "") == v.id
+                            for n in ast.walk(f)
+                        ):
+                            continue  # a plain function (``return inner``): it has no method of its own
+                if made is None:
+                    return None
+                found.add((made[0], id(made[1])))
+                out = made
+        return out if len(found) == 1 else None
+
+    def _returns_its_argument(self, path: str, scope: Any, deco: ast.expr) -> bool:
+        """Whether a decorator (``@exposed_in("torch.library")``) returns the function it is given:
+        each function the decorator (factory) gives returns its first parameter, and nothing else."""
+        if type(deco) is ast.Call:
+            results = self._call_results(path, scope, deco, 0)
+        else:
+            results = [(p, n, 0) for k, p, n in self._resolve(path, scope, deco) or () if k == "func"]
+        if not results:
+            return False
+        for _p, f, _b in results:
+            if type(f) is ast.Lambda or type(f) is ast.ClassDef:
+                return False
+            params = _params(f)
+            values = _returned(f.body, None)
+            if not params or not values or any(type(v) is not ast.Name or v.id != params[0] for v in values):
+                return False
+        return True
+
+    def _ancestors(self, path: str, cls: ast.ClassDef, depth: int = 0) -> list[tuple[str, ast.ClassDef | None]]:
+        """The bases of ``cls``, recursively; ``(path, None)`` for one the distribution does not
+        define (``object`` aside)."""
+        out: list[tuple[str, ast.ClassDef | None]] = []
+        for b in cls.bases:
+            if type(b) is ast.Name and b.id == "object":
+                continue
+            found = [(p, n) for k, p, n in self._resolve(path, self._parent.get(id(cls)), b) or () if k == "class"]
+            if len(found) != 1 or depth > 8:
+                out.append((path, None))
+                continue
+            out.append(found[0])
+            out.extend(self._ancestors(*found[0], depth=depth + 1))
+        return out
+
+    def _instance_methods(self, path: str, scope: Any, name: str, attr: str) -> list[tuple[str, Any]]:
+        """The methods ``NAME.attr`` can be, ``NAME`` an instance :meth:`_instance_of` knows; empty
+        when unknown (the attribute is no method of the class, or an instance attribute may shadow
+        it: ``self.attr = …`` in the class's file)."""
+        inst = self._instance_of(path, scope, name)
+        if inst is None:
+            return []
+        p, cls = inst
+        if f"self.{attr} =".encode() in (self.raw(p) or b"") or attr in _FUNCTION_ATTRS:
+            return []
+        if not self._quiet:
+            self._make_live(p, cls)
+        return self._methods(p, cls, attr)
+
+    def _binders_of(self, node: Any, path: str) -> dict[str, list[Any]]:
+        """Name → what binds it in the scope of ``node`` (a module or a function): its assignments
+        (``NAME = value`` as the statement), other stores, imports, definitions and parameters (a
+        ``global``/``nonlocal`` statement is looked for in the file by :meth:`_find_instance`)."""
+        out = self._binders.get(id(node))
+        if out is None:
+            out = self._binders[id(node)] = {}
+            if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+                for p in _params(node) if type(node) is not ast.Lambda else []:
+                    out.setdefault(p, []).append(node)
+            stack: list[Any] = list(node.body) if type(node) is not ast.Lambda else [node.body]
+            while stack:
+                n = stack.pop()
+                t = type(n)
+                if t is ast.Assign and len(n.targets) == 1 and type(n.targets[0]) is ast.Name:
+                    out.setdefault(n.targets[0].id, []).append(n)
+                    stack.append(n.value)
+                    continue
+                if t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda):
+                    if t is not ast.Lambda:
+                        out.setdefault(n.name, []).append(n)
+                        stack.extend(n.decorator_list)
+                    if t is ast.ClassDef:
+                        stack.extend([*n.bases, *n.keywords])
+                    else:
+                        stack.extend([*n.args.defaults, *(d for d in n.args.kw_defaults if d is not None)])
+                    continue
+                if t is ast.Name and type(n.ctx) is not ast.Load:
+                    out.setdefault(n.id, []).append(n)
+                elif t is ast.Global or t is ast.Nonlocal:
+                    for g in n.names:
+                        out.setdefault(g, []).append(n)
+                elif t is ast.alias:
+                    out.setdefault(n.asname or n.name.partition(".")[0], []).append(n)
+                stack.extend(ast.iter_child_nodes(n))
+        return out
+
     def _callback_runs(self, path: str, scope: Any, call: ast.Call, slot: int | str | None) -> bool:
         """:meth:`_receiver_calls`, resolving names without running anything (code that only
         might run must not ask a module's ``__getattr__`` or make a class live)."""
-        self._quiet = True
+        self._quiet, self._storing = True, set()
         try:
             return self._receiver_calls(path, scope, call, slot)
         finally:
@@ -1223,6 +1522,8 @@ class ImportTime:
             return ext not in _KEEPERS
         if type(slot) is int and any(type(a) is ast.Starred for a in call.args[:slot]):
             return True
+        if type(call.func) is ast.Attribute and type(call.func.value) in (ast.Constant, ast.JoinedStr):
+            return False  # ``"… {}".format(fn)``: a method of a str (bytes, int) calls no argument
         if type(call.func) is ast.Call:  # ``self.py_impl(key)(fn)``: what the inner call returns gets it
             results = self._call_results(path, scope, call.func, depth + 1)
             if results is None:
@@ -1314,18 +1615,22 @@ class ImportTime:
         keyword ``slot`` that ``**kwargs`` collects). A nested function that uses it stands for it."""
         key = (id(f), pslot, slot)
         if key in self._param_calls:
+            self._storing.update(self._param_stores.get(key, ()))
             return self._param_calls[key]
         self._param_calls[key] = False  # (recursion: assume not, as a fixpoint would start)
+        storing_before = set(self._storing)
         aliases = {pslot[1]}
         defs = (ast.FunctionDef, ast.AsyncFunctionDef)
         nested: list[Any] = [n for n in ast.walk(f) if n is not f and type(n) in defs]
         for _ in range(3):
             for g in nested:
-                if (
-                    g.name not in aliases
-                    and pslot[1] not in _params(g)
-                    and any(type(n) is ast.Name and n.id in aliases for n in ast.walk(g))
-                ):
+                used = {n.id for n in ast.walk(g) if type(n) is ast.Name and n.id in aliases}
+                if g.name in aliases or pslot[1] in _params(g) or not used:
+                    continue
+                # a nested function that uses it stands for it when calling it may call it
+                # (torch._decomp's ``def register(op): _add_op_to_registry(registry, op, fn)``,
+                # handed to ``tree_map_``, only hands ``fn`` on to a registry)
+                if pslot[0] == "kw" or any(self._calls_param(path, g, ("name", a), slot, depth + 1) for a in used):
                     aliases.add(g.name)
         raw = self.raw(path) or b""
         found = False
@@ -1353,19 +1658,33 @@ class ImportTime:
                 elif tp is ast.Starred:
                     found = True
                 elif tp is ast.Assign:
-                    found = any(type(x) is ast.Attribute and f".{x.attr}(".encode() in raw for x in parent.targets)
+                    for x in parent.targets:
+                        if type(x) is not ast.Attribute:
+                            continue
+                        if type(x.value) is ast.Name and x.value.id == "self":
+                            # an instance attribute: called once running code calls ``.attr(…)``
+                            # on an object the walk cannot type (``self._abstract_fn(…)``): _want
+                            found = found or x.attr in self._wanted
+                            self._storing.add(x.attr)
+                        else:
+                            found = found or f".{x.attr}(".encode() in raw
                 continue
             for child in ast.iter_child_nodes(node):
                 if t is ast.Call and type(child) is ast.keyword:
                     child._call = node  # type: ignore[attr-defined]
                 stack.append((child, node))
         self._param_calls[key] = found
+        self._param_stores[key] = self._storing - storing_before
         return found
 
     def _want(self, name: str) -> None:
         if name in self._wanted or name.startswith("__"):
             return  # (``super().__init__()`` runs the dunders of live classes: already run)
         self._wanted.add(name)
+        if name in self._stored:  # callbacks stored as ``self.<name>``: ask again
+            self._param_calls.clear()
+            self._param_stores.clear()
+            self._recheck.extend(self._stored.pop(name))
         for p, m in list(self._live_methods.get(name, ())):
             self._expand(p, m)
 
@@ -2018,7 +2337,20 @@ def _imports_module(tree: ast.AST, base: str, *, bare_words: bool = False) -> bo
     """An import statement naming ``base``, or a dotted module path ending in it inside a string
     (``importlib.import_module(f"sgl_kernel.{arch}.common_ops")``). A bare word — cupy's
     ``_preload_library('cutensor')`` names a shared library — does not count, unless
-    ``bare_words`` (inside a ``try/except ImportError`` a mention is evidence enough)."""
+    ``bare_words`` (inside a ``try/except ImportError`` a mention is evidence enough). For a
+    top-level package (``base`` ending in a dot) a string counts only as the argument of a call
+    named like an import (``import_module("sympy")``, ``_lazy_import("dill")``): torch names
+    ``'cuda'`` and ``'numpy'`` in device and decoder tables, which import nothing."""
+    if base.endswith(".") and not bare_words:
+        handed = {
+            id(a)
+            for n in ast.walk(tree)
+            if type(n) is ast.Call and "import" in getattr(n.func, "attr", getattr(n.func, "id", "")).lower()
+            for a in (*n.args, *(k.value for k in n.keywords))
+        }
+        return any(
+            _names_module(sub, base) for sub in ast.walk(tree) if type(sub) is not ast.Constant or id(sub) in handed
+        )
     return any(_names_module(sub, base, bare_words=bare_words) for sub in ast.walk(tree))
 
 
