@@ -138,6 +138,10 @@ def use_color(choice: str, stream: Any) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
+_RENDER_ONLY = frozenset({"run", "format", "output", "color", "verbose", "all"})
+"""Arguments :func:`compute` never reads: only :func:`emit` does."""
+
+
 def run(args: argparse.Namespace) -> int:
     if args.python:
         from cudastack.env.interpreter import start_probe
@@ -153,7 +157,9 @@ def run(args: argparse.Namespace) -> int:
 
     # the whole answer, replayed when nothing it read changed (cudastack.result_cache); the heavy
     # modules (rules, loader, ELF) are imported only on a miss
-    key = result_cache.session_key("doctor", {k: v for k, v in vars(args).items() if k != "run"})
+    # the arguments that only choose how the report is written (emit) are not part of the key: a
+    # human run after a JSON one replays it
+    key = result_cache.session_key("doctor", {k: v for k, v in vars(args).items() if k not in _RENDER_ONLY})
     hit = result_cache.lookup(key)
     debug = os.environ.get(result_cache.DEBUG_ENV) == "1"
     if isinstance(hit, str):
