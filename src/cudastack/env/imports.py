@@ -322,6 +322,15 @@ def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool
         if setting is not None and literal is not None:
             equal = environ_setting(*setting) == literal[0]
             return equal if type(test.ops[0]) is ast.Eq else not equal  # type: ignore[attr-defined]
+    if t is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) in (ast.In, ast.NotIn):  # type: ignore[attr-defined]
+        key = _environ_membership(test)
+        if key is not None:  # ``'K' in os.environ``: decided as ``os.environ.get`` is (environ_setting)
+            present = environ_setting(key, _UNSET) is not _UNSET
+            return present if type(test.ops[0]) is ast.In else not present  # type: ignore[attr-defined]
+    if t is ast.Call and (setting := _environ_get(test)) is not None:  # ``if os.environ.get("K"):``
+        return bool(environ_setting(*setting))
+    if known and t is ast.Name and test.id in known:  # type: ignore[attr-defined]
+        return bool(known[test.id])  # type: ignore[attr-defined]
     if known and t is ast.Compare and len(test.ops) == 1:  # type: ignore[attr-defined]
         left, right, op = test.left, test.comparators[0], type(test.ops[0])  # type: ignore[attr-defined]
         literal = _literal(right)
@@ -382,6 +391,51 @@ def _environ_get(node: ast.expr) -> tuple[str, object] | None:
     if any(a is None or type(a[0]) not in (str, type(None)) for a in args) or type(args[0][0]) is not str:  # type: ignore[index]
         return None
     return str(args[0][0]), (args[1][0] if len(args) == 2 else None)  # type: ignore[index]
+
+
+def _environ_membership(test: Any) -> str | None:
+    """``'K' in os.environ`` (or ``not in``): ``"K"``."""
+    left, right = test.left, test.comparators[0]
+    if type(left) is not ast.Constant or type(left.value) is not str:
+        return None
+    is_environ = type(right) is ast.Attribute and right.attr == "environ"
+    return left.value if is_environ and type(right.value) is ast.Name and right.value.id == "os" else None
+
+
+_UNSET = object()
+
+
+def module_switches(tree: ast.Module) -> dict[str, object] | None:
+    """Module constants that hold an environment switch, decided as :func:`_static_test` decides
+    it: ``_SET = 'K' in os.environ`` at column 0, the name bound nowhere else in the file (no
+    ``global``, no second assignment). numba 0.68's np/ufunc/parallel.py: ``if
+    _DYLD_WORKAROUND_SET and _DYLD_WORKAROUND_VAL: _launch_threads()`` never runs at its default."""
+    found: dict[str, object] = {}
+    for stmt in tree.body:
+        if (
+            type(stmt) is ast.Assign
+            and len(stmt.targets) == 1
+            and type(stmt.targets[0]) is ast.Name
+            and type(stmt.value) is ast.Compare
+            and len(stmt.value.ops) == 1
+            and type(stmt.value.ops[0]) in (ast.In, ast.NotIn)
+            and _environ_membership(stmt.value) is not None
+        ):
+            value = _static_test(stmt.value)
+            if value is not None:
+                found[stmt.targets[0].id] = value
+    if not found:
+        return None
+    binds: dict[str, int] = {}
+    for n in ast.walk(tree):
+        if type(n) is ast.Name and n.id in found and type(n.ctx) is not ast.Load:
+            binds[n.id] = binds.get(n.id, 0) + 1
+        elif type(n) in (ast.Global, ast.Nonlocal):
+            for name in n.names:  # type: ignore[attr-defined]
+                binds[name] = 2
+        elif type(n) is ast.alias and (n.asname or n.name.partition(".")[0]) in found:
+            binds[n.asname or n.name.partition(".")[0]] = 2
+    return {k: v for k, v in found.items() if binds.get(k) == 1} or None
 
 
 def environ_setting(name: str, default: object) -> object:
@@ -975,7 +1029,7 @@ class ImportTime:
                 self._getattr_modules.add(name)
                 self._attr_event = 0  # attribute reads seen before may now ask it
             new: list[ast.AST] = []
-            self._walk.run(path, tree.body, new)
+            self._walk.run(path, tree.body, new, known=module_switches(tree))
             self._add(path, new)
             return True
         # the functions that running code calls, and then the files those import
