@@ -329,6 +329,10 @@ def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool
             return present if type(test.ops[0]) is ast.In else not present  # type: ignore[attr-defined]
     if t is ast.Call and (setting := _environ_get(test)) is not None:  # ``if os.environ.get("K"):``
         return bool(environ_setting(*setting))
+    if known and _PROVIDED in known and (t is ast.Call or t is ast.Compare):
+        spec = _spec_value(test, {}, known, 0)  # ``find_spec("dill") is not None``, ``dill_available()``
+        if spec is not None:
+            return _truth(spec)
     if known and t is ast.Name and test.id in known:  # type: ignore[attr-defined]
         return bool(known[test.id])  # type: ignore[attr-defined]
     if known and t is ast.Compare and len(test.ops) == 1:  # type: ignore[attr-defined]
@@ -436,6 +440,103 @@ def module_switches(tree: ast.Module) -> dict[str, object] | None:
         elif type(n) is ast.alias and (n.asname or n.name.partition(".")[0]) in found:
             binds[n.asname or n.name.partition(".")[0]] = 2
     return {k: v for k, v in found.items() if binds.get(k) == 1} or None
+
+
+_PROVIDED = " provided"
+"""The key, in a ``known`` mapping, of the top-level names the target provides (no name can be it)."""
+_FUNCTIONS = " functions"
+"""The key, in a ``known`` mapping, of the module's own functions by name."""
+_CACHERS = frozenset({"lru_cache", "cache", "functools.lru_cache", "functools.cache"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """What ``importlib.util.find_spec(top)`` gives: a spec when ``found``, else None."""
+
+    found: bool
+
+
+def _truth(value: object) -> bool:
+    return value.found if type(value) is _Spec else bool(value)
+
+
+def _is_find_spec(f: Any) -> bool:
+    """``find_spec``, ``util.find_spec``, ``importlib.util.find_spec``."""
+    if type(f) is ast.Name:
+        return f.id == "find_spec"
+    if type(f) is not ast.Attribute or f.attr != "find_spec":
+        return False
+    v = f.value
+    return (type(v) is ast.Name and v.id == "util") or (
+        type(v) is ast.Attribute and v.attr == "util" and type(v.value) is ast.Name and v.value.id == "importlib"
+    )
+
+
+def _spec_value(expr: Any, env: dict[str, object], known: dict[str, object], depth: int) -> object:
+    """The value ``expr`` has at import when it is decided by ``importlib.util.find_spec`` of a
+    top-level name against what the target provides (``known[_PROVIDED]``), through the module's
+    own helper functions (``known[_FUNCTIONS]``: torch's ``dill_available()`` returns
+    ``_check_module_exists("dill")``, which returns ``importlib.util.find_spec(name) is not
+    None``); else None. A dotted name is undecided (its parent package would be imported)."""
+    t = type(expr)
+    if t is ast.Constant:
+        return expr.value if type(expr.value) is str else None
+    if t is ast.Name:
+        return env.get(expr.id)
+    if t is ast.UnaryOp and type(expr.op) is ast.Not:
+        v = _spec_value(expr.operand, env, known, depth)
+        return None if v is None else not _truth(v)
+    if t is ast.Compare and len(expr.ops) == 1 and type(expr.ops[0]) in (ast.Is, ast.IsNot):
+        right = expr.comparators[0]
+        if type(right) is not ast.Constant or right.value is not None:
+            return None
+        v = _spec_value(expr.left, env, known, depth)
+        if type(v) is not _Spec:
+            return None
+        return (not v.found) if type(expr.ops[0]) is ast.Is else v.found
+    if t is not ast.Call or expr.keywords or depth > 4:
+        return None
+    args = [_spec_value(a, env, known, depth) for a in expr.args]
+    if _is_find_spec(expr.func):
+        name = args[0] if len(args) == 1 else None
+        if type(name) is not str or not name.isidentifier():
+            return None
+        return _Spec(name in known[_PROVIDED])  # type: ignore[operator]
+    functions = known.get(_FUNCTIONS)
+    f = functions.get(expr.func.id) if type(expr.func) is ast.Name and type(functions) is dict else None
+    if f is None or any(a is None for a in args):
+        return None
+    return _run_helper(f, args, known, depth + 1)
+
+
+def _run_helper(f: Any, args: list[object], known: dict[str, object], depth: int) -> object:
+    """What calling the module function ``f`` with ``args`` returns, when its body is only
+    assignments of decided values and a ``return`` (in a ``try`` or not), undecorated or cached."""
+    a = f.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or len(a.args) != len(args):
+        return None
+    if any(ast.unparse(d.func if type(d) is ast.Call else d) not in _CACHERS for d in f.decorator_list):
+        return None
+    env = {p.arg: v for p, v in zip(a.args, args, strict=True)}
+    body = list(f.body)
+    while body:
+        stmt = body.pop(0)
+        t = type(stmt)
+        if t is ast.Expr and type(stmt.value) is ast.Constant:
+            continue  # docstring
+        if t is ast.Try:  # the ``except`` runs only if the decided calls raise: they do not
+            body = list(stmt.body)
+            continue
+        if t is ast.Return:
+            return _spec_value(stmt.value, env, known, depth)
+        if t is ast.Assign and len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Name:
+            v = _spec_value(stmt.value, env, known, depth)
+            if v is None:
+                return None
+            env[stmt.targets[0].id] = v
+            continue
+        return None
+    return None
 
 
 def environ_setting(name: str, default: object) -> object:
@@ -893,7 +994,13 @@ class ImportTime:
     question needs: "does import run X" stops at the first sighting (torch's ``__init__`` names
     ``torch._C``); only "no" needs everything."""
 
-    def __init__(self, dist: Distribution, roots: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, dist: Distribution, roots: Sequence[str] | None = None, *, provided: Container[str] | None = None
+    ) -> None:
+        self._provided = provided
+        """Top-level names the target provides (site directories, standard library): decides
+        ``importlib.util.find_spec(NAME)``; None leaves it undecided."""
+        self._spec_known: dict[str, dict[str, object] | None] = {}
         self.trees: dict[str, ast.Module | None] = {}
         self._raw: dict[str, bytes] = {}
         self.order: list[str] = []
@@ -1029,13 +1136,33 @@ class ImportTime:
                 self._getattr_modules.add(name)
                 self._attr_event = 0  # attribute reads seen before may now ask it
             new: list[ast.AST] = []
-            self._walk.run(path, tree.body, new, known=module_switches(tree))
+            known = module_switches(tree)
+            spec = self._find_spec_known(path)
+            self._walk.run(path, tree.body, new, known=known if spec is None else {**spec, **(known or {})})
             self._add(path, new)
             return True
         # the functions that running code calls, and then the files those import
         grew = self._resolve_events()
         self._done = not grew and not self._queue
         return not self._done
+
+    def _find_spec_known(self, path: str) -> dict[str, object] | None:
+        """What :func:`_static_test` needs to decide ``find_spec`` tests in ``path``: the provided
+        names and the module's own functions (a local or a parameter of the same name as one of
+        them is not told apart: none seen). None without a provided set or a ``find_spec``."""
+        if self._provided is None:
+            return None
+        if path not in self._spec_known:
+            raw, tree = self.raw(path), self.tree(path)
+            self._spec_known[path] = (
+                {
+                    _PROVIDED: self._provided,
+                    _FUNCTIONS: {n.name: n for n in tree.body if type(n) is ast.FunctionDef},
+                }
+                if raw and b"find_spec" in raw and tree is not None
+                else None
+            )
+        return self._spec_known[path]
 
     # --- resolution -------------------------------------------------------------------------
 
@@ -1196,7 +1323,8 @@ class ImportTime:
                 self._queue.append(module)
             new: list[ast.AST] = []
             self._function_scope(path, f)  # its nested definitions know their parent
-            self._walk.run(path, f.body, new, f, known)
+            spec = self._find_spec_known(path)
+            self._walk.run(path, f.body, new, f, known if spec is None else {**spec, **(known or {})})
             self._add(path, new)
         if factory:  # ``@register(...)``: the function it returns is called with the decorated one
             scope = self._function_scope(path, f)
