@@ -356,20 +356,14 @@ def test_torch_without_typing_extensions_is_an_error_naming_the_import(
     assert rc == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the callback over-reach is gone (torch 2.13 CPU: the model runs 737 files, a real `import torch` "
-    "loads 733 of torch's, 0 missed, no `import sympy` reached), PKG001 follows the whole walk, and "
-    "`importlib.util.find_spec` is decided from what the target provides (`import dill` behind "
-    "dill_available() is gone), but one import remains: `import optree` in torch/utils/_cxx_pytree.py, imported "
-    "by _pytree.register_pytree_node after `if not _cxx_pytree_exists: return`, where `_cxx_pytree_exists` is "
-    "bound three times by a module-level try/except PackageNotFoundError/else around "
-    "`importlib.metadata.version('optree')` (not find_spec): the model decides neither the installed-distribution "
-    "question nor a module constant in a function's test",
-)
 def test_torch_without_sympy_imports_and_is_a_warning(
     torch_venv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """torch installed without sympy: `import torch` works, so PKG001 is a warning. The walk reaches
+    `import dill` behind `if not dill_available(): return None` (an importlib.util.find_spec check)
+    and `import optree` behind `if not _cxx_pytree_exists: return` (set by the except
+    PackageNotFoundError of importlib.metadata.version("optree")): both decided from what is
+    installed (docs/validation.md, branch findspec)."""
     python = _torch_without(torch_venv, tmp_path / "env", "sympy")
     ok, err = really_imports(python, ["torch"])
     assert ok is True, err

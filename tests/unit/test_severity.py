@@ -355,6 +355,26 @@ load()
 """
 
 
+METADATA_SWITCH = """import importlib.metadata{note}
+
+try:
+    importlib.metadata.version("{dist}")
+except importlib.metadata.PackageNotFoundError:
+    _HAVE = False
+else:
+    _HAVE = True
+
+
+def register():
+    if not _HAVE:
+        return
+    import helper_lib
+
+
+register()
+"""
+
+
 @pytest.mark.parametrize(
     ("init", "severity"),
     [
@@ -372,6 +392,10 @@ load()
         # importlib.util.find_spec decided by what is installed: torch's import_dill() behind
         # dill_available() -> _check_module_exists("dill"), and the plain spellings
         (FIND_SPEC_HELPER, "warning"),
+        # torch's _cxx_pytree_exists: the except PackageNotFoundError of metadata.version runs when
+        # the distribution is not installed; app itself is
+        (METADATA_SWITCH.format(dist="helper-lib", note=""), "warning"),
+        (METADATA_SWITCH.format(dist="app", note="  # helper_lib"), "error"),
         (
             "import importlib.util\nif importlib.util.find_spec('helper_lib') is not None:\n    import helper_lib\n",
             "warning",

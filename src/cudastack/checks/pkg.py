@@ -399,7 +399,9 @@ def _imports_lacking(ctx: Context, key: str, requirers: list[Distribution]) -> t
     runs = []
     provided = provided_modules(ctx.target)  # decides `importlib.util.find_spec("dill")` in the walk
     for dist in requirers:
-        found = ImportTime(dist, provided=None if provided is None else frozenset(provided))
+        found = ImportTime(
+            dist, provided=None if provided is None else frozenset(provided), installed=frozenset(ctx.inventory.dists)
+        )
         if not found.has_python or not found.roots:
             return [], False
         runs.append((f"{dist.name} {dist.version}", found))

@@ -539,6 +539,49 @@ def _run_helper(f: Any, args: list[object], known: dict[str, object], depth: int
     return None
 
 
+def _metadata_constants(tree: ast.Module, installed: Container[str]) -> dict[str, object]:
+    """Module constants set, at column 0, by the ``except PackageNotFoundError:`` of a ``try``
+    whose only statement asks ``importlib.metadata.version("D")`` of a distribution D that is not
+    installed: that handler surely runs (its ``else`` does not). torch 2.13's utils/_pytree.py:
+    ``try: _optree_version = importlib.metadata.version("optree") except
+    importlib.metadata.PackageNotFoundError: ... _cxx_pytree_exists = False else: ...``. A name
+    bound anywhere else in the file (or declared ``global``) is left out."""
+    found: dict[str, object] = {}
+    allowed: set[int] = set()
+    for stmt in tree.body:
+        if type(stmt) is not ast.Try or len(stmt.body) != 1 or stmt.finalbody:
+            continue
+        call = getattr(stmt.body[0], "value", None)
+        f = getattr(call, "func", None)
+        if not (type(call) is ast.Call and type(f) is ast.Attribute and f.attr == "version" and len(call.args) == 1):
+            continue
+        if ast.unparse(f.value) not in ("importlib.metadata", "metadata") or type(call.args[0]) is not ast.Constant:
+            continue
+        name = call.args[0].value
+        if type(name) is not str or re.sub(r"[-_.]+", "-", name).lower() in installed:
+            continue
+        allowed.update(id(n) for n in ast.walk(stmt.body[0]))
+        allowed.update(id(n) for e in stmt.orelse for n in ast.walk(e))  # the ``else`` does not run
+        for h in stmt.handlers:
+            if h.type is None or ast.unparse(h.type).rpartition(".")[2] != "PackageNotFoundError":
+                continue
+            for a in h.body:
+                if type(a) is ast.Assign and type(a.value) is ast.Constant:
+                    for target in a.targets:
+                        if type(target) is ast.Name:
+                            found[target.id] = a.value.value
+                            allowed.add(id(target))
+    if not found:
+        return found
+    for n in ast.walk(tree):
+        if type(n) is ast.Name and n.id in found and type(n.ctx) is not ast.Load and id(n) not in allowed:
+            found.pop(n.id)
+        elif type(n) in (ast.Global, ast.Nonlocal):
+            for g in n.names:  # type: ignore[attr-defined]
+                found.pop(g, None)
+    return found
+
+
 def environ_setting(name: str, default: object) -> object:
     """What ``os.environ.get(name, default)`` gives in the process the import is judged for."""
     return IMPORT_ENVIRON.get(name, default)
@@ -995,9 +1038,16 @@ class ImportTime:
     ``torch._C``); only "no" needs everything."""
 
     def __init__(
-        self, dist: Distribution, roots: Sequence[str] | None = None, *, provided: Container[str] | None = None
+        self,
+        dist: Distribution,
+        roots: Sequence[str] | None = None,
+        *,
+        provided: Container[str] | None = None,
+        installed: Container[str] | None = None,
     ) -> None:
         self._provided = provided
+        self._installed = installed
+        """Normalized names of the target's distributions: decides ``importlib.metadata.version``."""
         """Top-level names the target provides (site directories, standard library): decides
         ``importlib.util.find_spec(NAME)``; None leaves it undecided."""
         self._spec_known: dict[str, dict[str, object] | None] = {}
@@ -1154,14 +1204,17 @@ class ImportTime:
             return None
         if path not in self._spec_known:
             raw, tree = self.raw(path), self.tree(path)
-            self._spec_known[path] = (
-                {
+            known: dict[str, object] | None = None
+            if raw and tree is not None and b"find_spec" in raw:
+                known = {
                     _PROVIDED: self._provided,
                     _FUNCTIONS: {n.name: n for n in tree.body if type(n) is ast.FunctionDef},
                 }
-                if raw and b"find_spec" in raw and tree is not None
-                else None
-            )
+            if raw and tree is not None and self._installed is not None and b"PackageNotFoundError" in raw:
+                constants = _metadata_constants(tree, self._installed)
+                if constants:
+                    known = {**(known or {_PROVIDED: self._provided}), **constants}
+            self._spec_known[path] = known
         return self._spec_known[path]
 
     # --- resolution -------------------------------------------------------------------------
@@ -1324,6 +1377,11 @@ class ImportTime:
             new: list[ast.AST] = []
             self._function_scope(path, f)  # its nested definitions know their parent
             spec = self._find_spec_known(path)
+            if spec is not None and any(k[0] != " " for k in spec):  # module constants: not what f binds
+                mine = set(_params(f) if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef) else ()) | {
+                    n.id for n in ast.walk(f) if type(n) is ast.Name and type(n.ctx) is ast.Store
+                }
+                spec = {k: v for k, v in spec.items() if k not in mine}
             self._walk.run(path, f.body, new, f, known if spec is None else {**spec, **(known or {})})
             self._add(path, new)
         if factory:  # ``@register(...)``: the function it returns is called with the decorated one
