@@ -86,6 +86,13 @@ CASES: dict[str, tuple[str, dict[str, str], bool]] = {
         {},
         True,
     ),
+    "a-loop-over-a-module-global-joined-to-a-prefix-for-import-module": (  # ijson's _default_backend()
+        "ALL_BACKENDS = ('_fast', 'slow')\n\n\ndef get_backend(backend):\n    import importlib\n\n"
+        "    return importlib.import_module('optpkg.' + backend)\n\n\ndef _default_backend():\n"
+        "    for backend in ALL_BACKENDS:\n        return get_backend(backend)\n\n\nbackend = _default_backend()\n",
+        {"slow.py": "X = 1\n"},
+        True,
+    ),
     "a-str-method-on-an-object-of-unknown-type": (
         "class Fmt:\n    def format(self, record):\n" + FAST.replace("    ", "        ") + "\n\nF = Fmt()\n\n\n"
         "def show(template):\n    return template.format(1)\n\n\nshow('{}')\n",

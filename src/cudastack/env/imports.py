@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Any
 
 from cudastack.elf.cython import parse_init_imports, parse_mapped_size
@@ -789,6 +790,8 @@ class _Scope:
     """Modules ``from m import *`` copies names from."""
     strings: dict[str, list[ast.Constant]]
     """Names assigned string constants (``NAME = 'pkg.backend'``)."""
+    loops: dict[str, str] = _field(default_factory=dict)
+    """Loop variables over a name this scope does not bind (``for b in ALL_BACKENDS:``, a module global)."""
 
 
 _IMPORTERS = ("import_module", "__import__")
@@ -887,9 +890,13 @@ def _scope_of(body: list[ast.stmt], package: str, params: Iterable[str] = ()) ->
                     stack.extend(block)
             if t is ast.ExceptHandler:
                 stack.extend(n.body)
+    outer: dict[str, str] = {}
     for var, over in loops:
-        strings.setdefault(var, []).extend(strings.get(over, ()))
-    return _Scope(names=names, stars=stars, strings=strings)
+        if over in strings:
+            strings.setdefault(var, []).extend(strings[over])
+        elif over not in names:
+            outer[var] = over
+    return _Scope(names=names, stars=stars, strings=strings, loops=outer)
 
 
 def _parents(name: str) -> list[str]:
@@ -1955,8 +1962,38 @@ class ImportTime:
                 consts.extend(v for v in parts if type(v) is ast.Constant and type(v.value) is str)
             elif ta is ast.Name:
                 self._strings(path, scope, arg.id)  # type: ignore[attr-defined]
+        consts.extend(self._joined_names(path, scope, call, targets))
         if consts:
             self._add(path, consts)
+
+    def _joined_names(self, path: str, scope: Any, call: ast.Call, targets: list[_Target] | None) -> list[ast.Constant]:
+        """ijson's ``get_backend(backend)`` → ``import_module('ijson.backends.' + backend)``: each
+        string the caller's argument holds, joined to the constant prefix, is a module name."""
+        out: list[ast.Constant] = []
+        for kind, _p, f in targets or ():
+            if kind != "func" or type(f) not in (ast.FunctionDef, ast.AsyncFunctionDef) or not self._imports_by_name(f):
+                continue
+            params = [a.arg for a in (*f.args.posonlyargs, *f.args.args)]
+            given = [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]
+            for param, arg in given:
+                if type(arg) is not ast.Name:
+                    continue
+                for n in ast.walk(f):
+                    a: Any = n.args[0] if type(n) is ast.Call and n.args else None
+                    if not (
+                        type(a) is ast.BinOp
+                        and type(a.op) is ast.Add
+                        and type(a.left) is ast.Constant
+                        and type(a.left.value) is str
+                        and type(a.right) is ast.Name
+                        and a.right.id == param
+                        and getattr(n.func, "attr", getattr(n.func, "id", "")) in _IMPORTERS  # type: ignore[attr-defined]
+                    ):
+                        continue
+                    for c in self._string_values(path, scope, arg.id) or ():
+                        if type(c.value) is str:
+                            out.append(ast.Constant(value=a.left.value + c.value, lineno=c.lineno, col_offset=0))
+        return out
 
     def _imports_by_name(self, f: Any) -> bool:
         """Whether a function's body calls ``import_module``/``__import__`` (cached per function)."""
@@ -1970,17 +2007,26 @@ class ImportTime:
 
     def _strings(self, path: str, scope: Any, name: str) -> None:
         """``import_module(NAME)``: the strings assigned to ``NAME`` count as handed to the call."""
+        found = self._string_values(path, scope, name)
+        if found:
+            new: list[ast.AST] = list(found)
+            self._add(path, new)
+
+    def _string_values(self, path: str, scope: Any, name: str) -> list[ast.Constant] | None:
+        """The strings assigned to ``NAME`` in the innermost scope that has some; a loop variable
+        over a name of an outer scope takes that name's (ijson's ``for backend in ALL_BACKENDS:``)."""
         s = scope
         found: list[ast.Constant] | None = None
         while s is not None and found is None:
-            found = self._function_scope(path, s).strings.get(name)
+            fs = self._function_scope(path, s)
+            found = fs.strings.get(name)
+            if found is None and name in fs.loops:
+                name = fs.loops[name]
             s = self._parent.get(id(s))
         if found is None:
             module = self._module_of.get(path)
             found = (self._module_scope(module) or _EMPTY).strings.get(name) if module else None
-        if found:
-            new: list[ast.AST] = list(found)
-            self._add(path, new)
+        return found
 
     def _class_statement(self, path: str, scope: Any, cls: ast.ClassDef) -> None:
         """A class statement runs: its bases' ``__init_subclass__`` and the metaclasses."""
