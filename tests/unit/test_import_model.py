@@ -64,6 +64,35 @@ CASES: dict[str, tuple[str, dict[str, str], bool]] = {
         {},
         False,
     ),
+    "an-environment-membership-switch-in-a-module-constant": (  # numba's _DYLD_WORKAROUND_SET
+        "import os\n\n_SET = 'OPTPKG_WORKAROUND' in os.environ\n_VAL = int(os.environ.get('OPTPKG_WORKAROUND', 0))\n\n"
+        "\ndef _launch():\n" + FAST + "\n\nif _SET and _VAL:\n    _launch()\n",
+        {},
+        False,
+    ),
+    "an-environment-get-switch-by-truth": (
+        "import os\n\nif os.environ.get('OPTPKG_DEBUG_IMPORTS'):\n" + FAST,
+        {},
+        False,
+    ),
+    "an-environment-membership-switch-rebound-later": (
+        "import os\n\n_SET = 'OPTPKG_WORKAROUND' in os.environ\n\n\ndef _launch():\n" + FAST + "\n\n"
+        "_SET = True\nif _SET:\n    _launch()\n",
+        {},
+        True,
+    ),
+    "an-environment-membership-switch-negated": (
+        "import os\n\nif 'OPTPKG_WORKAROUND' not in os.environ:\n" + FAST,
+        {},
+        True,
+    ),
+    "a-loop-over-a-module-global-joined-to-a-prefix-for-import-module": (  # ijson's _default_backend()
+        "ALL_BACKENDS = ('_fast', 'slow')\n\n\ndef get_backend(backend):\n    import importlib\n\n"
+        "    return importlib.import_module('optpkg.' + backend)\n\n\ndef _default_backend():\n"
+        "    for backend in ALL_BACKENDS:\n        return get_backend(backend)\n\n\nbackend = _default_backend()\n",
+        {"slow.py": "X = 1\n"},
+        True,
+    ),
     "a-str-method-on-an-object-of-unknown-type": (
         "class Fmt:\n    def format(self, record):\n" + FAST.replace("    ", "        ") + "\n\nF = Fmt()\n\n\n"
         "def show(template):\n    return template.format(1)\n\n\nshow('{}')\n",

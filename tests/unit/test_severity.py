@@ -326,6 +326,55 @@ def test_pkg001_a_raise_in_an_import_error_handler_is_no_version_check(
     assert [(f["subject"], f["severity"]) for f in found] == [("foo -> numpy", expect)], found
 
 
+FIND_SPEC_HELPER = """import functools
+import importlib.util
+
+
+def _exists(name):
+    try:
+        spec = importlib.util.find_spec(name)
+        return spec is not None
+    except ImportError:
+        return False
+
+
+@functools.lru_cache
+def available():
+    return _exists("helper_lib")
+
+
+def load():
+    if not available():
+        return None
+    import helper_lib
+
+    return helper_lib
+
+
+load()
+"""
+
+
+METADATA_SWITCH = """import importlib.metadata{note}
+
+try:
+    importlib.metadata.version("{dist}")
+except importlib.metadata.PackageNotFoundError:
+    _HAVE = False
+else:
+    _HAVE = True
+
+
+def register():
+    if not _HAVE:
+        return
+    import helper_lib
+
+
+register()
+"""
+
+
 @pytest.mark.parametrize(
     ("init", "severity"),
     [
@@ -340,6 +389,23 @@ def test_pkg001_a_raise_in_an_import_error_handler_is_no_version_check(
         ("helper_lib = __import__('helper_lib')\n", "error"),
         ("import contextlib\nwith contextlib.suppress(ImportError):\n    import helper_lib\n", "warning"),
         ("try:\n    import _thread\nexcept ImportError:\n    import helper_lib\n", "warning"),  # never runs
+        # importlib.util.find_spec decided by what is installed: torch's import_dill() behind
+        # dill_available() -> _check_module_exists("dill"), and the plain spellings
+        (FIND_SPEC_HELPER, "warning"),
+        # torch's _cxx_pytree_exists: the except PackageNotFoundError of metadata.version runs when
+        # the distribution is not installed; app itself is
+        (METADATA_SWITCH.format(dist="helper-lib", note=""), "warning"),
+        (METADATA_SWITCH.format(dist="app", note="  # helper_lib"), "error"),
+        (
+            "import importlib.util\nif importlib.util.find_spec('helper_lib') is not None:\n    import helper_lib\n",
+            "warning",
+        ),
+        (
+            "from importlib import util\nif not util.find_spec('helper_lib'):\n    X = 1\n"
+            "else:\n    import helper_lib\n",
+            "warning",
+        ),
+        ("from importlib.util import find_spec  # helper_lib\nif find_spec('json'):\n    import helper_lib\n", "error"),
     ],
 )
 def test_pkg001_a_missing_distribution_is_an_error_only_when_importing_its_requirer_can_reach_it(

@@ -392,14 +392,17 @@ def _imports_lacking(ctx: Context, key: str, requirers: list[Distribution]) -> t
     like ``key`` is looked for first, and alone when found. Incomplete when a requirer has no
     Python source to read or its import runs more than ``_MAX_IMPORT_FILES`` files: then nothing
     is claimed."""
-    from cudastack.env.imports import import_time, unguarded_import
-    from cudastack.env.unprovided import standard_modules
+    from cudastack.env.imports import ImportTime, unguarded_import
+    from cudastack.env.unprovided import provided_modules, standard_modules
 
     guess = key.replace("-", "_")
     runs = []
+    provided = provided_modules(ctx.target)  # decides `importlib.util.find_spec("dill")` in the walk
     for dist in requirers:
-        found = import_time(dist)
-        if found is None or not found.roots:
+        found = ImportTime(
+            dist, provided=None if provided is None else frozenset(provided), installed=frozenset(ctx.inventory.dists)
+        )
+        if not found.has_python or not found.roots:
             return [], False
         runs.append((f"{dist.name} {dist.version}", found))
     named = [f"importing {who} runs `import {guess}` at {where}" for who, found in runs

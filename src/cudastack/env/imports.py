@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Any
 
 from cudastack.elf.cython import parse_init_imports, parse_mapped_size
@@ -322,6 +323,19 @@ def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool
         if setting is not None and literal is not None:
             equal = environ_setting(*setting) == literal[0]
             return equal if type(test.ops[0]) is ast.Eq else not equal  # type: ignore[attr-defined]
+    if t is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) in (ast.In, ast.NotIn):  # type: ignore[attr-defined]
+        key = _environ_membership(test)
+        if key is not None:  # ``'K' in os.environ``: decided as ``os.environ.get`` is (environ_setting)
+            present = environ_setting(key, _UNSET) is not _UNSET
+            return present if type(test.ops[0]) is ast.In else not present  # type: ignore[attr-defined]
+    if t is ast.Call and (setting := _environ_get(test)) is not None:  # ``if os.environ.get("K"):``
+        return bool(environ_setting(*setting))
+    if known and _PROVIDED in known and (t is ast.Call or t is ast.Compare):
+        spec = _spec_value(test, {}, known, 0)  # ``find_spec("dill") is not None``, ``dill_available()``
+        if spec is not None:
+            return _truth(spec)
+    if known and t is ast.Name and test.id in known:  # type: ignore[attr-defined]
+        return bool(known[test.id])  # type: ignore[attr-defined]
     if known and t is ast.Compare and len(test.ops) == 1:  # type: ignore[attr-defined]
         left, right, op = test.left, test.comparators[0], type(test.ops[0])  # type: ignore[attr-defined]
         literal = _literal(right)
@@ -382,6 +396,191 @@ def _environ_get(node: ast.expr) -> tuple[str, object] | None:
     if any(a is None or type(a[0]) not in (str, type(None)) for a in args) or type(args[0][0]) is not str:  # type: ignore[index]
         return None
     return str(args[0][0]), (args[1][0] if len(args) == 2 else None)  # type: ignore[index]
+
+
+def _environ_membership(test: Any) -> str | None:
+    """``'K' in os.environ`` (or ``not in``): ``"K"``."""
+    left, right = test.left, test.comparators[0]
+    if type(left) is not ast.Constant or type(left.value) is not str:
+        return None
+    is_environ = type(right) is ast.Attribute and right.attr == "environ"
+    return left.value if is_environ and type(right.value) is ast.Name and right.value.id == "os" else None
+
+
+_UNSET = object()
+
+
+def module_switches(tree: ast.Module) -> dict[str, object] | None:
+    """Module constants that hold an environment switch, decided as :func:`_static_test` decides
+    it: ``_SET = 'K' in os.environ`` at column 0, the name bound nowhere else in the file (no
+    ``global``, no second assignment). numba 0.68's np/ufunc/parallel.py: ``if
+    _DYLD_WORKAROUND_SET and _DYLD_WORKAROUND_VAL: _launch_threads()`` never runs at its default."""
+    found: dict[str, object] = {}
+    for stmt in tree.body:
+        if (
+            type(stmt) is ast.Assign
+            and len(stmt.targets) == 1
+            and type(stmt.targets[0]) is ast.Name
+            and type(stmt.value) is ast.Compare
+            and len(stmt.value.ops) == 1
+            and type(stmt.value.ops[0]) in (ast.In, ast.NotIn)
+            and _environ_membership(stmt.value) is not None
+        ):
+            value = _static_test(stmt.value)
+            if value is not None:
+                found[stmt.targets[0].id] = value
+    if not found:
+        return None
+    binds: dict[str, int] = {}
+    for n in ast.walk(tree):
+        if type(n) is ast.Name and n.id in found and type(n.ctx) is not ast.Load:
+            binds[n.id] = binds.get(n.id, 0) + 1
+        elif type(n) in (ast.Global, ast.Nonlocal):
+            for name in n.names:  # type: ignore[attr-defined]
+                binds[name] = 2
+        elif type(n) is ast.alias and (n.asname or n.name.partition(".")[0]) in found:
+            binds[n.asname or n.name.partition(".")[0]] = 2
+    return {k: v for k, v in found.items() if binds.get(k) == 1} or None
+
+
+_PROVIDED = " provided"
+"""The key, in a ``known`` mapping, of the top-level names the target provides (no name can be it)."""
+_FUNCTIONS = " functions"
+"""The key, in a ``known`` mapping, of the module's own functions by name."""
+_CACHERS = frozenset({"lru_cache", "cache", "functools.lru_cache", "functools.cache"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """What ``importlib.util.find_spec(top)`` gives: a spec when ``found``, else None."""
+
+    found: bool
+
+
+def _truth(value: object) -> bool:
+    return value.found if type(value) is _Spec else bool(value)
+
+
+def _is_find_spec(f: Any) -> bool:
+    """``find_spec``, ``util.find_spec``, ``importlib.util.find_spec``."""
+    if type(f) is ast.Name:
+        return f.id == "find_spec"
+    if type(f) is not ast.Attribute or f.attr != "find_spec":
+        return False
+    v = f.value
+    return (type(v) is ast.Name and v.id == "util") or (
+        type(v) is ast.Attribute and v.attr == "util" and type(v.value) is ast.Name and v.value.id == "importlib"
+    )
+
+
+def _spec_value(expr: Any, env: dict[str, object], known: dict[str, object], depth: int) -> object:
+    """The value ``expr`` has at import when it is decided by ``importlib.util.find_spec`` of a
+    top-level name against what the target provides (``known[_PROVIDED]``), through the module's
+    own helper functions (``known[_FUNCTIONS]``: torch's ``dill_available()`` returns
+    ``_check_module_exists("dill")``, which returns ``importlib.util.find_spec(name) is not
+    None``); else None. A dotted name is undecided (its parent package would be imported)."""
+    t = type(expr)
+    if t is ast.Constant:
+        return expr.value if type(expr.value) is str else None
+    if t is ast.Name:
+        return env.get(expr.id)
+    if t is ast.UnaryOp and type(expr.op) is ast.Not:
+        v = _spec_value(expr.operand, env, known, depth)
+        return None if v is None else not _truth(v)
+    if t is ast.Compare and len(expr.ops) == 1 and type(expr.ops[0]) in (ast.Is, ast.IsNot):
+        right = expr.comparators[0]
+        if type(right) is not ast.Constant or right.value is not None:
+            return None
+        v = _spec_value(expr.left, env, known, depth)
+        if type(v) is not _Spec:
+            return None
+        return (not v.found) if type(expr.ops[0]) is ast.Is else v.found
+    if t is not ast.Call or expr.keywords or depth > 4:
+        return None
+    args = [_spec_value(a, env, known, depth) for a in expr.args]
+    if _is_find_spec(expr.func):
+        name = args[0] if len(args) == 1 else None
+        if type(name) is not str or not name.isidentifier():
+            return None
+        return _Spec(name in known[_PROVIDED])  # type: ignore[operator]
+    functions = known.get(_FUNCTIONS)
+    f = functions.get(expr.func.id) if type(expr.func) is ast.Name and type(functions) is dict else None
+    if f is None or any(a is None for a in args):
+        return None
+    return _run_helper(f, args, known, depth + 1)
+
+
+def _run_helper(f: Any, args: list[object], known: dict[str, object], depth: int) -> object:
+    """What calling the module function ``f`` with ``args`` returns, when its body is only
+    assignments of decided values and a ``return`` (in a ``try`` or not), undecorated or cached."""
+    a = f.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or len(a.args) != len(args):
+        return None
+    if any(ast.unparse(d.func if type(d) is ast.Call else d) not in _CACHERS for d in f.decorator_list):
+        return None
+    env = {p.arg: v for p, v in zip(a.args, args, strict=True)}
+    body = list(f.body)
+    while body:
+        stmt = body.pop(0)
+        t = type(stmt)
+        if t is ast.Expr and type(stmt.value) is ast.Constant:
+            continue  # docstring
+        if t is ast.Try:  # the ``except`` runs only if the decided calls raise: they do not
+            body = list(stmt.body)
+            continue
+        if t is ast.Return:
+            return _spec_value(stmt.value, env, known, depth)
+        if t is ast.Assign and len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Name:
+            v = _spec_value(stmt.value, env, known, depth)
+            if v is None:
+                return None
+            env[stmt.targets[0].id] = v
+            continue
+        return None
+    return None
+
+
+def _metadata_constants(tree: ast.Module, installed: Container[str]) -> dict[str, object]:
+    """Module constants set, at column 0, by the ``except PackageNotFoundError:`` of a ``try``
+    whose only statement asks ``importlib.metadata.version("D")`` of a distribution D that is not
+    installed: that handler surely runs (its ``else`` does not). torch 2.13's utils/_pytree.py:
+    ``try: _optree_version = importlib.metadata.version("optree") except
+    importlib.metadata.PackageNotFoundError: ... _cxx_pytree_exists = False else: ...``. A name
+    bound anywhere else in the file (or declared ``global``) is left out."""
+    found: dict[str, object] = {}
+    allowed: set[int] = set()
+    for stmt in tree.body:
+        if type(stmt) is not ast.Try or len(stmt.body) != 1 or stmt.finalbody:
+            continue
+        call = getattr(stmt.body[0], "value", None)
+        f = getattr(call, "func", None)
+        if not (type(call) is ast.Call and type(f) is ast.Attribute and f.attr == "version" and len(call.args) == 1):
+            continue
+        if ast.unparse(f.value) not in ("importlib.metadata", "metadata") or type(call.args[0]) is not ast.Constant:
+            continue
+        name = call.args[0].value
+        if type(name) is not str or re.sub(r"[-_.]+", "-", name).lower() in installed:
+            continue
+        allowed.update(id(n) for n in ast.walk(stmt.body[0]))
+        allowed.update(id(n) for e in stmt.orelse for n in ast.walk(e))  # the ``else`` does not run
+        for h in stmt.handlers:
+            if h.type is None or ast.unparse(h.type).rpartition(".")[2] != "PackageNotFoundError":
+                continue
+            for a in h.body:
+                if type(a) is ast.Assign and type(a.value) is ast.Constant:
+                    for target in a.targets:
+                        if type(target) is ast.Name:
+                            found[target.id] = a.value.value
+                            allowed.add(id(target))
+    if not found:
+        return found
+    for n in ast.walk(tree):
+        if type(n) is ast.Name and n.id in found and type(n.ctx) is not ast.Load and id(n) not in allowed:
+            found.pop(n.id)
+        elif type(n) in (ast.Global, ast.Nonlocal):
+            for g in n.names:  # type: ignore[attr-defined]
+                found.pop(g, None)
+    return found
 
 
 def environ_setting(name: str, default: object) -> object:
@@ -591,6 +790,8 @@ class _Scope:
     """Modules ``from m import *`` copies names from."""
     strings: dict[str, list[ast.Constant]]
     """Names assigned string constants (``NAME = 'pkg.backend'``)."""
+    loops: dict[str, str] = _field(default_factory=dict)
+    """Loop variables over a name this scope does not bind (``for b in ALL_BACKENDS:``, a module global)."""
 
 
 _IMPORTERS = ("import_module", "__import__")
@@ -689,9 +890,13 @@ def _scope_of(body: list[ast.stmt], package: str, params: Iterable[str] = ()) ->
                     stack.extend(block)
             if t is ast.ExceptHandler:
                 stack.extend(n.body)
+    outer: dict[str, str] = {}
     for var, over in loops:
-        strings.setdefault(var, []).extend(strings.get(over, ()))
-    return _Scope(names=names, stars=stars, strings=strings)
+        if over in strings:
+            strings.setdefault(var, []).extend(strings[over])
+        elif over not in names:
+            outer[var] = over
+    return _Scope(names=names, stars=stars, strings=strings, loops=outer)
 
 
 def _parents(name: str) -> list[str]:
@@ -839,7 +1044,20 @@ class ImportTime:
     question needs: "does import run X" stops at the first sighting (torch's ``__init__`` names
     ``torch._C``); only "no" needs everything."""
 
-    def __init__(self, dist: Distribution, roots: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        dist: Distribution,
+        roots: Sequence[str] | None = None,
+        *,
+        provided: Container[str] | None = None,
+        installed: Container[str] | None = None,
+    ) -> None:
+        self._provided = provided
+        self._installed = installed
+        """Normalized names of the target's distributions: decides ``importlib.metadata.version``."""
+        """Top-level names the target provides (site directories, standard library): decides
+        ``importlib.util.find_spec(NAME)``; None leaves it undecided."""
+        self._spec_known: dict[str, dict[str, object] | None] = {}
         self.trees: dict[str, ast.Module | None] = {}
         self._raw: dict[str, bytes] = {}
         self.order: list[str] = []
@@ -975,13 +1193,36 @@ class ImportTime:
                 self._getattr_modules.add(name)
                 self._attr_event = 0  # attribute reads seen before may now ask it
             new: list[ast.AST] = []
-            self._walk.run(path, tree.body, new)
+            known = module_switches(tree)
+            spec = self._find_spec_known(path)
+            self._walk.run(path, tree.body, new, known=known if spec is None else {**spec, **(known or {})})
             self._add(path, new)
             return True
         # the functions that running code calls, and then the files those import
         grew = self._resolve_events()
         self._done = not grew and not self._queue
         return not self._done
+
+    def _find_spec_known(self, path: str) -> dict[str, object] | None:
+        """What :func:`_static_test` needs to decide ``find_spec`` tests in ``path``: the provided
+        names and the module's own functions (a local or a parameter of the same name as one of
+        them is not told apart: none seen). None without a provided set or a ``find_spec``."""
+        if self._provided is None:
+            return None
+        if path not in self._spec_known:
+            raw, tree = self.raw(path), self.tree(path)
+            known: dict[str, object] | None = None
+            if raw and tree is not None and b"find_spec" in raw:
+                known = {
+                    _PROVIDED: self._provided,
+                    _FUNCTIONS: {n.name: n for n in tree.body if type(n) is ast.FunctionDef},
+                }
+            if raw and tree is not None and self._installed is not None and b"PackageNotFoundError" in raw:
+                constants = _metadata_constants(tree, self._installed)
+                if constants:
+                    known = {**(known or {_PROVIDED: self._provided}), **constants}
+            self._spec_known[path] = known
+        return self._spec_known[path]
 
     # --- resolution -------------------------------------------------------------------------
 
@@ -1142,7 +1383,13 @@ class ImportTime:
                 self._queue.append(module)
             new: list[ast.AST] = []
             self._function_scope(path, f)  # its nested definitions know their parent
-            self._walk.run(path, f.body, new, f, known)
+            spec = self._find_spec_known(path)
+            if spec is not None and any(k[0] != " " for k in spec):  # module constants: not what f binds
+                mine = set(_params(f) if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef) else ()) | {
+                    n.id for n in ast.walk(f) if type(n) is ast.Name and type(n.ctx) is ast.Store
+                }
+                spec = {k: v for k, v in spec.items() if k not in mine}
+            self._walk.run(path, f.body, new, f, known if spec is None else {**spec, **(known or {})})
             self._add(path, new)
         if factory:  # ``@register(...)``: the function it returns is called with the decorated one
             scope = self._function_scope(path, f)
@@ -1715,8 +1962,38 @@ class ImportTime:
                 consts.extend(v for v in parts if type(v) is ast.Constant and type(v.value) is str)
             elif ta is ast.Name:
                 self._strings(path, scope, arg.id)  # type: ignore[attr-defined]
+        consts.extend(self._joined_names(path, scope, call, targets))
         if consts:
             self._add(path, consts)
+
+    def _joined_names(self, path: str, scope: Any, call: ast.Call, targets: list[_Target] | None) -> list[ast.Constant]:
+        """ijson's ``get_backend(backend)`` → ``import_module('ijson.backends.' + backend)``: each
+        string the caller's argument holds, joined to the constant prefix, is a module name."""
+        out: list[ast.Constant] = []
+        for kind, _p, f in targets or ():
+            if kind != "func" or type(f) not in (ast.FunctionDef, ast.AsyncFunctionDef) or not self._imports_by_name(f):
+                continue
+            params = [a.arg for a in (*f.args.posonlyargs, *f.args.args)]
+            given = [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords)]
+            for param, arg in given:
+                if type(arg) is not ast.Name:
+                    continue
+                for n in ast.walk(f):
+                    a: Any = n.args[0] if type(n) is ast.Call and n.args else None
+                    if not (
+                        type(a) is ast.BinOp
+                        and type(a.op) is ast.Add
+                        and type(a.left) is ast.Constant
+                        and type(a.left.value) is str
+                        and type(a.right) is ast.Name
+                        and a.right.id == param
+                        and getattr(n.func, "attr", getattr(n.func, "id", "")) in _IMPORTERS  # type: ignore[attr-defined]
+                    ):
+                        continue
+                    for c in self._string_values(path, scope, arg.id) or ():
+                        if type(c.value) is str:
+                            out.append(ast.Constant(value=a.left.value + c.value, lineno=c.lineno, col_offset=0))
+        return out
 
     def _imports_by_name(self, f: Any) -> bool:
         """Whether a function's body calls ``import_module``/``__import__`` (cached per function)."""
@@ -1730,17 +2007,26 @@ class ImportTime:
 
     def _strings(self, path: str, scope: Any, name: str) -> None:
         """``import_module(NAME)``: the strings assigned to ``NAME`` count as handed to the call."""
+        found = self._string_values(path, scope, name)
+        if found:
+            new: list[ast.AST] = list(found)
+            self._add(path, new)
+
+    def _string_values(self, path: str, scope: Any, name: str) -> list[ast.Constant] | None:
+        """The strings assigned to ``NAME`` in the innermost scope that has some; a loop variable
+        over a name of an outer scope takes that name's (ijson's ``for backend in ALL_BACKENDS:``)."""
         s = scope
         found: list[ast.Constant] | None = None
         while s is not None and found is None:
-            found = self._function_scope(path, s).strings.get(name)
+            fs = self._function_scope(path, s)
+            found = fs.strings.get(name)
+            if found is None and name in fs.loops:
+                name = fs.loops[name]
             s = self._parent.get(id(s))
         if found is None:
             module = self._module_of.get(path)
             found = (self._module_scope(module) or _EMPTY).strings.get(name) if module else None
-        if found:
-            new: list[ast.AST] = list(found)
-            self._add(path, new)
+        return found
 
     def _class_statement(self, path: str, scope: Any, cls: ast.ClassDef) -> None:
         """A class statement runs: its bases' ``__init_subclass__`` and the metaclasses."""

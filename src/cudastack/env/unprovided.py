@@ -460,6 +460,10 @@ def _provided(target: Target) -> set[str] | None:
     return have
 
 
+provided_modules = _provided
+"""Public name of :func:`_provided`, for the import model's ``find_spec`` decisions (PKG001)."""
+
+
 def _pth_provided(target: Target, inventory: Inventory) -> set[str]:
     """What an executable ``.pth`` line may put on ``sys.path``: it is not run, so every module
     shipped by a distribution whose package it imports counts as provided. nvidia-cutlass-dsl's
