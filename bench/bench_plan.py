@@ -163,8 +163,10 @@ def main() -> None:
             venv = work / f"scratch-{i}"
             t, c = time.perf_counter(), _children_cpu()
             subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-            subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                            "--no-deps", *opts, *pins], check=True, capture_output=True)  # fmt: skip
+            pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps"]
+            inst = subprocess.run([*pip, *opts, *pins], capture_output=True, text=True, check=False)
+            if inst.returncode:  # e.g. a full disk: the cold plan's extraction and this venv both take GBs
+                sys.exit(f"scratch venv: pip install failed (exit {inst.returncode}): {inst.stderr[-2000:]}")
             # each import on its own: one that fails (sgl-kernel's CUDA 12 build) does not skip the rest
             names = [_IMPORTED[r["name"]] for r in cand["resolved"] if r["name"] in _IMPORTED]
             code = "".join(f"try:\n    import {n}\nexcept Exception:\n    pass\n" for n in names)
