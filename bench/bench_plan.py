@@ -1,9 +1,13 @@
 """``cudastack plan`` side by side: extraction with each inflater, a cold and a warm plan, and the
 alternative a user has today (install the same set into a scratch venv and import it).
 
-    python bench/bench_plan.py [--runs 3] [--python PY] [--plan-only] [--baseline SRC] [--save DIR] \
-        -- <installer arguments>
+    python bench/bench_plan.py [--runs 3] [--alt-runs N] [--python PY] [--plan-only] [--inflater NAME] \
+        [--baseline SRC] [--save DIR] -- <installer arguments>
     # e.g. -- --find-links ~/.cache/cudastack-test-wheels torch==2.13.0 sgl-kernel==0.3.21
+
+Each run gives wall seconds and CPU seconds (user+system of the process and its children: read
+those on a loaded machine), the load average, and the plan's own phases (resolve, fetch, extract,
+overlay, doctor).
 
 The state directory is a temporary one (cold) kept for the warm runs, then removed.
 """
@@ -14,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -28,16 +33,46 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from cudastack.plan.fetch import Fetched, WheelCache
 from cudastack.plan.resolve import Planned
 
+_IMPORTED = {"torch": "torch", "sgl-kernel": "sgl_kernel", "flashinfer-python": "flashinfer"}
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    t = time.perf_counter()
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """Wall and CPU seconds (user+system of the command and its children) of one run."""
+    c, t = _children_cpu(), time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    return time.perf_counter() - t, proc
+    return time.perf_counter() - t, _children_cpu() - c, proc
+
+
+def _machine() -> str:
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), platform.processor())  # fmt: skip
+    head = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{platform.platform()}, {os.cpu_count()} CPUs ({cpu}); commit {head or '?'}; load {load}"
+
+
+def _extract_summary(cand: dict[str, Any]) -> str:
+    ex = cand.get("extracted", [])
+    fresh = [e for e in ex if not e["cached"]]
+    in_place = [r for r in cand["resolved"] if r["fetched"] == "read in place"]
+    return (f"{len(cand['resolved'])} wheels, {sum(r['size'] for r in cand['resolved']) / 1e9:.2f} GB "
+            f"({len(in_place)} read in place); extracted {len(fresh)} now ("
+            f"{sum(e['files'] for e in fresh)} files, {sum(e['bytes'] for e in fresh) / 1e9:.2f} GB out, "
+            f"{sum(e['seconds'] for e in fresh):.1f} s, {fresh[0]['inflater'] if fresh else '-'}), "
+            f"{len(ex) - len(fresh)} from the cache")  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--alt-runs", type=int, help="runs of the scratch-venv alternative (default: --runs)")
+    ap.add_argument("--inflater", choices=("zlib", "zlib-ng", "isal"), help="CUDASTACK_INFLATER for the plans")
     ap.add_argument("--python", help="the environment planned into (default: a new empty venv)")
     ap.add_argument("--plan-only", action="store_true", help="only the cold and warm plans (no inflaters, no venv)")
     ap.add_argument("--save", type=Path, help="write each run's JSON report into this directory")
@@ -51,7 +86,7 @@ def main() -> None:
         if python is None:
             subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / "env")], check=True)
             python = str(work / "env" / "bin" / "python")
-        print(f"{platform.platform()}, {os.cpu_count()} CPUs; plan -- {' '.join(pip_args)}")
+        print(f"{_machine()}\nplan -- {' '.join(pip_args)}")
         cmd = [sys.executable, "-m", "cudastack", "plan", "--python", python, "--format", "json", "--", *pip_args]
         trees = {"": None, **({"baseline": str(a.baseline)} if a.baseline else {})}
         if a.save:
@@ -59,14 +94,20 @@ def main() -> None:
 
         def plan(name: str, tag: str) -> tuple[float, dict[str, Any]]:
             env = {**os.environ, "CUDASTACK_STATE_DIR": str(work / f"state{'-' + name if name else ''}")}
+            if a.inflater:
+                env["CUDASTACK_INFLATER"] = a.inflater
             if trees[name]:  # another cudastack source tree, e.g. `git archive <commit> src | tar -x`
                 env["PYTHONPATH"] = str(trees[name])
-            t, proc = timed(cmd, env)
+            t, cpu, proc = timed(cmd, env)
             if a.save:
                 (a.save / f"{name or 'this'}-{tag}.json").write_text(proc.stdout)
-            cand = json.loads(proc.stdout)["candidates"][0]
-            print(f"{name or 'this':8} {tag:6} {t:6.2f} s (exit {proc.returncode}, load {os.getloadavg()[0]:.2f}); "
-                  f"phases {cand['timings']}")  # fmt: skip
+            try:
+                cand = json.loads(proc.stdout)["candidates"][0]
+            except (ValueError, LookupError):
+                sys.exit(f"plan failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+            print(f"{name or 'this':8} {tag:6} {t:6.2f} s wall, {cpu:6.2f} s CPU (exit {proc.returncode}, "
+                  f"load {os.getloadavg()[0]:.2f}); phases {cand['timings']}; overlay {cand['overlay_files']} files; "
+                  f"{_extract_summary(cand)}", flush=True)  # fmt: skip
             return t, cand
 
         # with --baseline, the two trees alternate run by run: the load of a shared machine moves
@@ -118,18 +159,21 @@ def main() -> None:
         pins = [f"{r['name']}=={r['version']}" for r in cand["resolved"]]
         opts = [x for x in pip_args if x.startswith("-") or x.startswith(("/", "file:", "http"))]
         alt = []
-        for i in range(a.runs):
+        for i in range(a.runs if a.alt_runs is None else a.alt_runs):
             venv = work / f"scratch-{i}"
-            t = time.perf_counter()
+            t, c = time.perf_counter(), _children_cpu()
             subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-            subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                            "--no-deps", *opts, *pins], check=True, capture_output=True)  # fmt: skip
-            names = [
-                r["name"].replace("-", "_").lower() for r in cand["resolved"] if r["name"] in ("torch", "sgl-kernel")
-            ]
-            subprocess.run([str(venv / "bin" / "python"), "-c", "".join(f"import {n}\n" for n in names)],
-                           capture_output=True, check=False)  # fmt: skip
+            pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps"]
+            inst = subprocess.run([*pip, *opts, *pins], capture_output=True, text=True, check=False)
+            if inst.returncode:  # e.g. a full disk: the cold plan's extraction and this venv both take GBs
+                sys.exit(f"scratch venv: pip install failed (exit {inst.returncode}): {inst.stderr[-2000:]}")
+            # each import on its own: one that fails (sgl-kernel's CUDA 12 build) does not skip the rest
+            names = [_IMPORTED[r["name"]] for r in cand["resolved"] if r["name"] in _IMPORTED]
+            code = "".join(f"try:\n    import {n}\nexcept Exception:\n    pass\n" for n in names)
+            subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, check=False)
             alt.append(time.perf_counter() - t)
+            print(f"scratch venv {i}: {alt[-1]:.2f} s wall, {_children_cpu() - c:.2f} s CPU "
+                  f"(load {os.getloadavg()[0]:.2f})", flush=True)  # fmt: skip
             shutil.rmtree(venv)
         print(f"scratch venv install + import: median {statistics.median(alt):.2f} s; "
               f"ratio to the warm plan {statistics.median(alt) / statistics.median(warm):.1f}x, "
