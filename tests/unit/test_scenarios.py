@@ -51,3 +51,16 @@ def test_scenario_reports_exactly_the_expected_codes(
     assert not [c for c in data["checks"] if c["outcome"] == "error"], data["checks"]
     assert rc == (1 if spec["expect"] else 0)
     assert data["summary"]["exit_code"] == rc
+
+
+def test_the_xformers_fix_names_the_index_of_torchs_variant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyPI carries one CUDA build of xformers (0.0.35 is torch 2.10+cu128's), so reinstalling
+    from it reinstalls the same mismatch; PyTorch's index carries one per variant."""
+    spec = scenario.load("pkg006_xformers")
+    site = scenario.materialize(spec, tmp_path / "env")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "report.json"
+    main(["doctor", "--site-packages", str(site), "--python-version", "3.11", "--format", "json", "-o", str(out)])
+    (finding,) = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "PKG006"]
+    (command,) = finding["fix"]["commands"]
+    assert "https://download.pytorch.org/whl/cu130" in command and "--force-reinstall" in command, command

@@ -920,6 +920,9 @@ def xformers_build(ctx: Context) -> Iterator[Finding]:
             "Install the xformers release built for the installed torch",
             ["xformers"],
             extra_args=("--no-deps", "--force-reinstall"),
+            # PyPI's xformers is one CUDA build (0.0.35: torch 2.10+cu128); PyTorch's index has one
+            # per variant (xformers' README: pip install xformers --index-url .../whl/cu126)
+            index_url=fam.PYTORCH_INDEX.format(label=label) if torch and (label := _variant(torch.version)) else None,
         ),
         hints=("the import succeeds with a warning and the package runs degraded",),
     )
