@@ -860,7 +860,9 @@ def xformers_build(ctx: Context) -> Iterator[Finding]:
     """## What it checks
     `xformers/cpp_lib.json` (the build record: torch version with variant, CUDA, Python) against
     the installed torch and the target interpreter. From xformers 0.0.34 on, the extensions use
-    torch's stable ABI, so a newer torch of the same variant is accepted.
+    torch's stable ABI, so a newer torch of the same variant is accepted. The Python it was built
+    with counts only for a version-specific wheel: an abi3 one (0.0.35: `cp39-abi3`) loads on any
+    later Python.
 
     ## Why is this bad?
     The import succeeds but prints `WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions`
@@ -902,7 +904,10 @@ def xformers_build(ctx: Context) -> Iterator[Finding]:
                 problems.append(f"built for torch {built_torch}, torch {torch.version} is installed")
     built_py = build.get("python")
     have_py = ctx.target.python_version
-    if isinstance(built_py, str) and have_py and built_py.split(".")[:2] != have_py.split(".")[:2]:
+    # an abi3 wheel (xformers 0.0.35: cp39-abi3) loads on any later Python: the one it was built
+    # with matters only for a version-specific build
+    abi3 = any(t.split("-")[1:2] == ["abi3"] for t in dist.wheel_tags)
+    if isinstance(built_py, str) and have_py and built_py.split(".")[:2] != have_py.split(".")[:2] and not abi3:
         problems.append(f"built for Python {built_py}, the target runs {have_py}")
     if not problems:
         return
