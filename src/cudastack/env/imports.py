@@ -2491,9 +2491,8 @@ def _unrecorded_files(dist: Distribution) -> list[str]:
     for top in dist.top_level_names():
         if "/" in top or top.startswith("."):
             continue
-        for single in (f"{top}.py",):
-            if os.path.isfile(os.path.join(dist.site_dir, single)):
-                out.append(single)
+        if os.path.isfile(os.path.join(dist.site_dir, f"{top}.py")):
+            out.append(f"{top}.py")
         root = os.path.join(dist.site_dir, top)
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.startswith(".")]
