@@ -179,3 +179,33 @@ def test_torchvision_built_for_cuda_fails_on_cpu_torch_for_its_fake_kernels(caps
     assert rc == 1 and ext["predicted"] == "fails" and not ext["optional"], ext
     assert {c["subject"] for c in ext["caused_by"]} == {"libc10_cuda.so", "libtorch_cuda.so"}
     assert "torchvision/_meta_registrations.py:" in ext["context"] and "needs torchvision::nms" in ext["context"]
+
+
+def test_the_op_name_search_agrees_with_the_regular_expression_on_real_libraries() -> None:
+    """``library_defines``' last step finds ``name(`` or ``name.overload(`` not preceded by a word
+    character or a colon by the name's bytes (the look-behind kept ``re`` from searching for the
+    literal: 1 s on the vllm environment). Differential: against the pattern itself, on the real
+    op libraries of torchvision, torchaudio and torchcodec, for every ``ns::name`` string they hold,
+    and for names cut and extended from them (absent, or found only inside longer words)."""
+    import re
+
+    from cudastack.env.native_loads import _names_call
+
+    libs: list[Path] = []
+    for stack in ("torch-cpu-companions", "torchcodec-on-cpu-torch"):
+        try:
+            site = site_of(corpus.build(corpus.BY_NAME[stack]))
+        except corpus.UnavailableError as e:
+            oracles.missing(str(e))
+        libs += [p for pkg in ("torchvision", "torchaudio", "torchcodec") for p in sorted((site / pkg).rglob("*.so"))]
+    assert len(libs) >= 4, libs
+    checked = found = 0
+    for lib in libs:
+        data = lib.read_bytes()
+        names = sorted({m.group(1) for m in re.finditer(rb"\w::(\w+)", data)})[:400]
+        for name in [n for whole in names for n in (whole, whole[1:], whole[:-1], whole + b"x", b"_" + whole)]:
+            want = re.search(rb"(?<![\w:])" + re.escape(name) + rb"(?:\.\w+)?\(", data) is not None
+            assert _names_call(data, name) is want, (lib, name)
+            checked += 1
+            found += want
+    assert checked > 1000 and 0 < found < checked, (checked, found)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import functools
+import mmap
 import os
 import re
 from collections.abc import Callable
@@ -849,8 +850,6 @@ def library_defines(path: str, op: str) -> bool:
     from its bytes: the schema string of ``m.def(...)`` in ``.rodata``, either whole
     (``torchvision::nms(Tensor dets, …``, as ``TORCH_SELECTIVE_SCHEMA`` writes it) or as
     ``name(…`` with the namespace beside it as a string of its own (``TORCH_LIBRARY(ns, m)``)."""
-    import mmap
-
     ns, _, name = op.partition("::")
     try:
         with open_file(path) as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
@@ -858,6 +857,25 @@ def library_defines(path: str, op: str) -> bool:
                 return True
             if data.find(b"\0" + ns.encode() + b"\0") < 0:
                 return False
-            return re.search(rb"(?<![\w:])" + re.escape(name.encode()) + rb"(?:\.\w+)?\(", data) is not None
+            return _names_call(data, name.encode())
     except (OSError, ValueError):
         return False
+
+
+_WORD_OR_COLON = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:")
+_OVERLOAD_PAREN = re.compile(rb"(?:\.\w+)?\(")
+
+
+def _names_call(data: bytes | mmap.mmap, name: bytes) -> bool:
+    r"""``re.search(rb"(?<![\w:])" + re.escape(name) + rb"(?:\.\w+)?\(", data) is not None``,
+    found by the name's bytes: the pattern's look-behind keeps ``re`` from searching for its
+    literal, so it tried every byte (~8 ms a call on torchcodec's 1 MB libraries, 132 calls on
+    the vllm 0.33.0 environment: 1.07 s)."""
+    if not name:
+        return re.search(rb"(?<![\w:])(?:\.\w+)?\(", data) is not None
+    at = data.find(name)
+    while at >= 0:
+        if (at == 0 or data[at - 1] not in _WORD_OR_COLON) and _OVERLOAD_PAREN.match(data, at + len(name)):
+            return True
+        at = data.find(name, at + 1)
+    return False
