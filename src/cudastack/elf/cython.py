@@ -199,8 +199,12 @@ def _plausible(text: bytes, lengths: Sequence[int]) -> bool:
         return False
     run = best = 1
     for a, b in itertools.pairwise(pieces):
-        run = run + 1 if a < b else 1
-        best = max(best, run)
+        if a < b:
+            run += 1
+            if run > best:
+                best = run
+        else:
+            run = 1
     return best * 4 >= len(pieces)
 
 
@@ -877,13 +881,25 @@ class _Elf:
         self.heads = heads
         self._fdes: dict[int, int] | None = None
         self._starts: list[int] | None = None
+        # the sections reads can come from (8: SHT_NOBITS holds no bytes), in section order
+        self._mapped = [(a, a + n, o) for k, a, o, n, _l in self.sections.values() if k != 8 and a]
+        spans = sorted(self._mapped)
+        self._disjoint = all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1))
+        self._last = spans[0] if spans else (0, 0, 0)
 
     def read(self, addr: int, size: int) -> bytes:
-        """Bytes at a virtual address, from the section holding them."""
-        for kind, saddr, offset, ssize, _link in self.sections.values():
-            if kind != 8 and saddr and saddr <= addr and addr + size <= saddr + ssize:  # 8: SHT_NOBITS
-                return bytes(self.data[offset + addr - saddr : offset + addr - saddr + size])
-        raise ValueError(f"no section holds {addr:#x}")
+        """Bytes at a virtual address, from the (first) section holding them. Where no two sections
+        overlap, the section of the previous read is tried first: most reads are of ``.text``
+        (18,501 reads for cuda-core's 45 Cython modules, each of which tried every section)."""
+        lo, hi, offset = self._last
+        if not (self._disjoint and lo <= addr and addr + size <= hi):
+            for lo, hi, offset in self._mapped:
+                if lo <= addr and addr + size <= hi:
+                    self._last = (lo, hi, offset)
+                    break
+            else:
+                raise ValueError(f"no section holds {addr:#x}")
+        return bytes(self.data[offset + addr - lo : offset + addr - lo + size])
 
     def _relocations(self) -> Iterator[tuple[int, int, int, int]]:
         """``(offset, type, symbol, addend)`` of ``.rela.dyn``."""
