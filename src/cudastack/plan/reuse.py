@@ -29,6 +29,8 @@ from cudastack.target import Target, state_root
 
 _MAX_ENTRIES = 200_000
 """A local source tree larger than this is not fingerprinted (resolved again)."""
+_KEEP = 64
+"""Stored resolutions kept (the newest)."""
 _ENV_PREFIXES = ("PIP_", "UV_")
 _ENV_NAMES = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "HOME", "XDG_CONFIG_HOME",
               "XDG_CONFIG_DIRS", "PYTHONNOUSERSITE", "PYTHONUSERBASE")  # fmt: skip
@@ -350,6 +352,8 @@ def load(memo: Memo) -> tuple[str, str] | None:
         urllib.request.url2pathname(urllib.parse.urlparse(u).path): v for u, v in files.items()
     }:
         return None
+    with contextlib.suppress(OSError):
+        os.utime(memo.path)  # last use: the newest are kept
     return str(entry["output"]), str(entry.get("stored", "?"))
 
 
@@ -367,3 +371,6 @@ def store(memo: Memo, output: str, urls: list[str]) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(entry, fh)
         os.replace(tmp, memo.path)
+        kept = sorted(memo.path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for old in kept[_KEEP:]:  # the newest _KEEP resolutions stay (a report is ~0.1-0.5 MB)
+            old.unlink(missing_ok=True)
