@@ -111,7 +111,16 @@ class TableStore:
     def load_value(self, tag: str, st: os.stat_result) -> tuple[bool, object]:
         """(found, value) of another fact stored under ``tag`` for the file ``st`` describes (a
         pure function of its bytes, such as :func:`cudastack.elf.cython.read_init_imports`)."""
-        key = (tag, *_key(st))
+        return self.load_keyed((tag, *_key(st)))
+
+    def save_value(self, tag: str, st: os.stat_result, value: Any) -> None:
+        """Store ``value`` (builtin types) under ``tag`` for the file ``st`` describes; the racy
+        window and the size limit as for :meth:`save`."""
+        self.save_keyed((tag, *_key(st)), value, newest_ns=max(st.st_mtime_ns, st.st_ctime_ns))
+
+    def load_keyed(self, key: tuple[Any, ...]) -> tuple[bool, Any]:
+        """(found, value) stored under ``key`` (builtin types; identities and cudastack's source
+        digest in it: see :meth:`save_keyed`)."""
         blob = self._blob(key)
         try:
             with open(blob, "rb") as fh:
@@ -124,12 +133,11 @@ class TableStore:
             os.utime(blob)
         return True, value
 
-    def save_value(self, tag: str, st: os.stat_result, value: Any) -> None:
-        """Store ``value`` (builtin types) under ``tag`` for the file ``st`` describes; the racy
-        window and the size limit as for :meth:`save`."""
-        if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < self.racy_ns:
+    def save_keyed(self, key: tuple[Any, ...], value: Any, *, newest_ns: int) -> None:
+        """Store ``value`` under ``key``, unless a file it depends on changed within the racy
+        window (``newest_ns``: the latest mtime or ctime among them)."""
+        if time.time_ns() - newest_ns < self.racy_ns:
             return
-        key = (tag, *_key(st))
         blob = self._blob(key)
         try:
             data = marshal.dumps((_MAGIC, key, value))
