@@ -134,3 +134,37 @@ def test_a_small_module_built_at_o0_is_read_too(tmp_path_factory: pytest.TempPat
     run = ImportTime(read_distribution(str(site), "pkg-1.0.dist-info"))
     predicted = {n for n in ("pkg.front", "pkg.helper", "pkg.lazymod", "pkg.optional") if run.loads(n)}
     assert loaded <= predicted and "pkg.lazymod" not in predicted
+
+
+def test_the_init_imports_are_kept_between_runs_under_the_file_identity(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repeat plan reads each Cython module's init imports from the ELF-table store: the second
+    read answers without the bytes; a file rewritten in place is parsed again."""
+    import os
+    import shutil
+    import time
+
+    from cudastack.elf.cython import parse_init_imports, read_init_imports
+
+    monkeypatch.setenv("CUDASTACK_STATE_DIR", str(tmp_path / "state"))
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    copy = tmp_path / f"front{suffix}"
+    shutil.copy2(site / "pkg" / f"front{suffix}", copy)
+    time.sleep(2.1)  # past the store's racy window (a file changed within 2 s is not stored)
+    data = copy.read_bytes()
+    fd = os.open(copy, os.O_RDONLY)
+    try:
+        first = read_init_imports(fd, data)
+        assert first is not None and b"helper" in first and first == parse_init_imports(data)
+        assert read_init_imports(fd, b"") == first  # from the store: b"" alone parses to None
+    finally:
+        os.close(fd)
+    assert parse_init_imports(b"") is None
+    shutil.copyfile(site / "pkg" / f"helper{suffix}", copy)  # rewritten in place: another identity
+    other = copy.read_bytes()
+    fd = os.open(copy, os.O_RDONLY)
+    try:
+        assert read_init_imports(fd, other) == parse_init_imports(other) != first
+    finally:
+        os.close(fd)

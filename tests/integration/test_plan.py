@@ -311,3 +311,70 @@ def test_search_steps_the_blamed_kernel_package_back_before_leaving_the_newest_l
     good = venv_with(tmp_path / "good", pip_env, *pins[pins.index("--") + 1 :])
     imp = plan_index.try_import(good, "minitorch", "kern")
     assert imp.returncode == 0, imp.stderr
+
+
+def _resolved(report: dict[str, Any]) -> dict[str, str]:
+    return {r["name"]: r["version"] for r in report["candidates"][0]["resolved"]}
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_a_local_resolution_is_reused_until_a_find_links_directory_or_an_argument_changes(
+    installer: str, pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The second run takes the first run's resolution (the installer does not run); a new wheel in
+    the find-links directory, or another argument, resolves again and gives the new answer (the
+    installer's own: a stale reuse would still say 1.0)."""
+    links = tmp_path / "links"
+    plan_index.wheel(links, "reusepkg", "1.0", {"reusepkg/__init__.py": b""})
+    empty = venv_with(tmp_path / "empty", pip_env)
+    argv = ["--installer", installer, "--python", str(empty), "--", "--no-index", "--find-links", str(links)]
+    runs = []
+    for req in ("reusepkg", "reusepkg", None, "reusepkg", "reusepkg", "reusepkg<1.1"):
+        if req is None:  # a newer wheel appears in the find-links directory
+            plan_index.wheel(links, "reusepkg", "1.1", {"reusepkg/__init__.py": b""})
+            continue
+        code, report, err = plan(capsys, *argv, req)
+        assert code == 0, err
+        res = report["candidates"][0]["resolution"]
+        runs.append((_resolved(report)["reusepkg"], res["reused"]))
+        assert res["why"].startswith("reused" if res["reused"] else "resolved"), res
+    assert runs == [("1.0", False), ("1.0", True), ("1.1", False), ("1.1", True), ("1.0", False)]
+    _, text, _ = plan_text(capsys, *argv, "reusepkg")
+    assert "resolution: reused the resolution of" in text
+
+
+def plan_text(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["plan", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_changed_local_index_page_resolves_again_and_a_remote_index_is_never_reused(
+    pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    built = tmp_path / "built"
+    old = plan_index.wheel(built, "reusepkg", "1.0", {"reusepkg/__init__.py": b""})
+    url = plan_index.publish(tmp_path / "index", [old])
+    empty = venv_with(tmp_path / "empty", pip_env)
+    argv = ["--python", str(empty), "--", "--index-url", url, "reusepkg"]
+    assert [_resolved(plan(capsys, *argv)[1])["reusepkg"] for _ in range(2)] == ["1.0", "1.0"]
+    new = plan_index.wheel(built, "reusepkg", "2.0", {"reusepkg/__init__.py": b""})
+    plan_index.publish(tmp_path / "index", [old, new])
+    code, report, err = plan(capsys, *argv)
+    assert code == 0, err
+    assert _resolved(report)["reusepkg"] == "2.0" and not report["candidates"][0]["resolution"]["reused"]
+
+    from cudastack.plan.resolve import start_resolve
+    from cudastack.target import build_target
+
+    target = build_target(python=str(empty))
+    remote = start_resolve(target, ["--index-url", "https://pypi.example.invalid/simple", "reusepkg"])
+    try:
+        assert remote.why == "resolved: not reusable: https://pypi.example.invalid/simple is remote"
+    finally:
+        remote.cancel()
+    default = start_resolve(target, ["reusepkg"])
+    try:
+        assert "the default index (PyPI) is remote" in default.why
+    finally:
+        default.cancel()

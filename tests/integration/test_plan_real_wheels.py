@@ -4,6 +4,7 @@ requirement) planned beside the torch 2.13.0 CPU wheel this machine's pip serves
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +122,40 @@ def test_story_sgl_kernel_0_3_21_on_torch_2_14_1_cu130_is_rejected_and_really_fa
                           check=False)  # fmt: skip
     assert syms.returncode == 0, syms.stderr[-1000:]
     assert syms.stdout.split() == [w for s in missing for w in (s, "False")]
+
+
+def test_the_plan_finds_what_the_doctor_finds_after_pip_installs_every_file_of_the_wheels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plan extracts only what the doctor reads (no headers, ``.pxd``/``.pyi`` stubs, data);
+    pip installs every file. The doctor's findings on the plan's overlay, mapped back, are those of
+    the same wheels really installed (torchvision's extensions without torch, cuda-bindings'
+    1.4 MB of Cython headers and nvJitLink's header left out of the extraction)."""
+    wanted = {"torchvision==0.29.1": "torchvision-0.29.1-*.whl", "cuda-bindings==13.5.0": "cuda_bindings-13.5.0-*.whl",
+              "nvidia-nvjitlink==13.5.37": "nvidia_nvjitlink-13.5.37-*.whl"}  # fmt: skip
+    try:
+        wheels = [cached_wheel(req, pattern) for req, pattern in wanted.items()]
+    except UnavailableError as e:
+        oracles.missing(f"{e} here")
+    for key in [k for k in os.environ if k.startswith(("PIP_", "UV_"))]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("CUDASTACK_STATE_DIR", str(tmp_path / "state"))
+    python = make_venv(tmp_path / "env")
+    args = ["--no-index", "--no-deps", *(a for w in wheels for a in ("--find-links", str(w.parent))), *wanted]
+    code = main(["plan", "--python", str(python), "--format", "json", "--", *dict.fromkeys(args)])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    [cand] = json.loads(out)["candidates"]
+    extracted = sum(e["files"] for e in cand["extracted"])
+    assert {r["name"] for r in cand["resolved"]} == {"torchvision", "cuda-bindings", "nvidia-nvjitlink"}
+    predicted = sorted((f["code"], f["subject"], f.get("path")) for f in cand["findings_added"])
+    inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                           "--no-index", *map(str, wheels)], capture_output=True, text=True, check=False)  # fmt: skip
+    assert inst.returncode == 0, inst.stderr
+    installed = sum(1 for _ in site_of(python).rglob("*") if _.is_file() and "__pycache__" not in _.parts)
+    assert installed > extracted  # pip wrote files the plan did not extract
+    main(["doctor", "--python", str(python), "--format", "json"])
+    real = json.loads(capsys.readouterr().out)
+    found = sorted((f["code"], f["subject"], f.get("path")) for f in real["findings"])
+    assert predicted and predicted == found

@@ -95,6 +95,7 @@ def _candidate_dict(c: Any, python: str | None) -> dict[str, object]:
         "label": c.label,
         "args": list(c.args),
         "installer": c.resolution.installer if c.resolution else "pip",
+        "resolution": {"reused": c.resolution.reused, "why": c.resolution.reuse} if c.resolution else None,
         "verdict": "failed" if c.failure else ("accepted" if c.accepted else "rejected"),
         "failure": c.failure,
         "resolved": [planned_dict(f) for f in c.fetched],
@@ -152,6 +153,8 @@ def _emit(args: argparse.Namespace, today: Any, candidates: list[Any], chosen: A
         resolved = ", ".join(f"{f.planned.name}=={f.planned.version}" for f in c.fetched) or "nothing to install"
         out.append(f"candidate {c.label} (resolved by {args.installer}): {verdict}")
         out.append(f"  resolves: {resolved}")
+        if c.resolution is not None and c.resolution.reuse:
+            out.append(f"  resolution: {c.resolution.reuse}")
         out.extend(f"  + {_line(f)}" for f in c.added if f.severity >= Severity.WARNING)
         out.extend(f"  - {_line(f)}" for f in c.removed if f.severity >= Severity.WARNING)
     for label, why in not_tried:

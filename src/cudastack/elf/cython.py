@@ -28,6 +28,7 @@ import bisect
 import bz2
 import itertools
 import mmap
+import os
 import re
 import struct
 import zlib
@@ -527,6 +528,24 @@ def parse_init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:
         return _init_imports(data)
     except (struct.error, IndexError, ValueError):  # a truncated or corrupt file: nothing read
         return None
+
+
+def read_init_imports(fd: int, data: bytes | mmap.mmap) -> frozenset[bytes] | None:
+    """:func:`parse_init_imports` of the open file ``fd`` whose bytes are ``data``, kept between
+    runs in the ELF-table store under the file's identity (a repeat plan's overlay parses the 45
+    Cython modules of torch, sgl-kernel and cuda-bindings once, not every run: ~1.5 s)."""
+    from cudastack.elf.table_cache import default_store
+
+    store = default_store()
+    st = os.fstat(fd) if store is not None else None
+    if store is not None and st is not None:
+        found, value = store.load_value("cython-init-imports", st)
+        if found and (value is None or isinstance(value, list)):
+            return None if value is None else frozenset(value)
+    got = parse_init_imports(data)
+    if store is not None and st is not None:
+        store.save_value("cython-init-imports", st, None if got is None else sorted(got))
+    return got
 
 
 def _init_imports(data: bytes | mmap.mmap) -> frozenset[bytes] | None:

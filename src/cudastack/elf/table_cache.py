@@ -13,12 +13,14 @@ blob's mtime; eviction runs once per process, at its first write). ``CUDASTACK_N
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import marshal
 import os
 import threading
 import time
+from typing import Any
 
 from cudastack.cache import source_digest
 from cudastack.elf.reader import ElfFile
@@ -60,7 +62,7 @@ class TableStore:
         self.limit = limit
         self.writes = 0
 
-    def _blob(self, key: tuple[int, int, int, int, int, str]) -> str:
+    def _blob(self, key: tuple[object, ...]) -> str:
         name = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
         return os.path.join(self.directory, name)
 
@@ -102,6 +104,50 @@ class TableStore:
             os.replace(tmp, blob)
             self.writes += 1
             if self.writes == 1:  # once per run, before it adds its own: bounded by limit + one run
+                self.evict()
+        except (OSError, ValueError):
+            return
+
+    def load_value(self, tag: str, st: os.stat_result) -> tuple[bool, object]:
+        """(found, value) of another fact stored under ``tag`` for the file ``st`` describes (a
+        pure function of its bytes, such as :func:`cudastack.elf.cython.read_init_imports`)."""
+        return self.load_keyed((tag, *_key(st)))
+
+    def save_value(self, tag: str, st: os.stat_result, value: Any) -> None:
+        """Store ``value`` (builtin types) under ``tag`` for the file ``st`` describes; the racy
+        window and the size limit as for :meth:`save`."""
+        self.save_keyed((tag, *_key(st)), value, newest_ns=max(st.st_mtime_ns, st.st_ctime_ns))
+
+    def load_keyed(self, key: tuple[Any, ...]) -> tuple[bool, Any]:
+        """(found, value) stored under ``key`` (builtin types; identities and cudastack's source
+        digest in it: see :meth:`save_keyed`)."""
+        blob = self._blob(key)
+        try:
+            with open(blob, "rb") as fh:
+                magic, stored_key, value = marshal.loads(fh.read())
+        except (OSError, ValueError, EOFError, TypeError):
+            return False, None
+        if magic != _MAGIC or tuple(stored_key) != key:
+            return False, None
+        with contextlib.suppress(OSError):
+            os.utime(blob)
+        return True, value
+
+    def save_keyed(self, key: tuple[Any, ...], value: Any, *, newest_ns: int) -> None:
+        """Store ``value`` under ``key``, unless a file it depends on changed within the racy
+        window (``newest_ns``: the latest mtime or ctime among them)."""
+        if time.time_ns() - newest_ns < self.racy_ns:
+            return
+        blob = self._blob(key)
+        try:
+            data = marshal.dumps((_MAGIC, key, value))
+            os.makedirs(self.directory, exist_ok=True)
+            tmp = f"{blob}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, blob)
+            self.writes += 1
+            if self.writes == 1:
                 self.evict()
         except (OSError, ValueError):
             return

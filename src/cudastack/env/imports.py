@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
-from cudastack.elf.cython import parse_init_imports, parse_mapped_size
+from cudastack.elf.cython import parse_mapped_size, read_init_imports
 from cudastack.env.dists import Distribution
 from cudastack.files import open_file
 from cudastack.parallel import Forked, spare_cpus
@@ -2449,7 +2449,7 @@ def _compiled_refs(
                 parent, _, base = name.rpartition(".")
                 if parent in refs and name not in refs and not skip(name) and _nul_string(data, base.encode(), mapped):
                     refs.add(name)
-            cython = parse_init_imports(data)  # Cython >= 3.2: its table is compressed
+            cython = read_init_imports(fh.fileno(), data)  # Cython >= 3.2: its table is compressed
             if cython:
                 refs |= _cython_refs(cython, path, tops, modules)
     except (OSError, ValueError):

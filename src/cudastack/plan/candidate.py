@@ -15,7 +15,15 @@ from cudastack.env.inventory import Inventory
 from cudastack.findings import Finding, Severity
 from cudastack.plan.fetch import Extracted, Fetched, WheelCache
 from cudastack.plan.overlay import Overlay, build_overlay, replaced_paths, unrecorded_tops
-from cudastack.plan.resolve import PendingResolution, PlanError, Planned, Resolution, pip_base, start_resolve
+from cudastack.plan.resolve import (
+    PendingResolution,
+    PlanError,
+    Planned,
+    Resolution,
+    ReusedResolution,
+    pip_base,
+    start_resolve,
+)
 from cudastack.report import Report
 from cudastack.target import Target, build_target
 
@@ -90,7 +98,7 @@ def judge_candidate(
     *,
     cache: WheelCache,
     progress: Progress,
-    resolution: Resolution | PendingResolution | None = None,
+    resolution: Resolution | PendingResolution | ReusedResolution | None = None,
     installer: str = "pip",
 ) -> Candidate:
     """Resolve ``args`` (unless given), fetch, extract, overlay, doctor, compare."""
@@ -115,6 +123,8 @@ def judge_candidate(
             fetched.append(cache.fetch(item, pip=pip))
         timings["fetch"] = time.perf_counter() - t
         t = time.perf_counter()
+        # one wheel after another: two threads were slower at load 5 on 2 cores (44.5 → 51.7 and
+        # 59.3 s, bench_plan.py alternating; more system time and writeback contention)
         for f in fetched:
             extracted.append(cache.extract(f))
         timings["extract"] = time.perf_counter() - t

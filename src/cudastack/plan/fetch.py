@@ -185,12 +185,15 @@ class WheelCache:
             want = sum(i.file_size for i in members)
             self.progress(f"extracting {len(members)} file(s), {want / 1e6:.1f} MB, of {fetched.path.name} ({name})")
             last = time.monotonic()
+            made: set[Path] = set()
             for info in members:
                 rel = site_path(info.filename)
                 if rel is None or rel.startswith("/") or ".." in rel.split("/"):
                     continue
                 target = out / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
+                if target.parent not in made:  # (15,976 cubins in a few directories: one mkdir each)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    made.add(target.parent)
                 with open(target, "wb") as fh:
                     if info.compress_type == zipfile.ZIP_DEFLATED:
                         _inflate(raw, info, fh, mod)

@@ -12,6 +12,7 @@ import urllib.parse
 from dataclasses import dataclass
 
 from cudastack.errors import CudastackError
+from cudastack.plan.reuse import Memo, NotReusableError, load, memo_for, store
 from cudastack.target import Target
 
 
@@ -41,6 +42,10 @@ class Resolution:
     """Which installer resolved (``pip``), and how it merges indexes."""
     command: tuple[str, ...]
     items: tuple[Planned, ...]
+    reused: bool = False
+    """Taken from an earlier run with the same inputs (plan/reuse.py), the installer not run."""
+    reuse: str = ""
+    """Why it was reused, or why the installer ran."""
 
 
 def pip_base(target: Target) -> list[str]:
@@ -87,11 +92,13 @@ class PendingResolution:
     doctor may fork)."""
 
     def __init__(self, cmd: list[str], *, installer: str = "pip", stdin: str | None = None,
-                 target: Target | None = None) -> None:  # fmt: skip
+                 target: Target | None = None, memo: Memo | None = None, why: str = "") -> None:  # fmt: skip
         self.cmd = cmd
         self.installer = installer
         self.stdin = stdin
         self.target = target
+        self.memo = memo
+        self.why = why
         from cudastack.install.run import SUPERVISOR
 
         # under install's supervisor, in a session of its own: when cudastack dies (SIGKILL too) the
@@ -155,17 +162,63 @@ class PendingResolution:
                 f"resolution failed (exit {rc}): {' '.join(self.cmd)}: {err.strip()[-800:]}",
                 hint="nothing was changed",
             )
-        if self.installer == "uv":
-            items = parse_pylock(out, self.target)
-            return Resolution(installer="uv", command=tuple(self.cmd), items=items)
-        try:
-            report = json.loads(out)
-        except ValueError as exc:
-            raise PlanError(f"pip's dry-run report is not JSON: {exc}") from None
-        return Resolution(installer="pip", command=tuple(self.cmd), items=parse_pip_report(report))
+        resolution = parse_output(out, self.installer, self.target, self.cmd, why=self.why)
+        if self.memo is not None:
+            store(self.memo, out, [i.url for i in resolution.items])
+        return resolution
 
 
-def start_resolve(target: Target, args: list[str], installer: str = "pip") -> PendingResolution:
+class ReusedResolution:
+    """A stored resolution of the same inputs (plan/reuse.py): nothing runs."""
+
+    def __init__(self, cmd: list[str], *, installer: str, output: str, target: Target, why: str) -> None:
+        self.cmd, self.installer, self.output, self.target, self.why = cmd, installer, output, target, why
+
+    def cancel(self) -> None:
+        return None
+
+    def result(self, *, timeout: float = 1800) -> Resolution:
+        return parse_output(self.output, self.installer, self.target, self.cmd, why=self.why, reused=True)
+
+
+def parse_output(out: str, installer: str, target: Target | None, cmd: list[str], *, why: str,
+                 reused: bool = False) -> Resolution:  # fmt: skip
+    """The installer's answer: uv's pylock.toml or pip's JSON report."""
+    if installer == "uv":
+        items = parse_pylock(out, target)
+        return Resolution(installer="uv", command=tuple(cmd), items=items, reused=reused, reuse=why)
+    try:
+        report = json.loads(out)
+    except ValueError as exc:
+        raise PlanError(f"pip's dry-run report is not JSON: {exc}") from None
+    return Resolution(installer="pip", command=tuple(cmd), items=parse_pip_report(report), reused=reused, reuse=why)
+
+
+def start(cmd: list[str], target: Target, *, installer: str, stdin: str | None = None
+          ) -> PendingResolution | ReusedResolution:  # fmt: skip
+    """The installer's resolution, or an earlier one of exactly the same inputs when every source
+    is local and nothing it read changed (``CUDASTACK_PLAN_REUSE=0``: never reused)."""
+    if os.environ.get("CUDASTACK_PLAN_REUSE", "1") in ("0", "false", "no"):
+        return PendingResolution(cmd, installer=installer, stdin=stdin, target=target,
+                                 why="resolved: reuse is off (CUDASTACK_PLAN_REUSE=0)")  # fmt: skip
+    try:
+        memo = memo_for(cmd, installer=installer, target=target, stdin=stdin)
+    except NotReusableError as exc:
+        return PendingResolution(cmd, installer=installer, stdin=stdin, target=target,
+                                 why=f"resolved: not reusable: {exc}")  # fmt: skip
+    hit = load(memo)
+    if hit is not None:
+        output, when = hit
+        why = (f"reused the resolution of {when}: same {installer} and version, arguments, environment, "
+               f"configuration, interpreter and installed distributions; {len(memo.sources)} local "
+               f"source(s) and the resolved wheels unchanged")  # fmt: skip
+        return ReusedResolution(cmd, installer=installer, output=output, target=target, why=why)
+    why = (f"resolved: no earlier resolution of these inputs ({len(memo.sources)} local source(s), "
+           f"all local: stored for reuse)")  # fmt: skip
+    return PendingResolution(cmd, installer=installer, stdin=stdin, target=target, memo=memo, why=why)
+
+
+def start_resolve(target: Target, args: list[str], installer: str = "pip") -> PendingResolution | ReusedResolution:
     """Start the installer's resolution: pip's dry-run report (pip merges indexes, highest
     version wins), or ``uv pip compile --format pylock.toml`` for the target's interpreter (uv
     takes the first index that has a name, ``--extra-index-url`` before ``--index-url``)."""
@@ -187,9 +240,9 @@ def start_resolve(target: Target, args: list[str], installer: str = "pip") -> Pe
                 plain.append(r)
         cmd = [uv_binary(), "pip", "compile", "--quiet", "--format", "pylock.toml", "--python",
                target.python or sys.executable, *options, *files, *(["-"] if plain else [])]  # fmt: skip
-        return PendingResolution(cmd, installer="uv", stdin="".join(p + "\n" for p in plain) if plain else None,
-                                 target=target)  # fmt: skip
-    return PendingResolution([*pip_base(target), "install", "--dry-run", "--quiet", "--report", "-", *args])
+        return start(cmd, target, installer="uv", stdin="".join(p + "\n" for p in plain) if plain else None)
+    return start([*pip_base(target), "install", "--dry-run", "--quiet", "--report", "-", *args], target,
+                 installer="pip")  # fmt: skip
 
 
 def parse_pylock(text: str, target: Target | None) -> tuple[Planned, ...]:

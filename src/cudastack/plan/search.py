@@ -14,7 +14,7 @@ from cudastack.errors import UsageError
 from cudastack.install.plan import split_args
 from cudastack.plan.candidate import Candidate, Today, judge_candidate
 from cudastack.plan.fetch import WheelCache
-from cudastack.plan.resolve import PendingResolution, start_resolve
+from cudastack.plan.resolve import PendingResolution, ReusedResolution, start_resolve
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl/{label}"
 """PyTorch's URL pattern for a variant label (``cu130``, ``cpu``)."""
@@ -102,7 +102,7 @@ def search(
     chosen = None
     start = time.monotonic()
     base_bytes = cache.downloaded_bytes
-    pending: dict[int, PendingResolution] = {}
+    pending: dict[int, PendingResolution | ReusedResolution] = {}
 
     def begin(i: int) -> None:
         if i < len(ordered) and i not in pending:
