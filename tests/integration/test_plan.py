@@ -378,3 +378,36 @@ def test_a_changed_local_index_page_resolves_again_and_a_remote_index_is_never_r
         assert "the default index (PyPI) is remote" in default.why
     finally:
         default.cancel()
+
+
+@pytest.mark.parametrize("how", ["pip.conf", "PIP_CONSTRAINT"])
+def test_a_constraint_file_named_by_the_configuration_is_an_input_of_the_reused_resolution(
+    how: str,
+    pip_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """This machine's pip.conf names /etc/xdg/pip/constraints.txt: pip reads that file's contents
+    on every resolution, so a changed constraint (same path, same arguments) resolves again and
+    gives pip's new answer, where a reuse keyed on the configuration's bytes alone said 1.1."""
+    links = tmp_path / "links"
+    for version in ("1.0", "1.1"):
+        plan_index.wheel(links, "reusepkg", version, {"reusepkg/__init__.py": b""})
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("")
+    if how == "pip.conf":
+        conf = tmp_path / "pip.conf"
+        conf.write_text(f"[global]\nconstraint = {constraints}\n")
+        monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    else:
+        monkeypatch.setenv("PIP_CONSTRAINT", str(constraints))
+    empty = venv_with(tmp_path / "empty", pip_env)
+    argv = ["--python", str(empty), "--", "--no-index", "--find-links", str(links), "reusepkg"]
+    runs = []
+    for cap in ("", "", "reusepkg<1.1\n", "reusepkg<1.1\n"):
+        constraints.write_text(cap)
+        code, report, err = plan(capsys, *argv)
+        assert code == 0, err
+        runs.append((_resolved(report)["reusepkg"], report["candidates"][0]["resolution"]["reused"]))
+    assert runs == [("1.1", False), ("1.1", True), ("1.0", False), ("1.0", True)]

@@ -160,7 +160,16 @@ def _pip_config_sources(path: str) -> list[tuple[str, str]]:
                 out += [("links", v) for v in _split_values(value)]
             elif key == "no-index" and value.strip().lower() in ("1", "true", "yes", "on"):
                 out.append(("no-index", ""))
+            elif key in _FILE_KEYS:
+                out += [("file", v) for v in _split_values(value)]
     return out
+
+
+_FILE_KEYS = ("constraint", "c", "requirement", "r", "build-constraint")
+"""Keys of pip's configuration (and, upper-cased with ``PIP_``/``UV_``, variables) naming files
+whose contents the resolution reads: this machine's pip.conf names ``/etc/xdg/pip/constraints.txt``."""
+_FILE_VARIABLES = ("PIP_CONSTRAINT", "PIP_REQUIREMENT", "PIP_BUILD_CONSTRAINT", "UV_CONSTRAINT", "UV_OVERRIDE",
+                   "UV_BUILD_CONSTRAINT")  # fmt: skip
 
 
 class _Inputs:
@@ -301,6 +310,12 @@ def memo_for(cmd: list[str], *, installer: str, target: Target, stdin: str | Non
             inputs.sources += [(kind, v) for v in _split_values(environ.get(key, ""))]
         if environ.get("PIP_NO_INDEX", "").lower() in ("1", "true", "yes", "on"):
             inputs.sources.append(("no-index", ""))
+    for key in _FILE_VARIABLES:
+        if key.startswith("PIP_" if installer == "pip" else "UV_"):
+            inputs.sources += [("file", v) for v in _split_values(environ.get(key, ""))]
+    # files the configuration or the environment names: their contents are inputs, not sources
+    inputs.files += [os.path.join(cwd, v) for kind, v in inputs.sources if kind == "file"]
+    inputs.sources = [(kind, v) for kind, v in inputs.sources if kind != "file"]
     no_index = any(kind == "no-index" for kind, _ in inputs.sources)
     if not no_index and not any(kind == "index" for kind, _ in inputs.sources):
         raise NotReusableError("the default index (PyPI) is remote: pass --index-url file://… or --no-index")
