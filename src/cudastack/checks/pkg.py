@@ -1573,7 +1573,9 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
     This happens when a wheel tagged `cp310-abi3` carries a `cpython-310` module.
 
     A file the package opens by path (`torch.ops.load_library`, `ctypes.CDLL` of a package
-    file) is not imported, so it needs no suffix Python knows: not reported. Severity: an `error`
+    file) is not imported, so it needs no suffix Python knows: not reported. Nor is another
+    Python's build beside one the target imports (`backend_impl.cpython-310-…so` next to
+    `backend_impl.cpython-313-…so`, as nvidia-dali ships them). Severity: an `error`
     when importing the package reaches the module (the import model of `env/imports.py`), else
     a `warning` naming the feature lost.
 
@@ -1596,6 +1598,17 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
             # `.so` alone is always a suffix, but it would import the module under the name
             # `infllm_ops.cpython-310-x86_64-linux-gnu`: the tagged suffix itself must be listed.
             if e.path.endswith(".so") and (m := _EXT_TAG.search(e.path)) and m.group(0) not in suffixes
+        ]
+        # a build for another Python beside this one's (nvidia-dali ships backend_impl for
+        # cpython-310 to -315t): Python imports its own and never looks at the others
+        # (on disk: what Python's finder sees)
+        bad = [
+            rel
+            for rel in bad
+            if not any(
+                os.path.isfile(dist.abspath(rel[: _EXT_TAG.search(rel).start()] + s))  # type: ignore[union-attr]
+                for s in suffixes
+            )
         ]
         if not bad:
             continue
