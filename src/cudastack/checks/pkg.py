@@ -1410,7 +1410,9 @@ def file_owned_twice(ctx: Context) -> Iterator[Finding]:
     other file of either distribution can import (the name searched for in their `.py` files as
     code or as a string that names it, and among their extension modules' imports): flashinfer-python
     and torch-c-dlpack-ext both ship a build-time `build_backend.py`, and whichever bytes are on
-    disk, both import as they would alone.
+    disk, both import as they would alone. `info` too when every shared file is an `__init__.py`
+    that is empty or only `pkgutil.extend_path` in each of them, its package in one site directory
+    (nvidia-nvimgcodec-cu13 and nvidia-nvjpeg2k-cu13's `nvidia/__init__.py`).
 
     ## Fix
     Uninstall both distributions, then install the one you want.
@@ -1454,7 +1456,9 @@ def file_owned_twice(ctx: Context) -> Iterator[Finding]:
                 if _file_hash(path, algo) == digest:
                     on_disk = dist.name
                     break
-        unreached = _clash_unreached([d for d, _ in owned], [r for _, r, _ in files])
+        unreached = _clash_unreached([d for d, _ in owned], [r for _, r, _ in files]) or _clash_namespace_only(
+            ctx, files
+        )
         yield Finding(
             code="PKG013",
             severity=Severity.INFO if unreached else Severity.WARNING,
@@ -1550,6 +1554,51 @@ def _clash_unreached(dists: list[Distribution], rels: list[str]) -> str | None:
         f"no other file of {' or '.join(d.name for d in dists)} can import {shown} (their .py files searched "
         "for the name, their extension modules' imports read): no import of theirs runs it, whichever "
         "bytes are on disk"
+    )
+
+
+_EMPTY_SHA256 = "sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
+_NAMESPACE_ONLY = {
+    "__path__ = __import__('pkgutil').extend_path(__path__, __name__)",
+    "from pkgutil import extend_path",
+    "__path__ = extend_path(__path__, __name__)",
+    "import pkgutil",
+    "__path__ = pkgutil.extend_path(__path__, __name__)",
+}
+
+
+def _clash_namespace_only(ctx: Context, files: list[tuple[str, str, list[tuple[Distribution, str]]]]) -> str | None:
+    """Why the ``__init__.py`` files distributions share differ in nothing an import sees, or
+    None: each owner's is empty or the bytes on disk, and those hold only comments, a docstring
+    and ``pkgutil.extend_path`` (nvidia-nvimgcodec-cu13's ``nvidia/__init__.py`` beside the empty
+    one of nvidia-nvjpeg2k-cu13). Empty and extend_path differ only where the package spans
+    several directories of ``sys.path``: the package directory must be in no other site
+    directory of the target."""
+    import ast
+
+    for site, rel, owned in files:
+        if not rel.endswith("/__init__.py"):
+            return None
+        path = os.path.join(site, rel)
+        on_disk = _file_hash(path, "sha256")
+        if any(h not in (_EMPTY_SHA256, f"sha256={on_disk}") for _, h in owned):
+            return None
+        try:
+            with open_file(path) as fh:
+                body = ast.parse(fh.read()).body
+        except (OSError, SyntaxError, ValueError):
+            return None
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        if any(ast.unparse(stmt) not in _NAMESPACE_ONLY for stmt in body):
+            return None
+        pkg = os.path.dirname(rel)
+        if any(os.path.isdir(os.path.join(d, pkg)) for d in ctx.target.site_dirs if d != site):
+            return None
+    shown = ", ".join(f"`{r}`" for _, r, _ in files[:3])
+    return (
+        f"each copy of {shown} is empty or only `pkgutil.extend_path`, and the package lies in one site "
+        "directory: whichever bytes are on disk, it is the same package"
     )
 
 
