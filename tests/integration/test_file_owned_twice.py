@@ -82,9 +82,7 @@ def test_a_shared_namespace_init_that_only_makes_the_package_is_info(
     python = make_venv(tmp_path / "env")
     for name in sorted(("nvimgcodec", "nvjpeg2k", "nvtiff"), key=lambda n: n == last):
         pip_install(python, links, f"nvidia-{name}-cu13", extra=("--no-deps",))
-    subprocess.run(
-        [str(python), "-I", "-c", "import nvidia.nvimgcodec, nvidia.nvjpeg2k, nvidia.nvtiff"], check=True
-    )
+    subprocess.run([str(python), "-I", "-c", "import nvidia.nvimgcodec, nvidia.nvjpeg2k, nvidia.nvtiff"], check=True)
     rc = main(["doctor", "--python", str(python), "--format", "json", "--select", "PKG013"])
     found: list[dict[str, Any]] = json.loads(capsys.readouterr().out)["findings"]
     assert [(f["code"], f["severity"]) for f in found] == [("PKG013", severity)]

@@ -31,6 +31,7 @@ from cudastack.env.crossdist import Outer, Reach
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import imported_plainly, lazy_attribute, module_name, package_imports, start_import_verdicts
 from cudastack.env.inventory import Inventory, iter_native_files
+from cudastack.env.libwheels import find_library_preloads
 from cudastack.env.native_loads import NativeLoad, OpUse, find_native_loads, find_op_uses, library_defines
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import Resolution
@@ -493,6 +494,7 @@ def predict(
         (p, e, d) for p, (e, d) in early.items() if is_extension_module(p, target.extension_suffixes, e, site_dirs)
     ]
     failing: list[tuple[int, Distribution, str]] = []  # (index in pred.files, dist, module path)
+    lib_preloads = find_library_preloads(list(inventory.dists.values()))  # RAPIDS' libcudf.load_library()
     for path, elf, dist in modules:
         needs_torch = torch_proc is not None and uses_torch(dist, elf.needed)
         if path == c_path and torch_c_result is not None:
@@ -521,6 +523,8 @@ def predict(
                     if hit is not None and hit.path:
                         proc.dlopen(hit.path)
                         ctx += f"; {pdist} preloads {soname}"
+            if opened := [lib for lib in lib_preloads.get(dist.key, ()) if proc.dlopen(lib).ok]:
+                ctx += f"; its load_library() calls open {', '.join(os.path.basename(x) for x in opened)}"
             res = proc.dlopen(path)
             blocked = None
         if res.ok:
