@@ -495,6 +495,7 @@ def predict(
     ]
     failing: list[tuple[int, Distribution, str]] = []  # (index in pred.files, dist, module path)
     lib_preloads = find_library_preloads(list(inventory.dists.values()))  # RAPIDS' libcudf.load_library()
+    lib_procs: dict[tuple[str, bool], tuple[Process, list[str]]] = {}  # opened once per distribution
     for path, elf, dist in modules:
         needs_torch = torch_proc is not None and uses_torch(dist, elf.needed)
         if path == c_path and torch_c_result is not None:
@@ -515,6 +516,12 @@ def predict(
         else:
             proc = torch_proc if needs_torch else base
             assert proc is not None
+            opened: list[str] = []
+            if dist.key in lib_preloads:
+                if (dist.key, needs_torch) not in lib_procs:
+                    pre = proc.clone()
+                    lib_procs[dist.key, needs_torch] = (pre, [x for x in lib_preloads[dist.key] if pre.dlopen(x).ok])
+                proc, opened = lib_procs[dist.key, needs_torch]
             proc = proc.clone()
             ctx = (pred.torch_state or "") if needs_torch else "fresh interpreter"
             for pdist, soname, _src in KNOWN_PRELOADS:
@@ -523,7 +530,7 @@ def predict(
                     if hit is not None and hit.path:
                         proc.dlopen(hit.path)
                         ctx += f"; {pdist} preloads {soname}"
-            if opened := [lib for lib in lib_preloads.get(dist.key, ()) if proc.dlopen(lib).ok]:
+            if opened:
                 ctx += f"; its load_library() calls open {', '.join(os.path.basename(x) for x in opened)}"
             res = proc.dlopen(path)
             blocked = None
