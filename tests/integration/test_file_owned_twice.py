@@ -70,7 +70,8 @@ def test_a_shared_namespace_init_that_only_makes_the_package_is_info(
     nvidia-nvjpeg2k-cu13 and nvidia-nvtiff-cu13 (all three pulled by nvidia-dali-cuda130) ship it
     empty. In one site directory either makes `nvidia` the same package: the fix "uninstall all
     three" (found in the hunt) would have broken DALI for nothing. When the empty one is on disk,
-    nothing says what the other held: the warning stands."""
+    nothing says what the other held: the warning stands, and its fix reinstalls the one whose copy
+    was lost (the old fix uninstalled all three)."""
     links = tmp_path / "wheels"
     for name in ("nvimgcodec", "nvjpeg2k", "nvtiff"):
         make_wheel(
@@ -90,3 +91,10 @@ def test_a_shared_namespace_init_that_only_makes_the_package_is_info(
     assert f"the bytes on disk are nvidia-{on_disk}-cu13's" in found[0]["message"]
     assert (found[0]["fix"] is None) == (severity == "info")
     assert rc == 0
+    if last == "nvtiff":  # the fix reinstalls the one whose copy was lost, keeping all three
+        command = found[0]["fix"]["commands"][0]
+        assert "--force-reinstall" in command and "nvidia-nvimgcodec-cu13" in command and "uninstall" not in command
+        pip_install(python, links, "nvidia-nvimgcodec-cu13", extra=("--force-reinstall", "--no-deps"))
+        main(["doctor", "--python", str(python), "--format", "json", "--select", "PKG013"])
+        after = json.loads(capsys.readouterr().out)["findings"]
+        assert [(f["severity"], f["fix"]) for f in after] == [("info", None)]

@@ -1414,6 +1414,9 @@ def file_owned_twice(ctx: Context) -> Iterator[Finding]:
     that is empty or only `pkgutil.extend_path` in each of them, its package in one site directory
     (nvidia-nvimgcodec-cu13 and nvidia-nvjpeg2k-cu13's `nvidia/__init__.py`).
 
+    When such an empty copy was written over a longer one, the fix reinstalls the owner of the
+    longer one (`--force-reinstall --no-deps`): every package stays, and its copy is back.
+
     ## Fix
     Uninstall both distributions, then install the one you want.
 
@@ -1456,9 +1459,20 @@ def file_owned_twice(ctx: Context) -> Iterator[Finding]:
                 if _file_hash(path, algo) == digest:
                     on_disk = dist.name
                     break
-        unreached = _clash_unreached([d for d, _ in owned], [r for _, r, _ in files]) or _clash_namespace_only(
-            ctx, files
-        )
+        unreached = _clash_unreached([d for d, _ in owned], [r for _, r, _ in files])
+        lost = None if unreached else _clash_namespace_only(ctx, files)
+        if lost == []:
+            unreached = (
+                f"each copy of `{rel}` is empty or only `pkgutil.extend_path`, and the package lies in one "
+                "site directory: whichever bytes are on disk, it is the same package"
+            )
+        fix = ctx.uninstall_fix("Uninstall both, then install the one you want", list(pair))
+        if lost:  # an empty copy written over a longer one: put that one back, keep every package
+            fix = ctx.install_fix(
+                f"Reinstall {' and '.join(d.name for d in lost)}, whose copy was overwritten by an empty one",
+                [d.name for d in lost],
+                extra_args=("--force-reinstall", "--no-deps"),
+            )
         yield Finding(
             code="PKG013",
             severity=Severity.INFO if unreached else Severity.WARNING,
@@ -1470,7 +1484,7 @@ def file_owned_twice(ctx: Context) -> Iterator[Finding]:
             evidence=tuple(f"{rel}: {d.name} RECORD hash {h}" for d, h in owned)
             + tuple(f"also: {r}" for _, r, _ in files[1:6])
             + ((f"info, not warning: {unreached}",) if unreached else ()),
-            fix=None if unreached else ctx.uninstall_fix("Uninstall both, then install the one you want", list(pair)),
+            fix=None if unreached else fix,
         )
 
 
@@ -1567,22 +1581,28 @@ _NAMESPACE_ONLY = {
 }
 
 
-def _clash_namespace_only(ctx: Context, files: list[tuple[str, str, list[tuple[Distribution, str]]]]) -> str | None:
-    """Why the ``__init__.py`` files distributions share differ in nothing an import sees, or
-    None: each owner's is empty or the bytes on disk, and those hold only comments, a docstring
-    and ``pkgutil.extend_path`` (nvidia-nvimgcodec-cu13's ``nvidia/__init__.py`` beside the empty
-    one of nvidia-nvjpeg2k-cu13). Empty and extend_path differ only where the package spans
-    several directories of ``sys.path``: the package directory must be in no other site
-    directory of the target."""
+def _clash_namespace_only(
+    ctx: Context, files: list[tuple[str, str, list[tuple[Distribution, str]]]]
+) -> list[Distribution] | None:
+    """Whether the ``__init__.py`` files distributions share differ in nothing an import sees:
+    the bytes on disk hold only comments, a docstring and ``pkgutil.extend_path`` and each
+    owner's copy is empty or those bytes (nvidia-nvimgcodec-cu13's ``nvidia/__init__.py`` beside
+    the empty one of nvidia-nvjpeg2k-cu13) — then ``[]``. Empty and extend_path differ only where
+    the package spans several directories of ``sys.path``: the package directory must be in no
+    other site directory of the target. When the bytes on disk are such and the owners of one
+    other copy lost theirs (an empty copy written over a longer one), those owners: reinstalling
+    them puts their copy back. Else None."""
     import ast
 
+    lost: dict[str, list[Distribution]] = {}
     for site, rel, owned in files:
         if not rel.endswith("/__init__.py"):
             return None
         path = os.path.join(site, rel)
         on_disk = _file_hash(path, "sha256")
-        if any(h not in (_EMPTY_SHA256, f"sha256={on_disk}") for _, h in owned):
-            return None
+        for d, h in owned:
+            if h not in (_EMPTY_SHA256, f"sha256={on_disk}"):
+                lost.setdefault(h, []).append(d)
         try:
             with open_file(path) as fh:
                 body = ast.parse(fh.read()).body
@@ -1595,11 +1615,9 @@ def _clash_namespace_only(ctx: Context, files: list[tuple[str, str, list[tuple[D
         pkg = os.path.dirname(rel)
         if any(os.path.isdir(os.path.join(d, pkg)) for d in ctx.target.site_dirs if d != site):
             return None
-    shown = ", ".join(f"`{r}`" for _, r, _ in files[:3])
-    return (
-        f"each copy of {shown} is empty or only `pkgutil.extend_path`, and the package lies in one site "
-        "directory: whichever bytes are on disk, it is the same package"
-    )
+    if len(lost) > 1 or "" in lost:  # two other copies, or one whose hash is not known
+        return None
+    return sorted({d.key: d for ds in lost.values() for d in ds}.values(), key=lambda d: d.key)
 
 
 _EXT_TAG = re.compile(r"\.(cpython-[^.]+|abi3|cp\d+[^.]*|pypy[^.]*)\.so$")
