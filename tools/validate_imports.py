@@ -65,10 +65,15 @@ def main() -> None:
     outdir = Path(sys.argv[1])
     python = sys.argv[sys.argv.index("--python") + 1] if "--python" in sys.argv else sys.executable
     outdir.mkdir(parents=True, exist_ok=True)
-    inventory = read_inventory(build_target(python=python))
+    from cudastack.loader.predict import is_extension_module
+
+    target = build_target(python=python)
+    inventory = read_inventory(target)
     work = []
     for dist in inventory.dists.values():
-        mods = [p for p in dist.native_files() if _is_extension(p)]
+        # another Python's build (nvidia-dali's backend_impl.cpython-310-…so on 3.13) is no module here
+        suffixes = target.extension_suffixes
+        mods = [p for p in dist.native_files() if _is_extension(p) and is_extension_module(p, suffixes)]
         if mods:
             work.append((dist, mods, tops(dist)))
     t0 = time.perf_counter()

@@ -48,3 +48,53 @@ def test_a_shared_top_level_module_is_judged_by_who_can_import_it(
     assert "the bytes on disk are beta's" in found[0]["message"]
     assert (found[0]["fix"] is None) == (severity == "info")
     assert rc == 0
+
+
+LICENSE = "# SPDX-License-Identifier: Apache-2.0\n"
+EXTEND = LICENSE + "\n__path__ = __import__('pkgutil').extend_path(__path__, __name__)\n"
+
+
+@pytest.mark.parametrize(
+    ("init", "last", "severity"),
+    [
+        (EXTEND, "nvimgcodec", "info"),  # as DALI's dependencies install: extend_path on disk
+        (EXTEND, "nvtiff", "warning"),  # the empty one on disk: nvimgcodec's bytes are lost, unknown
+        (EXTEND + "from . import nvimgcodec\n", "nvimgcodec", "warning"),  # more than a namespace
+    ],
+    ids=["extend-path-on-disk", "empty-on-disk", "init-with-code"],
+)
+def test_a_shared_namespace_init_that_only_makes_the_package_is_info(
+    init: str, last: str, severity: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nvidia-nvimgcodec-cu13 ships `nvidia/__init__.py` as a license and `pkgutil.extend_path`;
+    nvidia-nvjpeg2k-cu13 and nvidia-nvtiff-cu13 (all three pulled by nvidia-dali-cuda130) ship it
+    empty. In one site directory either makes `nvidia` the same package: the fix "uninstall all
+    three" (found in the hunt) would have broken DALI for nothing. When the empty one is on disk,
+    nothing says what the other held: the warning stands, and its fix reinstalls the one whose copy
+    was lost (the old fix uninstalled all three)."""
+    links = tmp_path / "wheels"
+    for name in ("nvimgcodec", "nvjpeg2k", "nvtiff"):
+        make_wheel(
+            links,
+            f"nvidia-{name}-cu13",
+            "1.0",
+            {"nvidia/__init__.py": (init if name == "nvimgcodec" else "").encode(), f"nvidia/{name}/__init__.py": b""},
+        )
+    python = make_venv(tmp_path / "env")
+    for name in sorted(("nvimgcodec", "nvjpeg2k", "nvtiff"), key=lambda n: n == last):
+        pip_install(python, links, f"nvidia-{name}-cu13", extra=("--no-deps",))
+    subprocess.run([str(python), "-I", "-c", "import nvidia.nvimgcodec, nvidia.nvjpeg2k, nvidia.nvtiff"], check=True)
+    rc = main(["doctor", "--python", str(python), "--format", "json", "--select", "PKG013"])
+    found: list[dict[str, Any]] = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["code"], f["severity"]) for f in found] == [("PKG013", severity)]
+    on_disk = "nvimgcodec" if last == "nvimgcodec" else "nvjpeg2k"  # nvjpeg2k's and nvtiff's: both empty
+    assert f"the bytes on disk are nvidia-{on_disk}-cu13's" in found[0]["message"]
+    assert (found[0]["fix"] is None) == (severity == "info")
+    assert rc == 0
+    if last == "nvtiff":  # the fix reinstalls the one whose copy was lost, keeping all three
+        command = found[0]["fix"]["commands"][0]
+        assert "--force-reinstall" in command and "nvidia-nvimgcodec-cu13" in command and "uninstall" not in command
+        pip_install(python, links, "nvidia-nvimgcodec-cu13", extra=("--force-reinstall", "--no-deps"))
+        main(["doctor", "--python", str(python), "--format", "json", "--select", "PKG013"])
+        after = json.loads(capsys.readouterr().out)["findings"]
+        assert [(f["severity"], f["fix"]) for f in after] == [("info", None)]

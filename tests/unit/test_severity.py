@@ -209,6 +209,30 @@ def test_pkg014_a_module_python_cannot_import_is_an_error_only_where_import_reac
         assert "`import sgl_kernel`" in found[0]["message"] + " ".join(found[0]["evidence"])
 
 
+def test_pkg014_other_pythons_builds_beside_this_ones_are_fine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nvidia-dali-cuda130 2.4.0 (py3-none) ships `backend_impl` once per Python, cpython-310 to
+    -315t, side by side: Python finds its own and never looks at the others (found in the hunt:
+    an error "imported by `import nvidia`" on Python 3.13, where `import nvidia.dali` works)."""
+    import shutil
+    import sysconfig
+
+    python, site = real_env(tmp_path, [{"name": "dali", "version": "2.4.0"}], {"dali/backend_impl": True})
+    own = site / "dali" / f"backend_impl{sysconfig.get_config_var('EXT_SUFFIX')}"
+    rec = next(site.glob("dali-*.dist-info")) / "RECORD"
+    for tag in ("cpython-310-x86_64-linux-gnu", "cpython-314t-x86_64-linux-gnu"):
+        shutil.copy(own, site / "dali" / f"backend_impl.{tag}.so")
+        rec.write_text(rec.read_text() + f"dali/backend_impl.{tag}.so,,\n")
+    assert real_import(python, "dali")
+    main(["doctor", "--python", str(python), "--select", "PKG014", "--format", "json"])
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+    own.unlink()  # only other Pythons' builds left: `import dali` fails
+    assert not real_import(python, "dali")
+    main(["doctor", "--python", str(python), "--select", "PKG014", "--format", "json"])
+    assert [f["severity"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["error"]
+
+
 def test_pkg014_abi3_module_on_a_newer_python_is_fine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """torchao built cp310-abi3 (`_C.abi3.so`) on Python 3.11: abi3 is importable there."""
     spec = {

@@ -1410,7 +1410,12 @@ def file_owned_twice(ctx: Context) -> Iterator[Finding]:
     other file of either distribution can import (the name searched for in their `.py` files as
     code or as a string that names it, and among their extension modules' imports): flashinfer-python
     and torch-c-dlpack-ext both ship a build-time `build_backend.py`, and whichever bytes are on
-    disk, both import as they would alone.
+    disk, both import as they would alone. `info` too when every shared file is an `__init__.py`
+    that is empty or only `pkgutil.extend_path` in each of them, its package in one site directory
+    (nvidia-nvimgcodec-cu13 and nvidia-nvjpeg2k-cu13's `nvidia/__init__.py`).
+
+    When such an empty copy was written over a longer one, the fix reinstalls the owner of the
+    longer one (`--force-reinstall --no-deps`): every package stays, and its copy is back.
 
     ## Fix
     Uninstall both distributions, then install the one you want.
@@ -1455,6 +1460,19 @@ def file_owned_twice(ctx: Context) -> Iterator[Finding]:
                     on_disk = dist.name
                     break
         unreached = _clash_unreached([d for d, _ in owned], [r for _, r, _ in files])
+        lost = None if unreached else _clash_namespace_only(ctx, files)
+        if lost == []:
+            unreached = (
+                f"each copy of `{rel}` is empty or only `pkgutil.extend_path`, and the package lies in one "
+                "site directory: whichever bytes are on disk, it is the same package"
+            )
+        fix = ctx.uninstall_fix("Uninstall both, then install the one you want", list(pair))
+        if lost:  # an empty copy written over a longer one: put that one back, keep every package
+            fix = ctx.install_fix(
+                f"Reinstall {' and '.join(d.name for d in lost)}, whose copy was overwritten by an empty one",
+                [d.name for d in lost],
+                extra_args=("--force-reinstall", "--no-deps"),
+            )
         yield Finding(
             code="PKG013",
             severity=Severity.INFO if unreached else Severity.WARNING,
@@ -1466,7 +1484,7 @@ def file_owned_twice(ctx: Context) -> Iterator[Finding]:
             evidence=tuple(f"{rel}: {d.name} RECORD hash {h}" for d, h in owned)
             + tuple(f"also: {r}" for _, r, _ in files[1:6])
             + ((f"info, not warning: {unreached}",) if unreached else ()),
-            fix=None if unreached else ctx.uninstall_fix("Uninstall both, then install the one you want", list(pair)),
+            fix=None if unreached else fix,
         )
 
 
@@ -1553,6 +1571,55 @@ def _clash_unreached(dists: list[Distribution], rels: list[str]) -> str | None:
     )
 
 
+_EMPTY_SHA256 = "sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
+_NAMESPACE_ONLY = {
+    "__path__ = __import__('pkgutil').extend_path(__path__, __name__)",
+    "from pkgutil import extend_path",
+    "__path__ = extend_path(__path__, __name__)",
+    "import pkgutil",
+    "__path__ = pkgutil.extend_path(__path__, __name__)",
+}
+
+
+def _clash_namespace_only(
+    ctx: Context, files: list[tuple[str, str, list[tuple[Distribution, str]]]]
+) -> list[Distribution] | None:
+    """Whether the ``__init__.py`` files distributions share differ in nothing an import sees:
+    the bytes on disk hold only comments, a docstring and ``pkgutil.extend_path`` and each
+    owner's copy is empty or those bytes (nvidia-nvimgcodec-cu13's ``nvidia/__init__.py`` beside
+    the empty one of nvidia-nvjpeg2k-cu13) — then ``[]``. Empty and extend_path differ only where
+    the package spans several directories of ``sys.path``: the package directory must be in no
+    other site directory of the target. When the bytes on disk are such and the owners of one
+    other copy lost theirs (an empty copy written over a longer one), those owners: reinstalling
+    them puts their copy back. Else None."""
+    import ast
+
+    lost: dict[str, list[Distribution]] = {}
+    for site, rel, owned in files:
+        if not rel.endswith("/__init__.py"):
+            return None
+        path = os.path.join(site, rel)
+        on_disk = _file_hash(path, "sha256")
+        for d, h in owned:
+            if h not in (_EMPTY_SHA256, f"sha256={on_disk}"):
+                lost.setdefault(h, []).append(d)
+        try:
+            with open_file(path) as fh:
+                body = ast.parse(fh.read()).body
+        except (OSError, SyntaxError, ValueError):
+            return None
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        if any(ast.unparse(stmt) not in _NAMESPACE_ONLY for stmt in body):
+            return None
+        pkg = os.path.dirname(rel)
+        if any(os.path.isdir(os.path.join(d, pkg)) for d in ctx.target.site_dirs if d != site):
+            return None
+    if len(lost) > 1 or "" in lost:  # two other copies, or one whose hash is not known
+        return None
+    return sorted({d.key: d for ds in lost.values() for d in ds}.values(), key=lambda d: d.key)
+
+
 _EXT_TAG = re.compile(r"\.(cpython-[^.]+|abi3|cp\d+[^.]*|pypy[^.]*)\.so$")
 
 
@@ -1573,7 +1640,9 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
     This happens when a wheel tagged `cp310-abi3` carries a `cpython-310` module.
 
     A file the package opens by path (`torch.ops.load_library`, `ctypes.CDLL` of a package
-    file) is not imported, so it needs no suffix Python knows: not reported. Severity: an `error`
+    file) is not imported, so it needs no suffix Python knows: not reported. Nor is another
+    Python's build beside one the target imports (`backend_impl.cpython-310-…so` next to
+    `backend_impl.cpython-313-…so`, as nvidia-dali ships them). Severity: an `error`
     when importing the package reaches the module (the import model of `env/imports.py`), else
     a `warning` naming the feature lost.
 
@@ -1596,6 +1665,17 @@ def extension_suffix(ctx: Context) -> Iterator[Finding]:
             # `.so` alone is always a suffix, but it would import the module under the name
             # `infllm_ops.cpython-310-x86_64-linux-gnu`: the tagged suffix itself must be listed.
             if e.path.endswith(".so") and (m := _EXT_TAG.search(e.path)) and m.group(0) not in suffixes
+        ]
+        # a build for another Python beside this one's (nvidia-dali ships backend_impl for
+        # cpython-310 to -315t): Python imports its own and never looks at the others
+        # (on disk: what Python's finder sees)
+        bad = [
+            rel
+            for rel in bad
+            if not any(
+                os.path.isfile(dist.abspath(rel[: _EXT_TAG.search(rel).start()] + s))  # type: ignore[union-attr]
+                for s in suffixes
+            )
         ]
         if not bad:
             continue

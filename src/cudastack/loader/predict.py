@@ -31,6 +31,7 @@ from cudastack.env.crossdist import Outer, Reach
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import imported_plainly, lazy_attribute, module_name, package_imports, start_import_verdicts
 from cudastack.env.inventory import Inventory, iter_native_files
+from cudastack.env.libwheels import find_library_preloads
 from cudastack.env.native_loads import NativeLoad, OpUse, find_native_loads, find_op_uses, library_defines
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import Resolution
@@ -493,6 +494,8 @@ def predict(
         (p, e, d) for p, (e, d) in early.items() if is_extension_module(p, target.extension_suffixes, e, site_dirs)
     ]
     failing: list[tuple[int, Distribution, str]] = []  # (index in pred.files, dist, module path)
+    lib_preloads = find_library_preloads(list(inventory.dists.values()))  # RAPIDS' libcudf.load_library()
+    lib_procs: dict[tuple[str, bool], tuple[Process, list[str]]] = {}  # opened once per distribution
     for path, elf, dist in modules:
         needs_torch = torch_proc is not None and uses_torch(dist, elf.needed)
         if path == c_path and torch_c_result is not None:
@@ -513,6 +516,12 @@ def predict(
         else:
             proc = torch_proc if needs_torch else base
             assert proc is not None
+            opened: list[str] = []
+            if dist.key in lib_preloads:
+                if (dist.key, needs_torch) not in lib_procs:
+                    pre = proc.clone()
+                    lib_procs[dist.key, needs_torch] = (pre, [x for x in lib_preloads[dist.key] if pre.dlopen(x).ok])
+                proc, opened = lib_procs[dist.key, needs_torch]
             proc = proc.clone()
             ctx = (pred.torch_state or "") if needs_torch else "fresh interpreter"
             for pdist, soname, _src in KNOWN_PRELOADS:
@@ -521,6 +530,8 @@ def predict(
                     if hit is not None and hit.path:
                         proc.dlopen(hit.path)
                         ctx += f"; {pdist} preloads {soname}"
+            if opened:
+                ctx += f"; its load_library() calls open {', '.join(os.path.basename(x) for x in opened)}"
             res = proc.dlopen(path)
             blocked = None
         if res.ok:
