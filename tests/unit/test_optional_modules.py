@@ -729,3 +729,63 @@ def test_a_module_getattr_guarded_by_a_constant_table_runs_only_for_its_names(
     else:
         assert real.returncode != 0 and "libmissing.so" in real.stderr
         assert (rc, [f["code"] for f in data["findings"]], fast["predicted"]) == (1, ["LDD001"], "fails")
+
+
+@pytest.mark.parametrize("with_symbol_failure", [False, True], ids=["ahead-used", "ahead-stopped"])
+def test_verdicts_started_ahead_give_the_answers_of_the_verdicts_started_after_the_judgment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_symbol_failure: bool
+) -> None:
+    """predict starts the import verdicts of the first distribution whose modules' DT_NEEDED
+    closures fail while it still reads the other modules (loader/predict._VerdictsAhead). When the
+    judgment then finds another module of it failing (an undefined symbol, which the closure does
+    not check), the questions differ: the child started ahead is stopped and the verdicts are
+    asked afresh. Either way the prediction is the one made without a spare CPU (no child, no
+    verdict ahead), and reality's: `import aaapkg` fails, `import optpkg` works."""
+    import cudastack.loader.predict as predict_module
+    from cudastack.env.inventory import read_inventory
+    from cudastack.target import build_target
+
+    python = _installed(
+        tmp_path, "aaapkg", "aaapkg/_fast", {"aaapkg/__init__.py": UNGUARDED.replace("optpkg", "aaapkg")}
+    )
+    site = site_of(python)
+    _add(tmp_path, site, "optpkg", "optpkg/_fast", {"optpkg/__init__.py": GUARDED})
+    if with_symbol_failure:
+        sym = build(
+            site / "aaapkg" / f"_sym{sysconfig.get_config_var('EXT_SUFFIX')}",
+            "int nothere(void); int PyInit__sym(void){return nothere();}\n",
+        )
+        record = next(site.glob("aaapkg-1.0.dist-info")) / "RECORD"
+        record.write_text(record.read_text() + f"{sym.relative_to(site)},,\n")
+    real = [
+        subprocess.run([str(python), "-c", f"import {p}"], capture_output=True).returncode for p in ("aaapkg", "optpkg")
+    ]
+    assert real[0] != 0 and real[1] == 0
+
+    monkeypatch.setenv("CUDASTACK_NO_CACHE", "1")
+    target = build_target(python=str(python), environ={})
+    asked: list[list[str]] = []
+    started = predict_module.start_import_verdicts
+
+    def spy(items: list, forks: list | None = None):  # type: ignore[no-untyped-def,type-arg]
+        asked.append([Path(p).name.split(".")[0] for _d, p in items])
+        return started(items, forks)
+
+    def answers(pred: predict_module.Prediction) -> list[tuple[str, str, str | None]]:
+        return sorted((f.path, f.predicted, f.optional) for f in pred.files)
+
+    monkeypatch.setattr(predict_module, "start_import_verdicts", spy)
+    ahead = answers(predict_module.predict(target, read_inventory(target)))
+    first = list(asked)
+    asked.clear()
+    monkeypatch.setattr(predict_module, "spare_cpus", lambda: 0)
+    monkeypatch.setattr("cudastack.env.imports.spare_cpus", lambda: 0)
+    alone = answers(predict_module.predict(target, read_inventory(target)))
+    assert ahead == alone
+    # aaapkg's started ahead; then the rest (optpkg's), or, the questions differing, all afresh
+    assert first == ([["_fast"], ["_fast", "_sym", "_fast"]] if with_symbol_failure else [["_fast"], ["_fast"]])
+    fails = {Path(p).parent.name + "/" + Path(p).name.split(".")[0]: (w, o) for p, w, o in ahead if "_" in Path(p).name}
+    assert fails["aaapkg/_fast"] == ("fails", None)
+    assert fails["optpkg/_fast"][0] == "fails" and fails["optpkg/_fast"][1] is not None
+    if with_symbol_failure:
+        assert fails["aaapkg/_sym"][0] in ("fails", "on-demand")

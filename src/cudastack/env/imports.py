@@ -2772,9 +2772,12 @@ def import_verdicts(items: Sequence[tuple[Distribution, str]]) -> list[tuple[boo
     return start_import_verdicts(items)()
 
 
-def start_import_verdicts(items: Sequence[tuple[Distribution, str]]) -> Callable[[], list[tuple[bool, str | None]]]:
+def start_import_verdicts(
+    items: Sequence[tuple[Distribution, str]], forks: list[Forked] | None = None
+) -> Callable[[], list[tuple[bool, str | None]]]:
     """:func:`import_verdicts`, its children started now: the returned function collects the
-    answers (waiting for them), so the caller can do other work meanwhile."""
+    answers (waiting for them), so the caller can do other work meanwhile. ``forks`` receives the
+    children, for a caller that may want to cancel them instead."""
     out: list[tuple[bool, str | None] | None] = [_cached(d, p)[0] for d, p in items]
     groups: dict[str, list[int]] = {}
     for i, (dist, _path) in enumerate(items):
@@ -2788,6 +2791,8 @@ def start_import_verdicts(items: Sequence[tuple[Distribution, str]]) -> Callable
         return [(i, *import_verdict(*items[i])) for group in share for i in group]
 
     forked = [Forked(verdicts, work[k::children]) for k in range(children)]
+    if forks is not None:
+        forks.extend(forked)
 
     def collect() -> list[tuple[bool, str | None]]:
         done = {} if forked else {i: (at, guard) for i, at, guard in verdicts(work)}

