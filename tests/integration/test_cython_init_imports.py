@@ -47,10 +47,10 @@ def _cythonize(work: Path, name: str, source: str) -> Path:
     return work / f"{name}.c"
 
 
-def _compile(c_file: Path, out: Path, opt: str = "-O2") -> None:
+def _compile(c_file: Path, out: Path, opt: str = "-O2", flags: tuple[str, ...] = ()) -> None:
     include = sysconfig.get_paths()["include"]
     proc = subprocess.run(
-        [str(CC), opt, "-shared", "-fPIC", f"-I{include}", str(c_file), "-o", str(out)],
+        [str(CC), opt, *flags, "-shared", "-fPIC", f"-I{include}", str(c_file), "-o", str(out)],
         capture_output=True,
         text=True,
     )
@@ -62,7 +62,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _site(tmp_path_factory, FRONT, LEAF, "-O2")
 
 
-def _site(tmp_path_factory: pytest.TempPathFactory, front: str, leaf: str, opt: str) -> Path:
+def _site(
+    tmp_path_factory: pytest.TempPathFactory, front: str, leaf: str, opt: str, flags: tuple[str, ...] = ()
+) -> Path:
     pytest.importorskip("Cython", minversion="3.2")
     if CC is None:
         oracles.missing("gcc is not installed")
@@ -74,7 +76,7 @@ def _site(tmp_path_factory: pytest.TempPathFactory, front: str, leaf: str, opt: 
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     records = ["pkg/__init__.py,,"]
     for name, source in (("front", front), ("helper", leaf), ("lazymod", leaf)):
-        _compile(_cythonize(work, name, source), pkg / f"{name}{suffix}", opt)
+        _compile(_cythonize(work, name, source), pkg / f"{name}{suffix}", opt, flags)
         records.append(f"pkg/{name}{suffix},,")
     (work / "optional.c").write_text(BROKEN)
     _compile(work / "optional.c", pkg / f"optional{suffix}")
@@ -134,6 +136,56 @@ def test_a_small_module_built_at_o0_is_read_too(tmp_path_factory: pytest.TempPat
     run = ImportTime(read_distribution(str(site), "pkg-1.0.dist-info"))
     predicted = {n for n in ("pkg.front", "pkg.helper", "pkg.lazymod", "pkg.optional") if run.loads(n)}
     assert loaded <= predicted and "pkg.lazymod" not in predicted
+
+
+LIMITED_API = ("-DCYTHON_LIMITED_API=1", "-DPy_LIMITED_API=0x030B0000")
+
+
+@pytest.mark.parametrize(
+    ("compression", "constants", "opt", "empty"),
+    [(1, 60, o, True) for o in ("-O0", "-O2", "-O3", "-Os")]  # zlib, the length index a static array
+    + [(1, 5, o, True) for o in ("-O2", "-O3")]  # zlib, a small table: the index built on the stack
+    + [(1, 5, "-O2", False)]  # no empty string: a lone 0 stored to another slot is no part of it
+    + [(90, 60, o, True) for o in ("-O0", "-O2")],  # Cython 3.3's LZSS
+)
+def test_a_limited_api_module_whose_table_starts_with_the_empty_string(
+    tmp_path_factory: pytest.TempPathFactory, compression: int, constants: int, opt: str, empty: bool
+) -> None:
+    """RAPIDS' pylibcudf 26.10 wheels are Cython 3.2.9 limited-API builds (``abi3.so``): their
+    tables hold the empty string, first, and its length 0 read as the padding before the length
+    index (or, built on the stack, as no store at all: gcc clears the field with ``and word
+    [rsp+d], 0xf800``). The table came out one entry short and no fill loop matched it:
+    ``pylibcudf.binaryop``'s ``from pylibcudf.libcudf.binaryop import …`` was a miss (a real
+    ``import pylibcudf`` loads it). The same package built with the limited API, ``front`` starting
+    with a function whose default is ``""``: ``helper`` is found, ``lazymod`` is not. Without it,
+    a small table's index (on the stack) was read with a lone 0 stored elsewhere on the stack
+    before it (pylibcudf.utilities): one entry too many."""
+    filler = "".join(f"setting_number_{i} = 'the value of setting_number_{i}'\n" for i in range(constants))
+    front = ('def first(x=""):\n    return x\n' if empty else "") + FRONT.replace(FILLER, filler)
+    flags = (*LIMITED_API, f"-DCYTHON_COMPRESS_STRINGS={compression}")
+    site = _site(tmp_path_factory, front, "VALUE = 1\n" + filler, opt, flags)
+    real = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys, json; sys.path.insert(0, {str(site)!r}); import pkg; "
+            f"assert {not empty} or pkg.front.first() == ''; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pkg.'))))",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert real.returncode == 0, real.stderr[-2000:]
+    loaded = set(json.loads(real.stdout))
+    assert loaded == {"pkg.front", "pkg.helper"}
+    run = ImportTime(read_distribution(str(site), "pkg-1.0.dist-info"))
+    predicted = {n for n in ("pkg.front", "pkg.helper", "pkg.lazymod", "pkg.optional") if run.loads(n)}
+    if opt == "-O0":  # the guard is not seen at -O0: optional counts too (an over, never a miss)
+        assert loaded <= predicted and "pkg.lazymod" not in predicted
+    else:
+        assert predicted == loaded
 
 
 def test_the_init_imports_are_kept_between_runs_under_the_file_identity(

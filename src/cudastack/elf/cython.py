@@ -56,15 +56,18 @@ def parse_string_table(data: bytes | mmap.mmap) -> tuple[bytes, ...] | None:
     ro = bytes(data[start:end])
     lzss = data.find(_LZSS_MARK) >= 0
     blobs = list(_decompressed(ro))
+    stack = _StackIndex(data, start)
     for _at, blob in blobs:
         lengths = _length_index(ro, {len(blob)}, blob)
+        if lengths is not None and not set(_split(blob, lengths)) >= _ANCHORS_SET:
+            # an earlier run of small units that adds up too (RAPIDS' limited-API modules)
+            lengths = _length_index(ro, {len(blob)}, blob, anchored=True) or lengths
         if lengths is not None:
-            return _split(blob, lengths)
-    table = _lzss_table(ro) if lzss else None
+            return _split(blob, _with_empty_first(ro, lengths, stack))
+    table = _lzss_table(ro, stack) if lzss else None
     if table is not None or not (blobs or lzss):
         return table
     # the length index as stores to the stack (a local array: -O0, or a small table at -O2)
-    stack = _StackIndex(data, start)
     for at, blob in blobs:
         lengths = stack.lengths(at, {len(blob)}, blob)
         if lengths is not None:
@@ -154,13 +157,15 @@ def _streams(ro: bytes, magic: bytes, decompress: Callable[[bytes], bytes]) -> I
         i = ro.find(magic, i + 1)
 
 
-def _length_index(ro: bytes, totals: set[int], text: bytes) -> list[int] | None:
+def _length_index(ro: bytes, totals: set[int], text: bytes, anchored: bool = False) -> list[int] | None:
     """The lengths of the module's strings: a run of 4-byte units in ``ro``, starting where a run
     of small units starts or resumes after zeros (the padding before an aligned array), that adds
     up to one of ``totals`` (the decoded size: the text and bytes tables side by side; checked
     by :func:`_plausible` where there are several, the places an LZSS stream may end), or else
     the text table alone (a one-entry bytes table is an operand in the code, not an array), the
-    rest of ``text`` then being one piece; each candidate checked by :func:`_plausible`."""
+    rest of ``text`` then being one piece; each candidate checked by :func:`_plausible`.
+    ``anchored``: only a run, from any unit, that adds up to the one total and splits
+    ``__main__``, ``__name__`` and ``__test__`` as whole strings."""
     units = array("I", ro[: len(ro) // 4 * 4])
     if struct.pack("=I", 1) != b"\x01\0\0\0":
         units.byteswap()
@@ -168,6 +173,8 @@ def _length_index(ro: bytes, totals: set[int], text: bytes) -> list[int] | None:
     starts = [
         j for j in range(n) if 0 < units[j] < _MAX_LENGTH and not (j and units[j - 1] and units[j - 1] < _MAX_LENGTH)
     ]  # the first non-zero unit of each run
+    if anchored:  # or a unit inside a run: the index may follow other small numbers directly
+        starts = [j for j in range(n) if 0 < units[j] < _MAX_LENGTH]
     partial: list[int] = []
     for j in starts:
         total, k = 0, j
@@ -177,10 +184,16 @@ def _length_index(ro: bytes, totals: set[int], text: bytes) -> list[int] | None:
             k += 1
             sums.append(total)
             if total in totals and k - j >= 2:
+                if anchored:
+                    if len(totals) == 1 and set(_split(text, units[j:k])) >= _ANCHORS_SET:
+                        return list(units[j:k])
+                    continue
                 if len(totals) == 1:
                     return list(units[j:k])
                 if k - j > len(partial) and _plausible(text, units[j:k]):
                     partial = list(units[j:k])
+        if anchored:
+            continue
         for m in range(len(sums) - 1, max(len(partial) - 2, 0), -1):  # the text table alone: longest first
             end = min((t for t in totals if t >= sums[m]), default=top)
             if end - sums[m] > _MAX_BYTES_TABLE:
@@ -189,6 +202,21 @@ def _length_index(ro: bytes, totals: set[int], text: bytes) -> list[int] | None:
                 partial = [*units[j : j + m + 1], end - sums[m]]
                 break
     return partial if len(partial) > 8 else None
+
+
+def _with_empty_first(ro: bytes, lengths: list[int], stack: _StackIndex) -> list[int]:
+    """``lengths`` (found in ``ro`` as a run of non-zero units), with a length 0 first where the
+    array starts one unit before: the unit there is 0 and the code takes its address, not the
+    run's. Cython 3.2's limited API keeps the empty string in the table, first (it sorts first):
+    its 0 reads as the padding before the array (RAPIDS' pylibcudf, one entry short)."""
+    raw = struct.pack(f"<{min(len(lengths), 16)}I", *lengths[:16])
+    at = ro.find(raw)
+    while at > 0 and at % 4:
+        at = ro.find(raw, at + 1)
+    if at < 4 or ro[at - 4 : at] != b"\0\0\0\0":
+        return lengths
+    referenced = set(stack.referenced())
+    return [0, *lengths] if at - 4 in referenced and at not in referenced else lengths
 
 
 def _plausible(text: bytes, lengths: Sequence[int]) -> bool:
@@ -217,7 +245,7 @@ def _split(blob: bytes, lengths: Sequence[int]) -> tuple[bytes, ...]:
     return tuple(out)
 
 
-def _lzss_table(ro: bytes) -> tuple[bytes, ...] | None:
+def _lzss_table(ro: bytes, stack: _StackIndex) -> tuple[bytes, ...] | None:
     """Cython 3.3's LZSS table (see ``__pyx_lzss_decompress`` in Cython's ``StringTools.c``)."""
     for start in range(0, min(len(ro), _MAX_LZSS_SCAN) - 16, 8):
         if not ro[start] & 1 or not 32 <= ro[start + 1] < 127:
@@ -226,7 +254,7 @@ def _lzss_table(ro: bytes) -> tuple[bytes, ...] | None:
         if ends:
             lengths = _length_index(ro, ends, text)
             if lengths is not None:
-                return _split(text, lengths)
+                return _split(text, _with_empty_first(ro, lengths, stack))
     return None
 
 
@@ -298,6 +326,8 @@ _BITFIELD_STORE = re.compile(
 )
 
 
+# and [rbp/rsp+disp], imm: a bit-field set to 0 in place
+_AND_MEMORY = re.compile(rb"(\x80|\x66\x81|\x66\x83|\x81|\x83)([\x64\x65\xa4\xa5])", re.DOTALL)
 _IMMEDIATE_STORE = re.compile(rb"(\xc6|\x66\xc7|\xc7)([\x44\x45\x84\x85])", re.DOTALL)  # mov [rbp/rsp+disp], imm
 
 
@@ -416,7 +446,9 @@ class _StackIndex:
                 runs.append([])
             runs[-1].append(value)
             previous = (base, disp, source)
-        pairs = list(itertools.pairwise(runs))
+        # not a lone slot: a 0 stored elsewhere on the stack read as an empty string first
+        # (pylibcudf.utilities, sklearn's _hist_gradient_boosting.common: one entry too many)
+        pairs = [(a, b) for a, b in itertools.pairwise(runs) if len(a) > 1 and len(b) > 1]
         found = [r for r in [*runs, *(a + b for a, b in pairs), *(b + a for a, b in pairs)] if len(r) >= 3]
         self._runs[start] = found
         return found
@@ -466,6 +498,16 @@ def _stack_slots(code: bytes, start: int, elf: _Elf) -> dict[tuple[int, int], tu
             width = {b"\x66\x89": 16, b"\x89": 32}.get(m.group(3), 8)
             field = ~_immediate(m.group(1)) & ((1 << width) - 1)
             store(slot[:2], m.start(), -1, _immediate(m.group(2)) & field if m.group(2) else 0)
+    for m in _AND_MEMORY.finditer(code):  # a length of 0 clears the field in place
+        slot = _slot(code, m.end() - 1)
+        width, size = {b"\x80": (8, 1), b"\x66\x81": (16, 2), b"\x66\x83": (16, 1), b"\x83": (32, 1)}.get(
+            m.group(1), (32, 4)
+        )
+        if slot is not None and slot[2] + size <= len(code):
+            imm = int.from_bytes(code[slot[2] : slot[2] + size], "little", signed=True)
+            field = ~imm & ((1 << width) - 1)
+            if field and not field & (field + 1):  # the low bits: a bit-field at the unit's start
+                store(slot[:2], m.start(), -1, 0)
     for m in _IMMEDIATE_STORE.finditer(code):  # a field of 8, 16 or 32 bits: a plain move
         slot = _slot(code, m.end() - 1)
         size = {b"\xc6": 1, b"\x66\xc7": 2}.get(m.group(1), 4)
