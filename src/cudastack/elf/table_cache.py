@@ -90,23 +90,8 @@ class TableStore:
         so is a file changed in the last ``RACY_NS``: timestamps come from a coarse kernel clock, so
         a same-size rewrite within one tick would keep its key (git's "racy" index entries). ``racy_ns``
         is that window (tests set 0)."""
-        if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < self.racy_ns:
-            return
-        key = _key(st)
-        blob = self._blob(key)
         values = tuple(getattr(elf, name) for name in _FIELDS)
-        try:
-            data = marshal.dumps((_MAGIC, key, values))
-            os.makedirs(self.directory, exist_ok=True)
-            tmp = f"{blob}.{os.getpid()}.{threading.get_ident()}.tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, blob)
-            self.writes += 1
-            if self.writes == 1:  # once per run, before it adds its own: bounded by limit + one run
-                self.evict()
-        except (OSError, ValueError):
-            return
+        self.save_keyed(_key(st), values, newest_ns=max(st.st_mtime_ns, st.st_ctime_ns))
 
     def load_value(self, tag: str, st: os.stat_result) -> tuple[bool, object]:
         """(found, value) of another fact stored under ``tag`` for the file ``st`` describes (a

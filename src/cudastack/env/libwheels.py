@@ -30,9 +30,7 @@ import glob
 import os
 
 from cudastack.env.dists import Distribution
-from cudastack.files import read_bytes
-
-_MAX_BYTES = 1 << 20
+from cudastack.env.native_loads import _parse, _read
 
 
 def find_library_preloads(dists: list[Distribution]) -> dict[str, tuple[str, ...]]:
@@ -69,20 +67,6 @@ def _top_inits(dist: Distribution) -> list[str]:
         for e in dist.record or ()
         if e.path.endswith("/__init__.py") and e.path.count("/") == 1 and not e.path.startswith("..")
     ]
-
-
-def _read(path: str) -> bytes:
-    try:
-        return read_bytes(path, _MAX_BYTES).data
-    except OSError:
-        return b""
-
-
-def _parse(raw: bytes) -> ast.Module | None:
-    try:
-        return ast.parse(raw)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
 
 
 def _dotted(node: ast.expr) -> str | None:
