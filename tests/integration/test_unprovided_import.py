@@ -262,3 +262,34 @@ def test_the_target_interpreters_standard_library_decides(
         assert rc == 1
     else:
         assert found == [] and rc == 0
+
+
+@pytest.mark.parametrize("command", [True, False])
+def test_a_command_module_beside_the_package_is_a_warning(
+    command: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nvidia-dali-cuda130 2.4's shape: a top-level ``rec2idx.py``, the module of its ``rec2idx``
+    command for MXNet users, imports mxnet; ``import nvidia.dali`` works. The command and ``import
+    rec2idx`` really fail, the package really imports: a warning naming the command. The same file
+    with no entry point naming it is a module anyone may import: the error stands."""
+    links = tmp_path / "wheels"
+    files = {"app/__init__.py": b"VALUE = 1\n", "rec2idx.py": b"import lost_framework\n\n\ndef main():\n    pass\n"}
+    make_wheel(links, "app", "1.0", files, scripts={"rec2idx": "rec2idx:main"} if command else None)
+    python = make_venv(tmp_path / "env")
+    pip_install(python, links, "app", extra=("--no-deps",))
+    assert real_import(python).returncode == 0  # import app
+    env = {"PATH": os.environ.get("PATH", "")}
+    helper = subprocess.run([str(python), "-c", "import rec2idx"], capture_output=True, text=True, env=env)
+    assert "No module named 'lost_framework'" in helper.stderr
+    if command:
+        run = subprocess.run([str(python.parent / "rec2idx")], capture_output=True, text=True, env=env)
+        assert run.returncode != 0 and "No module named 'lost_framework'" in run.stderr
+    rc, found = doctor(python, capsys)
+    pkg017 = [f for f in found if f["code"] == "PKG017"]
+    assert [(f["subject"], f["severity"]) for f in pkg017] == [
+        ("app -> lost_framework", "warning" if command else "error")
+    ]
+    assert rc == (0 if command else 1)
+    if command:
+        assert "module of the command `rec2idx`" in pkg017[0]["evidence"][-1], pkg017[0]["evidence"]
+        assert "`import app` runs no such statement" in pkg017[0]["evidence"][-1]

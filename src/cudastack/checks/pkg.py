@@ -1896,7 +1896,12 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
     chain. A `warning` with `caused_by` pointing at PKG001 when a requirement that PKG001 reports
     missing may provide the module (its name matches, the table of the Fix section names it, or,
     for a module that table does not know, the importing distribution requires a missing
-    distribution): the missing distribution is the root cause and PKG001 its one error.
+    distribution): the missing distribution is the root cause and PKG001 its one error. A
+    `warning` too when the failing import is of a top-level single-file module that a command of
+    the distribution runs (`console_scripts`/`gui_scripts` in `entry_points.txt`) and the
+    distribution has a package whose import runs no such statement: nvidia-dali-cuda130 ships
+    `rec2idx.py`, the `rec2idx` command for MXNet users; the command fails, `import nvidia.dali`
+    works.
 
     ## Why is this bad?
     `import matplotlib_inline` (and so IPython's inline backend, and every notebook that sets it)
@@ -1942,6 +1947,11 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
                 f"warning, not error: {cause} is a missing requirement (PKG001) and may provide `{module}`: "
                 "PKG001 is the root cause"
             )
+        elif (
+            command := _command_module(dist, first.root, {u.root for u in found if u.distribution == key})
+        ) is not None:
+            severity = Severity.WARNING
+            evidence.append(f"warning, not error: {command}")
         yield Finding(
             code="PKG017",
             severity=severity,
@@ -1954,6 +1964,48 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
             fix=_unprovided_fix(ctx, dist, module, cause),
             caused_by=Cause(code="PKG001", subject=cause) if cause else None,
         )
+
+
+def _command_module(dist: Distribution, root: str, failing: set[str]) -> str | None:
+    """Why ``import root`` failing is not the distribution failing, when ``root`` is a top-level
+    single-file module that only a command of the distribution runs (an entry point of
+    ``console_scripts``/``gui_scripts`` names it) and the distribution has a package of its own
+    whose import runs no such statement: nvidia-dali-cuda130 2.4 ships `rec2idx.py`, the `rec2idx`
+    command for MXNet users, which imports mxnet; `import nvidia.dali` works, and an error made
+    every fresh DALI install exit 1. None otherwise (an error stands)."""
+    import configparser
+
+    from cudastack.env.imports import import_time
+
+    run = import_time(dist)
+    if run is None or "." in root or run.modules.get(root, "").endswith("__init__.py"):
+        return None
+    try:
+        text = read_bytes(os.path.join(dist.meta_dir, "entry_points.txt"), 1 << 20).data.decode("utf-8")
+        parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]
+        parser.read_string(text)
+    except (OSError, UnicodeDecodeError, configparser.Error):
+        return None
+    commands = [
+        name
+        for section in ("console_scripts", "gui_scripts")
+        if parser.has_section(section)
+        for name, value in parser.items(section)
+        if value.partition(":")[0].strip() == root
+    ]
+    packages = [
+        r
+        for r in run.roots
+        if r.partition(".")[0] != root and r not in failing and run.modules.get(r, "").endswith("__init__.py")
+    ]
+    if not commands or not packages:
+        return None
+    return (
+        f"`{root}` is the module of the command{'s' if len(commands) > 1 else ''} "
+        f"{', '.join(f'`{c}`' for c in commands)} (entry_points.txt): that command fails; "
+        f"`import {packages[0]}` runs no such statement"
+    )
 
 
 def _missing_provider(ctx: Context, dist: Distribution, module: str) -> str | None:
