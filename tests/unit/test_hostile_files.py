@@ -365,3 +365,13 @@ def test_a_fifo_top_level_txt_is_not_waited_on_by_the_plan_overlay(tmp_path: Pat
         f"python_version='3.11')), {str(site)!r})))"
     )
     assert _in_child(code) == "['foo']"
+
+
+def test_a_fifo_named_as_a_pip_configuration_is_not_waited_on_by_the_plans_reuse_key(tmp_path: Path) -> None:
+    """The reuse key reads pip's configuration files (the site file in the target's prefix among
+    them) and the target's pyvenv.cfg by content; a FIFO there is fingerprinted as unreadable, not
+    waited on."""
+    fifo = tmp_path / "pip.conf"
+    os.mkfifo(fifo)
+    code = f"from cudastack.plan.reuse import _content; print(_content({str(fifo)!r})[0])"
+    assert _in_child(code) == "missing"

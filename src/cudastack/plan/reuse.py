@@ -25,6 +25,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from cudastack.files import read_bytes
 from cudastack.target import Target, state_root
 
 _MAX_ENTRIES = 200_000
@@ -67,10 +68,22 @@ def _stat(path: str) -> list[object]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode]
 
 
+_MAX_FILE = 1 << 26
+"""A configuration, requirement or pyvenv.cfg file larger than this is not fingerprinted."""
+
+
+def _text_bytes(path: str) -> bytes:
+    """The bytes of a small regular file (:func:`cudastack.files.read_bytes`: a FIFO or device the
+    inspected environment puts at ``pyvenv.cfg`` or ``pip.conf`` is refused, never waited on)."""
+    got = read_bytes(path, _MAX_FILE)
+    if got.size > _MAX_FILE:
+        raise NotReusableError(f"{path} is larger than {_MAX_FILE} bytes")
+    return got.data
+
+
 def _content(path: str) -> list[object]:
     try:
-        with open(path, "rb") as fh:
-            return [hashlib.sha256(fh.read()).hexdigest()]
+        return [hashlib.sha256(_text_bytes(path)).hexdigest()]
     except OSError as exc:
         return ["missing", exc.errno]
 
@@ -143,8 +156,8 @@ def uv_config_files(environ: dict[str, str], cwd: str) -> list[str]:
 def _pip_config_sources(path: str) -> list[tuple[str, str]]:
     parser = configparser.RawConfigParser()
     try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError) as exc:
+        parser.read_string(_text_bytes(path).decode("utf-8"), source=path)
+    except (OSError, configparser.Error, UnicodeDecodeError) as exc:
         raise NotReusableError(f"pip's configuration {path} cannot be read ({exc})") from None
     out: list[tuple[str, str]] = []
     for section in ("global", "install"):
@@ -224,7 +237,7 @@ class _Inputs:
         path = _local_path(name, base)
         self.files.append(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = _text_bytes(path).decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise NotReusableError(f"requirement file {name} cannot be read ({exc})") from None
         tokens: list[str] = []
@@ -296,7 +309,7 @@ def memo_for(cmd: list[str], *, installer: str, target: Target, stdin: str | Non
             for path in uv_config_files(environ, cwd):
                 if path.endswith("pyproject.toml"):
                     with contextlib.suppress(OSError, UnicodeDecodeError):
-                        if "[tool.uv" not in Path(path).read_text(encoding="utf-8"):
+                        if b"[tool.uv" not in _text_bytes(path):
                             continue
                 if os.path.exists(path):
                     raise NotReusableError(f"uv reads the configuration {path}, whose sources are not modelled here")
