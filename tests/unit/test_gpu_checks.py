@@ -259,17 +259,6 @@ def test_runtime_compiler_toolkit(
     assert [f["code"] for f in data["findings"]] == expected
 
 
-@pytest.mark.parametrize(("nvrtc", "headers", "fires"), [("13.2.51", "13.0", True), ("13.0.88", "13.0", False)])
-def test_nvrtc_newer_than_headers(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], nvrtc: str, headers: str, fires: bool
-) -> None:
-    site = _site(tmp_path, {})
-    scenario.write_dist(site, {"name": "nvidia-cuda-nvrtc", "version": nvrtc})
-    home = _toolkit(tmp_path / "cuda", headers)
-    _rc, data = _doctor(site, capsys, "--select", "CUDA011", "-e", f"CUDA_HOME={home}")
-    assert [f["code"] for f in data["findings"]] == (["CUDA011"] if fires else [])
-
-
 def test_cuda_compat_on_the_library_path_raises_what_the_driver_supports(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -743,30 +743,59 @@ def jit_toolkit(ctx: Context) -> Iterator[Finding]:
         )
 
 
+_E8M0_SINCE = (12, 8)
+"""CCCL (libcu++, CUB, Thrust: CUDA 13's ``include/cccl``, CuPy's bundled copy) declares
+``__nv_fp8_e8m0`` when the compiler, here NVRTC, is 12.8 or newer (``_CCCL_HAS_NVFP8_E8M0``)."""
+
+
+def _headers_define(include: str, name: bytes, files: tuple[str, ...]) -> bool | None:
+    """Does any of ``files`` under ``include`` mention ``name``? None when none can be read."""
+    seen = False
+    for f in files:
+        try:
+            with open_file(os.path.join(include, f)) as fh:
+                seen = True
+                if name in fh.read(8 << 20):
+                    return True
+        except OSError:
+            continue
+    return False if seen else None
+
+
 @rule(
     code="CUDA011",
     name="nvrtc-header-skew",
     severity=Severity.WARNING,
-    summary="The NVRTC wheel is newer than the CUDA headers runtime compilation includes",
+    summary="The pip NVRTC cannot compile the CUDA headers runtime compilation hands it",
 )
 def nvrtc_header_skew(ctx: Context) -> Iterator[Finding]:
     """## What it checks
-    The version of the pip NVRTC (``nvidia-cuda-nvrtc``) against ``CUDART_VERSION`` of the
-    toolkit headers that CuPy / cuda-python / flashinfer pass to it (``CUDA_HOME`` and friends).
+    The version of the pip NVRTC (``nvidia-cuda-nvrtc``) against the toolkit headers that
+    runtime compilation passes to it (``CUDA_HOME`` and friends, as CuPy 13, numba-cuda and
+    flashinfer look for them). Two pairs fail, measured with the real NVRTC wheels compiling the
+    half/bfloat16/fp8 headers and CCCL (``tests/integration/test_nvrtc_headers.py``):
+
+    - NVRTC 12.8 or newer with headers that have no ``__nv_fp8_e8m0`` (CUDA 12.0 to 12.7):
+      CCCL declares the type for that NVRTC and the headers do not define it;
+    - headers of a newer major than NVRTC (NVRTC 12.9 with CUDA 13.0 headers).
+
+    A newer NVRTC of the same major (13.5 with 13.0 headers), or an older one (12.0 with 12.9
+    headers), compiles them: no finding.
 
     ## Why is this bad?
-    NVRTC from 13.2 compiling against 13.0 headers: ``incomplete type "__nv_fp8_e8m0" is not
-    allowed`` at the first runtime-compiled kernel (F28).
+    Imports succeed; the first runtime-compiled kernel that includes CCCL fails:
+    ``incomplete type "__nv_fp8_e8m0" is not allowed`` (F28).
 
     ## Example
-    ``nvidia-cuda-nvrtc 13.2`` with ``/usr/local/cuda-13.0`` as ``CUDA_HOME``.
+    ``nvidia-cuda-nvrtc-cu12 12.9`` with ``/usr/local/cuda-12.0`` as ``CUDA_HOME``.
 
     ## Fix
-    Match them: install the nvrtc wheel of the toolkit's release, or a toolkit of the wheel's.
+    Point ``CUDA_HOME`` at headers of NVRTC's major and release or newer, or match the NVRTC to
+    the headers. No command is printed: torch pins its NVRTC, so a downgrade may not resolve.
 
     ## References
     - https://github.com/cupy/cupy/pull/9853
-    - https://github.com/NVIDIA/cuda-python/pull/1977
+    - https://github.com/cupy/cupy/issues/9962
     """
     dist = next(
         (ctx.inventory.get(n) for n in ("nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu13", "nvidia-cuda-nvrtc-cu12")
@@ -777,31 +806,46 @@ def nvrtc_header_skew(ctx: Context) -> Iterator[Finding]:
         raise SkipCheck("no pip NVRTC is installed")
     home, how = find_cuda_home(ctx.target.environ)
     version = toolkit_version(home) if home else None
-    if version is None:
+    if home is None or version is None:
         raise SkipCheck(f"no CUDA toolkit headers to compare with ({how})")
     parts = dist.public_version.split(".")
     if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
         raise SkipCheck(f"{dist.name} {dist.version}: version not of the form X.Y")
     nvrtc = (int(parts[0]), int(parts[1]))
-    if nvrtc[0] == version[0] and nvrtc > version:
-        yield Finding(
-            code="CUDA011",
-            severity=Severity.WARNING,
-            message=(
-                f"{dist.name} {dist.version} compiles against the CUDA {version[0]}.{version[1]} headers "
-                f"of {home}: newer NVRTC, older headers"
-            ),
-            subject=f"{dist.key} vs {home}",
-            distribution=dist.key,
-            evidence=(
-                f"{dist.name} {dist.version} ({dist.meta_dir})",
-                f"headers: {home} ({how}), CUDART_VERSION {version[0]}.{version[1]}",
-            ),
-            fix=ctx.install_fix(
-                f"Install the NVRTC of the toolkit's release {version[0]}.{version[1]}",
-                [f"{dist.name}=={version[0]}.{version[1]}.*"],
-            ),
+    include = os.path.join(home, "include")
+    headers = f"the CUDA {version[0]}.{version[1]} headers of {home}"
+    if version[0] > nvrtc[0]:
+        why = f"{dist.name} {dist.version} is older than the major of {headers}: they do not compile with it"
+        detail = f"headers: {home} ({how}), CUDART_VERSION {version[0]}.{version[1]}, a newer major than NVRTC's"
+    elif nvrtc >= _E8M0_SINCE and _headers_define(include, b"__nv_fp8_e8m0", ("cuda_fp8.hpp", "cuda_fp8.h")) is False:
+        why = (
+            f"{dist.name} {dist.version} makes CCCL declare __nv_fp8_e8m0, and {headers} do not define it: "
+            "the first runtime compile that includes CCCL fails (incomplete type)"
         )
+        detail = (
+            f"headers: {home} ({how}), CUDART_VERSION {version[0]}.{version[1]}; no __nv_fp8_e8m0 in cuda_fp8.h/.hpp"
+        )
+    else:
+        return
+    yield Finding(
+        code="CUDA011",
+        severity=Severity.WARNING,
+        message=why,
+        subject=f"{dist.key} vs {home}",
+        distribution=dist.key,
+        evidence=(
+            f"{dist.name} {dist.version} ({dist.meta_dir})",
+            detail,
+            "measured: NVRTC 12.9 with 12.0 headers and 13.5 with 12.0 fail; 13.5 with 13.0, 13.5 with 12.9 "
+            "and 12.0 with 12.9 compile",
+        ),
+        fix=Fix(
+            summary=(
+                f"Point CUDA_HOME at CUDA {nvrtc[0]} headers of release {nvrtc[0]}.{nvrtc[1]} or newer "
+                f"(NVRTC's own), or install the NVRTC of release {version[0]}.{version[1]}"
+            )
+        ),
+    )
 
 
 @rule(
