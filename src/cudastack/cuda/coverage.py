@@ -24,6 +24,7 @@ from cudastack.cuda.fatbin import (
 from cudastack.cuda.host import Gpu
 from cudastack.elf.cache import ElfCache
 from cudastack.elf.table_cache import TableStore, default_store
+from cudastack.env.dists import Distribution
 from cudastack.env.inventory import Inventory, iter_native_files
 from cudastack.parallel import Forked
 
@@ -89,20 +90,34 @@ def scan_environment(inventory: Inventory, cache: ElfCache, *, deep: bool = Fals
             inv.files.append(DeviceFile(path, dist.key, scan, elsewhere))
     store = default_store()
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
-        found: list[tuple[str, str, os.stat_result]] = []
-        for entry in dist.record or ():
-            if not entry.path.endswith(DEVICE_FILE_SUFFIXES):
-                continue
-            path = dist.abspath(entry.path)
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                found.append((entry.path, path, st))
+        found = standalone_files(dist)
         if found:
             _scan_standalone(inv, dist.key, found, store)
     return inv
+
+
+def standalone_files(dist: Distribution) -> list[tuple[str, str, os.stat_result]]:
+    """The distribution's standalone cubins and fatbins (RECORD path, path, stat), in RECORD order."""
+    found: list[tuple[str, str, os.stat_result]] = []
+    for entry in dist.record or ():
+        if not entry.path.endswith(DEVICE_FILE_SUFFIXES):
+            continue
+        path = dist.abspath(entry.path)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.append((entry.path, path, st))
+    return found
+
+
+def prewarm_standalone(dist: Distribution, store: TableStore) -> None:
+    """Scan the distribution's standalone device code into ``store`` (the plan's extraction does
+    this for the files it has just written, so that the doctor on the overlay reads one blob)."""
+    found = standalone_files(dist)
+    if found:
+        _scan_standalone(DeviceCodeInventory(), dist.key, found, store)
 
 
 def _scan_standalone(
@@ -112,7 +127,7 @@ def _scan_standalone(
     read back from the ELF-table store under the identity of every one of them: flashinfer-cubin's
     15,970 cubins take 1.7 s CPU to scan and one blob to read back (a repeat plan's overlay, whose
     paths change every run, keeps the files' identities, so the key holds RECORD paths only)."""
-    key = ("standalone-device-code", dist, *((r, *_identity(st)) for r, _p, st in found), source_digest())
+    key = standalone_key(dist, found)
     if store is not None:
         hit, value = store.load_keyed(key)
         if hit and isinstance(value, list) and len(value) == len(found):
@@ -138,6 +153,12 @@ def _scan_standalone(
         )
     if store is not None:
         store.save_keyed(key, encoded, newest_ns=max(max(st.st_mtime_ns, st.st_ctime_ns) for _r, _p, st in found))
+
+
+def standalone_key(dist: str, found: list[tuple[str, str, os.stat_result]]) -> tuple[Any, ...]:
+    """The ELF-table store key of a distribution's standalone device code: RECORD paths and file
+    identities, not paths (a repeat plan's overlay has new paths to the same files)."""
+    return ("standalone-device-code", dist, *((r, *_identity(st)) for r, _p, st in found), source_digest())
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:

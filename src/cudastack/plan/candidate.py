@@ -123,10 +123,7 @@ def judge_candidate(
             fetched.append(cache.fetch(item, pip=pip))
         timings["fetch"] = time.perf_counter() - t
         t = time.perf_counter()
-        # one wheel after another: two threads were slower at load 5 on 2 cores (44.5 → 51.7 and
-        # 59.3 s, bench_plan.py alternating; more system time and writeback contention)
-        for f in fetched:
-            extracted.append(cache.extract(f))
+        extracted.extend(cache.extract_all(fetched))
         timings["extract"] = time.perf_counter() - t
     except PlanError as exc:
         return Candidate(label=label, args=tuple(args), resolution=resolution, fetched=tuple(fetched),
