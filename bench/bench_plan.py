@@ -92,7 +92,10 @@ def main() -> None:
             python = str(work / "env" / "bin" / "python")
         print(f"{_machine()}\nplan -- {' '.join(pip_args)}")
         cmd = [sys.executable, "-m", "cudastack", "plan", "--python", python, "--format", "json", "--", *pip_args]
-        trees = {"": None, **({"baseline": str(a.baseline)} if a.baseline else {})}
+        # "this" tree is the source beside this script, not whatever `python -m cudastack` would
+        # import (an editable install of another checkout, for a bench run from a worktree)
+        trees = {"": str(Path(__file__).resolve().parents[1] / "src"),
+                 **({"baseline": str(a.baseline)} if a.baseline else {})}  # fmt: skip
         if a.save:
             a.save.mkdir(parents=True, exist_ok=True)
 
