@@ -106,6 +106,46 @@ def parse_mapped_size(data: bytes | mmap.mmap) -> int:
     return min(end, len(data)) if end else len(data)
 
 
+_SHF_EXECINSTR = 0x4
+_SHT_NOBITS = 8
+_DEVICE_SECTIONS = frozenset({b".nv_fatbin", b"__nv_relfatbin", b".ldata", b".cask_resource", b".nvFatBinSegment"})
+"""Where CUDA device code and NVIDIA's kernel resources sit (fatbin.DEEP_SECTIONS)."""
+
+
+def searched_ranges(data: bytes | mmap.mmap) -> list[tuple[int, int]]:
+    """The file, less what holds no string the module's Python-level code names: executable
+    sections (machine code) and device code (fatbins: 90 % of sgl-kernel's 1.6 GB of modules).
+    Sorted, disjoint ``(start, end)`` offsets; the whole file where the section headers cannot
+    be read (not a little-endian ELF64 object)."""
+    whole = [(0, len(data))]
+    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
+        return whole
+    try:
+        (shoff,) = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+        if shentsize < 64 or not shnum or shstrndx >= shnum or shoff + shnum * shentsize > len(data):
+            return whole
+        headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        names = headers[shstrndx][4]
+        cut = []
+        for name, kind, flags, _addr, offset, size in headers:
+            if kind == _SHT_NOBITS or not size or offset + size > len(data):
+                continue
+            end = data.find(b"\0", names + name, names + name + 64)
+            if flags & _SHF_EXECINSTR or (end > 0 and data[names + name : end] in _DEVICE_SECTIONS):
+                cut.append((offset, offset + size))
+    except struct.error:
+        return whole
+    out, pos = [], 0
+    for start, end in sorted(cut):
+        if start > pos:
+            out.append((pos, start))
+        pos = max(pos, end)
+    if pos < len(data):
+        out.append((pos, len(data)))
+    return out
+
+
 def _rodata(data: bytes | mmap.mmap) -> tuple[int, int] | None:
     """File offsets of ``.rodata`` of a little-endian ELF64 object (what Cython's wheels are)."""
     if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":

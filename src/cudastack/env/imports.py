@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
-from cudastack.elf.cython import parse_mapped_size, read_init_imports
+from cudastack.elf.cython import parse_mapped_size, read_init_imports, searched_ranges
 from cudastack.env.dists import Distribution
 from cudastack.files import open_file
 from cudastack.parallel import Forked, spare_cpus
@@ -2398,6 +2398,15 @@ def _nul_string(data: mmap.mmap, word: bytes, end: int) -> bool:
     return False
 
 
+def _finds(data: mmap.mmap, needle: bytes, ranges: list[tuple[int, int]]) -> Iterator[int]:
+    """Every offset of ``needle`` inside one of ``ranges`` (sorted, disjoint), in order."""
+    for start, end in ranges:
+        i = data.find(needle, start, end)
+        while i >= 0:
+            yield i
+            i = data.find(needle, i + 1, end)
+
+
 def _compiled_refs(
     path: str, tops: list[str], modules: dict[str, str], skip: Callable[[str], bool] = lambda _n: False
 ) -> set[str]:
@@ -2415,21 +2424,25 @@ def _compiled_refs(
     refs: set[str] = set()
     try:
         with open_file(path) as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            ranges = searched_ranges(data)
             for top in tops:
                 t = top.encode()
-                i = data.find(t)
-                while i >= 0:
+                after = 0
+                for i in _finds(data, t, ranges):
+                    if i < after:
+                        continue
                     before = data[i - 1 : i] if i else b""
                     if before.isalnum() or before == b"_":
-                        i = data.find(t, i + 1)  # inside a longer identifier (a mangled path: below)
-                        continue
+                        continue  # inside a longer identifier (a mangled path: below)
                     m = _DOTTED.match(data, i)
                     end = m.end() if m else i + len(t)
                     refs.add(data[i:end].decode("ascii").rstrip("."))
-                    i = data.find(t, max(end, i + 1))
+                    after = end
                 mangled = f"{len(t)}{top}_".encode()
-                i = data.find(mangled)
-                while i >= 0:
+                after = 0
+                for i in _finds(data, mangled, ranges):
+                    if i < after:
+                        continue
                     parts, pos = [top], i + len(mangled)
                     while len(parts) < 32:
                         digits = _DIGITS.match(data, pos, pos + 3)
@@ -2443,7 +2456,7 @@ def _compiled_refs(
                             break
                         pos += 1
                     refs.update(".".join(parts[:k]) for k in range(2, len(parts) + 1))
-                    i = data.find(mangled, max(pos, i + 1))
+                    after = pos
             mapped = parse_mapped_size(data)  # not DWARF's strings: cupy's _kernel names jitify there
             for name in modules:
                 parent, _, base = name.rpartition(".")
