@@ -411,3 +411,47 @@ def test_a_constraint_file_named_by_the_configuration_is_an_input_of_the_reused_
         assert code == 0, err
         runs.append((_resolved(report)["reusepkg"], report["candidates"][0]["resolution"]["reused"]))
     assert runs == [("1.1", False), ("1.1", True), ("1.0", False), ("1.0", True)]
+
+
+def test_pinned_wheels_are_guessed_as_pip_chooses_them_and_extracted_while_it_resolves(
+    indexes: dict[str, str],
+    pip_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``minitorch==2.0.0`` matches three local labels across the merged indexes (pip takes the
+    highest, +cu130); ``kern==1.0`` is on another index. The guess is pip's own choice, file for
+    file; the plan then finds those wheels already extracted, and says what it says without the
+    guess."""
+    import urllib.parse
+    import urllib.request
+
+    from cudastack.plan import speculate
+    from cudastack.target import build_target
+
+    empty = venv_with(tmp_path / "empty", pip_env, with_pip=True)
+    args = ["--index-url", indexes["cpu"], "--extra-index-url", indexes["cu128"], "--extra-index-url",
+            indexes["cu130"], "--extra-index-url", indexes["pypi"], "minitorch==2.0.0", "kern==1.0"]  # fmt: skip
+    proc = subprocess.run([str(empty), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", *args],
+                          capture_output=True, text=True, env=pip_env, timeout=600, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    chose = {
+        i["metadata"]["name"]: urllib.request.url2pathname(urllib.parse.urlparse(i["download_info"]["url"]).path)
+        for i in json.loads(proc.stdout)["install"]
+    }
+    assert chose["minitorch"].endswith("+cu130-" + chose["minitorch"].rsplit("+cu130-", 1)[-1])
+    guessed = speculate.guesses(args, build_target(python=str(empty)))
+    assert sorted(p for p, _sha in guessed) == sorted(chose[n] for n in ("minitorch", "kern"))
+    reports = {}
+    for mode in ("1", "0"):
+        monkeypatch.setenv("CUDASTACK_PLAN_SPECULATE", mode)
+        monkeypatch.setenv("CUDASTACK_STATE_DIR", str(tmp_path / f"state{mode}"))
+        code, report, err = plan(capsys, "--python", str(empty), "--driver", DRIVER, "--", *args)
+        assert code in (0, 1), err
+        [cand] = report["candidates"]
+        cached = {r["name"]: e["cached"] for r, e in zip(cand["resolved"], cand["extracted"], strict=True)}
+        reports[mode] = (sorted(json.dumps(f, sort_keys=True) for f in cand["findings_added"]), cached)
+    assert reports["1"][0] == reports["0"][0]
+    assert reports["1"][1] == {"minitorch": True, "kern": True, "minicuda-runtime13": False}
+    assert not any(reports["0"][1].values())

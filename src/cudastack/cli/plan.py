@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from cudastack.install.plan import refuse_unmodelled
     from cudastack.plan.candidate import judge_candidate, judge_today
     from cudastack.plan.fetch import WheelCache
+    from cudastack.plan.resolve import ReusedResolution
     from cudastack.plan.search import Bounds, parse_indexes, search
     from cudastack.target import build_target
 
@@ -67,15 +68,25 @@ def run(args: argparse.Namespace) -> int:
 
         _say(f"resolving with {args.installer}: {' '.join(pip_args)}")
         pending = start_resolve(target, pip_args, args.installer)  # resolves while today's environment is judged
+    cache = WheelCache(progress=_say)
+    guessed = None
+    if pending is not None and not isinstance(pending, ReusedResolution):
+        from cudastack.plan import speculate
+
+        guessed = speculate.start(pip_args, target, cache)  # the pinned wheels, extracted meanwhile
     _say(f"judging today's environment ({target.prefix})")
     today = judge_today(target, gpus=tuple(args.gpu), driver=args.driver)
-    cache = WheelCache(progress=_say)
     if args.search:
         bounds = Bounds(count=args.max_candidates, seconds=args.max_seconds, bytes=int(args.max_gb * 1e9))
         result = search(today, pip_args, labels, cache=cache, progress=_say, bounds=bounds, installer=args.installer)
         candidates, chosen, not_tried = list(result.candidates), result.chosen, list(result.not_tried)
     else:
-        cand = judge_candidate(today, "as given", pip_args, cache=cache, progress=_say, resolution=pending)
+        try:
+            cand = judge_candidate(today, "as given", pip_args, cache=cache, progress=_say, resolution=pending,
+                                   elsewhere=guessed)  # fmt: skip
+        finally:
+            if guessed is not None:
+                guessed.wait()  # (a failed resolution too: no extraction outlives the run)
         candidates, chosen, not_tried = [cand], (cand if cand.accepted else None), []
     failed = [c for c in candidates if c.failure]
     if chosen is None and failed and len(failed) == len(candidates):

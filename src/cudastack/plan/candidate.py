@@ -13,7 +13,7 @@ from packaging.utils import canonicalize_name
 from cudastack.doctor import run_doctor
 from cudastack.env.inventory import Inventory
 from cudastack.findings import Finding, Severity
-from cudastack.plan.fetch import Extracted, Fetched, WheelCache
+from cudastack.plan.fetch import Elsewhere, Extracted, Fetched, WheelCache
 from cudastack.plan.overlay import Overlay, build_overlay, replaced_paths, unrecorded_tops
 from cudastack.plan.resolve import (
     PendingResolution,
@@ -100,6 +100,7 @@ def judge_candidate(
     progress: Progress,
     resolution: Resolution | PendingResolution | ReusedResolution | None = None,
     installer: str = "pip",
+    elsewhere: Elsewhere | None = None,
 ) -> Candidate:
     """Resolve ``args`` (unless given), fetch, extract, overlay, doctor, compare."""
     timings: dict[str, float] = {}
@@ -123,7 +124,7 @@ def judge_candidate(
             fetched.append(cache.fetch(item, pip=pip))
         timings["fetch"] = time.perf_counter() - t
         t = time.perf_counter()
-        extracted.extend(cache.extract_all(fetched))
+        extracted.extend(cache.extract_all(fetched, elsewhere))  # (elsewhere: guessed before the resolution)
         timings["extract"] = time.perf_counter() - t
     except PlanError as exc:
         return Candidate(label=label, args=tuple(args), resolution=resolution, fetched=tuple(fetched),

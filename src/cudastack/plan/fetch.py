@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from cudastack.env.dists import _NATIVE
 from cudastack.env.versionfiles import VERSION_FILES
@@ -91,6 +91,15 @@ class Extracted:
     cached: bool
 
 
+class Elsewhere(Protocol):
+    """Wheels another process is extracting into the same cache."""
+
+    @property
+    def paths(self) -> frozenset[str]: ...
+
+    def wait(self) -> None: ...
+
+
 class WheelCache:
     """``<state>/plan/wheels/<sha256>/<file>.whl`` and ``<state>/plan/extract/<sha256>/``."""
 
@@ -158,16 +167,20 @@ class WheelCache:
         return Extracted(root=done.parent, files=int(info["files"]), bytes_out=int(info["bytes"]),
                          seconds=0.0, inflater=str(info["inflater"]), cached=True)  # fmt: skip
 
-    def extract_all(self, fetched: list[Fetched]) -> list[Extracted]:
+    def extract_all(self, fetched: list[Fetched], elsewhere: Elsewhere | None = None) -> list[Extracted]:
         """:meth:`extract` of every wheel, in order. The ones not yet in the cache are shared with
         forked helpers, one per spare CPU (``CUDASTACK_PLAN_WORKERS`` caps the total): each takes
         the next wheel, largest first, from a pipe. Inflating is CPU work (9.5 GB for the flashinfer
         case), and so is the table prewarm that follows it. A helper that fails hands nothing back,
-        and its wheels are extracted here (an error then says what it is)."""
+        and its wheels are extracted here (an error then says what it is). ``elsewhere``: wheels
+        another process is extracting already (plan/speculate.py), by path; they are left to it
+        and waited for at the end."""
         from cudastack.parallel import Forked, spare_cpus
 
         results: list[Extracted | None] = [self.extracted(f) for f in fetched]
-        todo = sorted((i for i, r in enumerate(results) if r is None), key=lambda i: -fetched[i].size)
+        busy = elsewhere.paths if elsewhere is not None else frozenset()
+        todo = sorted((i for i, r in enumerate(results) if r is None and str(fetched[i].path) not in busy),
+                      key=lambda i: -fetched[i].size)  # fmt: skip
         cap = os.environ.get("CUDASTACK_PLAN_WORKERS", "")
         helpers = min(spare_cpus(), len(todo) - 1, (int(cap) - 1) if cap.isdigit() and int(cap) > 0 else 3)
         self.helpers = 0
@@ -190,9 +203,11 @@ class WheelCache:
                     root = self.root / "extract" / fetched[i].sha256
                     results[i] = Extracted(root=root, files=files, bytes_out=size, seconds=seconds,
                                            inflater=inflater, cached=False)  # fmt: skip
+        if elsewhere is not None:
+            elsewhere.wait()
         out: list[Extracted] = []
         for f, got in zip(fetched, results, strict=True):
-            out.append(got if got is not None else self.extract(f))
+            out.append(got if got is not None else self.extract(f))  # (reused when the other finished it)
         return out
 
     def _take(self, fd: int, fetched: list[Fetched]) -> list[tuple[int, int, int, float, str]]:

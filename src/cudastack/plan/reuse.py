@@ -194,6 +194,8 @@ class _Inputs:
         self.files: list[str] = []
         """Requirement and constraint files (fingerprinted by content)."""
         self.wheels: list[str] = []
+        self.names: list[str] = []
+        """Requirements by name and specifier (``torch==2.14.1``), as given."""
 
     def scan_args(self, args: list[str], *, base: str, depth: int = 0) -> None:
         if depth > 8:
@@ -228,6 +230,7 @@ class _Inputs:
         elif "/" in url or url.endswith((".whl", ".zip", ".tar.gz")) or url in (".", ".."):
             path = os.path.join(base, os.path.expanduser(url))
         else:
+            self.names.append(spec)
             return  # a name and a specifier
         if not path.endswith(".whl") or not os.path.isfile(path):
             raise NotReusableError(f"{req} is built from a local source")
