@@ -117,25 +117,17 @@ def searched_ranges(data: bytes | mmap.mmap) -> list[tuple[int, int]]:
     sections (machine code) and device code (fatbins: 90 % of sgl-kernel's 1.6 GB of modules).
     Sorted, disjoint ``(start, end)`` offsets; the whole file where the section headers cannot
     be read (not a little-endian ELF64 object)."""
-    whole = [(0, len(data))]
-    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
-        return whole
-    try:
-        (shoff,) = struct.unpack_from("<Q", data, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-        if shentsize < 64 or not shnum or shstrndx >= shnum or shoff + shnum * shentsize > len(data):
-            return whole
-        headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
-        names = headers[shstrndx][4]
-        cut = []
-        for name, kind, flags, _addr, offset, size in headers:
-            if kind == _SHT_NOBITS or not size or offset + size > len(data):
-                continue
-            end = data.find(b"\0", names + name, names + name + 64)
-            if flags & _SHF_EXECINSTR or (end > 0 and data[names + name : end] in _DEVICE_SECTIONS):
-                cut.append((offset, offset + size))
-    except struct.error:
-        return whole
+    table = _section_headers(data)
+    if table is None:
+        return [(0, len(data))]
+    headers, names = table
+    cut = []
+    for name, kind, flags, _addr, offset, size in headers:
+        if kind == _SHT_NOBITS or not size or offset + size > len(data):
+            continue
+        end = data.find(b"\0", names + name, names + name + 64)
+        if flags & _SHF_EXECINSTR or (end > 0 and data[names + name : end] in _DEVICE_SECTIONS):
+            cut.append((offset, offset + size))
     out, pos = [], 0
     for start, end in sorted(cut):
         if start > pos:
@@ -148,6 +140,19 @@ def searched_ranges(data: bytes | mmap.mmap) -> list[tuple[int, int]]:
 
 def _rodata(data: bytes | mmap.mmap) -> tuple[int, int] | None:
     """File offsets of ``.rodata`` of a little-endian ELF64 object (what Cython's wheels are)."""
+    table = _section_headers(data)
+    if table is None:
+        return None
+    headers, names = table
+    for name, _type, _flags, _addr, offset, size in headers:
+        if data[names + name : names + name + 8] == b".rodata\0" and offset + size <= len(data):
+            return offset, offset + size
+    return None
+
+
+def _section_headers(data: bytes | mmap.mmap) -> tuple[list[tuple[int, ...]], int] | None:
+    """(name, type, flags, addr, offset, size) of each section of a little-endian ELF64 object,
+    and the file offset of the section names; None where they cannot be read."""
     if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
         return None
     try:
@@ -156,13 +161,9 @@ def _rodata(data: bytes | mmap.mmap) -> tuple[int, int] | None:
         if shentsize < 64 or not shnum or shstrndx >= shnum or shoff + shnum * shentsize > len(data):
             return None
         headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
-        names = headers[shstrndx][4]
-        for name, _type, _flags, _addr, offset, size in headers:
-            if data[names + name : names + name + 8] == b".rodata\0" and offset + size <= len(data):
-                return offset, offset + size
     except struct.error:
         return None
-    return None
+    return headers, headers[shstrndx][4]
 
 
 def _decompressed(ro: bytes) -> Iterator[tuple[int, bytes]]:
