@@ -114,7 +114,14 @@ def _candidate_dict(c: Any, python: str | None) -> dict[str, object]:
         "findings_removed": [finding_to_dict(f) for f in c.removed],
         "install": pinned_install(c, python) if c.accepted else None,
         "extracted": [
-            {"files": e.files, "bytes": e.bytes_out, "seconds": e.seconds, "inflater": e.inflater, "cached": e.cached}
+            {
+                "files": e.files,
+                "bytes": e.bytes_out,
+                "seconds": e.seconds,
+                "inflater": e.inflater,
+                "cached": e.cached,
+                "by": e.by,
+            }
             for e in c.extracted
         ],
         "overlay_files": c.overlay_files,

@@ -3,6 +3,7 @@ that the doctor reads, extracted once, streamed, with the fastest inflater insta
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -89,6 +90,9 @@ class Extracted:
     seconds: float
     inflater: str
     cached: bool
+    by: str = "here"
+    """Who extracted it: ``cache`` (an earlier run), ``here``, ``helper`` (a forked helper) or
+    ``guessed`` (while the installer resolved: plan/speculate.py)."""
 
 
 class Elsewhere(Protocol):
@@ -97,7 +101,9 @@ class Elsewhere(Protocol):
     @property
     def paths(self) -> frozenset[str]: ...
 
-    def wait(self) -> None: ...
+    def wait(self) -> frozenset[str]:
+        """Wait for it; the paths it extracted (the others it found in the cache)."""
+        ...
 
 
 class WheelCache:
@@ -165,7 +171,7 @@ class WheelCache:
         except (OSError, ValueError):
             return None
         return Extracted(root=done.parent, files=int(info["files"]), bytes_out=int(info["bytes"]),
-                         seconds=0.0, inflater=str(info["inflater"]), cached=True)  # fmt: skip
+                         seconds=0.0, inflater=str(info["inflater"]), cached=True, by="cache")  # fmt: skip
 
     def extract_all(self, fetched: list[Fetched], elsewhere: Elsewhere | None = None) -> list[Extracted]:
         """:meth:`extract` of every wheel, in order. The ones not yet in the cache are shared with
@@ -177,8 +183,8 @@ class WheelCache:
         and waited for at the end."""
         from cudastack.parallel import Forked, spare_cpus
 
-        results: list[Extracted | None] = [self.extracted(f) for f in fetched]
         busy = elsewhere.paths if elsewhere is not None else frozenset()
+        results: list[Extracted | None] = [None if str(f.path) in busy else self.extracted(f) for f in fetched]
         todo = sorted((i for i, r in enumerate(results) if r is None and str(fetched[i].path) not in busy),
                       key=lambda i: -fetched[i].size)  # fmt: skip
         cap = os.environ.get("CUDASTACK_PLAN_WORKERS", "")
@@ -198,17 +204,28 @@ class WheelCache:
             finally:
                 os.close(r)
                 theirs = [c.result() for c in children]  # waited for, whatever happened here
-            for got in [mine, *theirs]:
+            for by, got in [("here", mine), *(("helper", t) for t in theirs)]:
                 for i, files, size, seconds, inflater in got or ():
                     root = self.root / "extract" / fetched[i].sha256
                     results[i] = Extracted(root=root, files=files, bytes_out=size, seconds=seconds,
-                                           inflater=inflater, cached=False)  # fmt: skip
-        if elsewhere is not None:
-            elsewhere.wait()
+                                           inflater=inflater, cached=False, by=by)  # fmt: skip
+        fresh = elsewhere.wait() if elsewhere is not None else frozenset()
         out: list[Extracted] = []
         for f, got in zip(fetched, results, strict=True):
-            out.append(got if got is not None else self.extract(f))  # (reused when the other finished it)
+            if got is None:
+                got = self.extract(f)
+                if got.cached and str(f.path) in fresh:  # the guess was right: extracted in this run
+                    got = dataclasses.replace(got, cached=False, by="guessed", seconds=self._seconds(f))
+            out.append(got)
         return out
+
+    def _seconds(self, fetched: Fetched) -> float:
+        """How long the wheel's extraction took, as its record says."""
+        done = self.root / "extract" / fetched.sha256 / ".cudastack-extracted.json"
+        try:
+            return float(json.loads(done.read_text(encoding="utf-8")).get("seconds", 0.0))
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 0.0
 
     def _take(self, fd: int, fetched: list[Fetched]) -> list[tuple[int, int, int, float, str]]:
         """Extract the wheels whose indexes this process reads from the pipe ``fd`` (2 bytes each:

@@ -140,9 +140,14 @@ class Guessed:
 
     def __init__(self, child: Forked, paths: frozenset[str]) -> None:
         self.child, self.paths = child, paths
+        self.fresh: frozenset[str] | None = None
 
-    def wait(self) -> None:
-        self.child.result()
+    def wait(self) -> frozenset[str]:
+        """The paths the child extracted (not found in the cache), once it has finished."""
+        if self.fresh is None:
+            got = self.child.result()
+            self.fresh = frozenset(got) if isinstance(got, list) else frozenset()
+        return self.fresh
 
 
 def start(args: list[str], target: Target, cache: WheelCache) -> Guessed | None:
@@ -160,14 +165,17 @@ def start(args: list[str], target: Target, cache: WheelCache) -> Guessed | None:
     return Guessed(child, frozenset(p for p, _sha in picks)) if child.pid > 0 else None
 
 
-def _extract(cache: WheelCache, picks: list[tuple[str, str | None]]) -> int:
+def _extract(cache: WheelCache, picks: list[tuple[str, str | None]]) -> list[str]:
     from cudastack.plan.fetch import Fetched
     from cudastack.plan.resolve import Planned
 
+    fresh = []
     for path, digest in picks:
         whl = Path(path)
         sha = digest or cache._hash(whl)
         name, version, _b, _t = parse_wheel_filename(whl.name)
         item = Planned(name=str(name), version=str(version), url=whl.as_uri(), sha256=sha)
-        cache.extract(Fetched(planned=item, path=whl, sha256=sha, size=whl.stat().st_size, how="read in place"))
-    return len(picks)
+        got = cache.extract(Fetched(planned=item, path=whl, sha256=sha, size=whl.stat().st_size, how="read in place"))
+        if not got.cached:
+            fresh.append(path)
+    return fresh
