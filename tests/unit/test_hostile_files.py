@@ -375,3 +375,32 @@ def test_a_fifo_named_as_a_pip_configuration_is_not_waited_on_by_the_plans_reuse
     os.mkfifo(fifo)
     code = f"from cudastack.plan.reuse import _content; print(_content({str(fifo)!r})[0])"
     assert _in_child(code) == "missing"
+
+
+def test_plan_guesses_from_a_fifo_index_page_or_a_fifo_wheel_do_not_hang(tmp_path: Path) -> None:
+    """Speculation reads local index pages and extracts what they name, before pip has looked: a
+    FIFO where ``<index>/<name>/index.html`` or the named wheel should be is passed over."""
+    fifo_page = tmp_path / "one" / "simple" / "torch"
+    fifo_page.mkdir(parents=True)
+    os.mkfifo(fifo_page / "index.html")
+    page = tmp_path / "two" / "simple" / "sglang"
+    page.mkdir(parents=True)
+    (tmp_path / "two" / "files").mkdir()
+    os.mkfifo(tmp_path / "two" / "files" / "sglang-1.0-py3-none-any.whl")
+    (page / "index.html").write_text('<a href="../../files/sglang-1.0-py3-none-any.whl">w</a>')
+    code = (
+        "import sys; from cudastack.plan import speculate; from cudastack.plan.fetch import WheelCache; "
+        "from cudastack.target import build_target; from pathlib import Path; "
+        "args = ['--index-url', (Path(sys.argv[1]) / 'one' / 'simple').as_uri(), '--extra-index-url', "
+        "(Path(sys.argv[1]) / 'two' / 'simple').as_uri(), 'torch==2.14.1', 'sglang==1.0']; "
+        "t = build_target(python=sys.executable); print(len(speculate.guesses(args, t))); "
+        "print(speculate.start(args, t, WheelCache(Path(sys.argv[1]) / 'cache')))"
+    )
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                              timeout=TIMEOUT, check=False, env=env)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("a FIFO index page or wheel hung the plan's guesses")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "None"]  # the FIFO wheel is named, and not extracted

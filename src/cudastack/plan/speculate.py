@@ -23,6 +23,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from cudastack.files import check_regular, read_bytes
+
 if TYPE_CHECKING:
     from cudastack.parallel import Forked
     from cudastack.plan.fetch import WheelCache
@@ -64,8 +66,7 @@ def _offered(source: str, name: str) -> list[tuple[str, str | None]]:
             return [(e.path, None) for e in it if e.name.endswith(".whl") and e.is_file()]
     page = os.path.join(source, name, "index.html")
     try:
-        with open(page, "rb") as fh:
-            text = fh.read(16 << 20)
+        text = read_bytes(page, 16 << 20).data  # (a FIFO or a device there is refused, not waited on)
     except OSError:
         return []
     out = []
@@ -157,7 +158,7 @@ def start(args: list[str], target: Target, cache: WheelCache) -> Guessed | None:
 
     if os.environ.get("CUDASTACK_PLAN_SPECULATE") == "0":
         return None
-    picks = guesses(args, target)
+    picks = [p for p in guesses(args, target) if check_regular(p[0]) is None]  # (an index page may name anything)
     if not picks or spare_cpus() < 1:
         return None
     picks.sort(key=lambda p: -os.path.getsize(p[0]))
@@ -172,6 +173,8 @@ def _extract(cache: WheelCache, picks: list[tuple[str, str | None]]) -> list[str
     fresh = []
     for path, digest in picks:
         whl = Path(path)
+        if check_regular(path) is not None:  # what an index page names may be anything
+            continue
         sha = digest or cache._hash(whl)
         name, version, _b, _t = parse_wheel_filename(whl.name)
         item = Planned(name=str(name), version=str(version), url=whl.as_uri(), sha256=sha)
