@@ -780,7 +780,8 @@ def nvrtc_header_skew(ctx: Context) -> Iterator[Finding]:
     - headers of a newer major than NVRTC (NVRTC 12.9 with CUDA 13.0 headers).
 
     A newer NVRTC of the same major (13.5 with 13.0 headers), or an older one (12.0 with 12.9
-    headers), compiles them: no finding.
+    headers), compiles them: no finding. An NVRTC wheel of another CUDA major than torch's is
+    PKG010's finding (a leftover of the other stack); this rule then says nothing.
 
     ## Why is this bad?
     Imports succeed; the first runtime-compiled kernel that includes CCCL fails:
@@ -812,6 +813,9 @@ def nvrtc_header_skew(ctx: Context) -> Iterator[Finding]:
     if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
         raise SkipCheck(f"{dist.name} {dist.version}: version not of the form X.Y")
     nvrtc = (int(parts[0]), int(parts[1]))
+    torch = ctx.inventory.torch
+    if torch is not None and torch.cuda and torch.cuda.split(".")[0] != str(nvrtc[0]):
+        raise SkipCheck(f"{dist.name} {dist.version} is not the CUDA {torch.cuda} torch uses (PKG010 says so)")
     include = os.path.join(home, "include")
     headers = f"the CUDA {version[0]}.{version[1]} headers of {home}"
     if version[0] > nvrtc[0]:

@@ -128,9 +128,9 @@ def guesses(args: list[str], target: Target) -> list[tuple[str, str | None]]:
                 fit = min((rank[t] for t in wtags if t in rank), default=None)
                 if wname != name or fit is None or not spec.contains(wver, prereleases=True):
                     continue
-                key = (wver, -fit, path, digest)
-                if best is None or key[:2] > best[:2]:
-                    best = key
+                found = (wver, -fit, path, digest)
+                if best is None or found[:2] > best[:2]:
+                    best = found
         if best is not None:
             out.append((best[2], best[3]))
     return out
