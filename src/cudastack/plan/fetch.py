@@ -163,15 +163,26 @@ class WheelCache:
                 h.update(chunk)
         return h.hexdigest()
 
-    def extracted(self, fetched: Fetched) -> Extracted | None:
-        """The wheel's extraction when an earlier run completed it, else None."""
+    def _record(self, fetched: Fetched) -> dict[str, Any] | None:
+        """The record a completed extraction of the wheel left (files, bytes, seconds, inflater),
+        or None (read as a regular file only: a FIFO there is no record, not a wait)."""
+        from cudastack.files import read_bytes
+
         done = self.root / "extract" / fetched.sha256 / ".cudastack-extracted.json"
         try:
-            info = json.loads(done.read_text(encoding="utf-8"))
+            info = json.loads(read_bytes(str(done), 1 << 20).data)
         except (OSError, ValueError):
             return None
-        return Extracted(root=done.parent, files=int(info["files"]), bytes_out=int(info["bytes"]),
-                         seconds=0.0, inflater=str(info["inflater"]), cached=True, by="cache")  # fmt: skip
+        return info if isinstance(info, dict) else None
+
+    def extracted(self, fetched: Fetched) -> Extracted | None:
+        """The wheel's extraction when an earlier run completed it, else None."""
+        info = self._record(fetched)
+        if info is None:
+            return None
+        return Extracted(root=self.root / "extract" / fetched.sha256, files=int(info["files"]),
+                         bytes_out=int(info["bytes"]), seconds=0.0, inflater=str(info["inflater"]), cached=True,
+                         by="cache")  # fmt: skip
 
     def extract_all(self, fetched: list[Fetched], elsewhere: Elsewhere | None = None) -> list[Extracted]:
         """:meth:`extract` of every wheel, in order. The ones not yet in the cache are shared with
@@ -215,17 +226,10 @@ class WheelCache:
             if got is None:
                 got = self.extract(f)
                 if got.cached and str(f.path) in fresh:  # the guess was right: extracted in this run
-                    got = dataclasses.replace(got, cached=False, by="guessed", seconds=self._seconds(f))
+                    seconds = float((self._record(f) or {}).get("seconds", 0.0))
+                    got = dataclasses.replace(got, cached=False, by="guessed", seconds=seconds)
             out.append(got)
         return out
-
-    def _seconds(self, fetched: Fetched) -> float:
-        """How long the wheel's extraction took, as its record says."""
-        done = self.root / "extract" / fetched.sha256 / ".cudastack-extracted.json"
-        try:
-            return float(json.loads(done.read_text(encoding="utf-8")).get("seconds", 0.0))
-        except (OSError, ValueError, TypeError, AttributeError):
-            return 0.0
 
     def _take(self, fd: int, fetched: list[Fetched]) -> list[tuple[int, int, int, float, str]]:
         """Extract the wheels whose indexes this process reads from the pipe ``fd`` (2 bytes each:
