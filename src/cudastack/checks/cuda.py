@@ -748,6 +748,9 @@ _E8M0_SINCE = (12, 8)
 ``__nv_fp8_e8m0`` when the compiler, here NVRTC, is 12.8 or newer (``_CCCL_HAS_NVFP8_E8M0``)."""
 
 
+_FP8_HEADERS = ("cuda_fp8.hpp", "cuda_fp8.h")
+
+
 def _headers_define(include: str, name: bytes, files: tuple[str, ...]) -> bool | None:
     """Does any of ``files`` under ``include`` mention ``name``? None when none can be read."""
     seen = False
@@ -762,18 +765,85 @@ def _headers_define(include: str, name: bytes, files: tuple[str, ...]) -> bool |
     return False if seen else None
 
 
+def _cupy13_root(environ: dict[str, str]) -> tuple[str | None, str]:
+    """The CUDA root CuPy 13 hands NVRTC (``cupy._environment._get_cuda_path``): ``CUDA_PATH``
+    when it exists, the directory above ``nvcc`` on PATH, then ``/usr/local/cuda``."""
+    path = environ.get("CUDA_PATH", "")
+    if path and os.path.exists(path):
+        return path, "$CUDA_PATH"
+    for d in environ.get("PATH", "").split(os.pathsep):
+        nvcc = os.path.join(d, "nvcc") if d else ""
+        if nvcc and os.path.isfile(nvcc) and os.access(nvcc, os.X_OK):
+            return os.path.dirname(os.path.dirname(nvcc)), f"nvcc on PATH ({nvcc})"
+    if os.path.exists("/usr/local/cuda"):
+        return "/usr/local/cuda", "/usr/local/cuda"
+    return None, "no CUDA_PATH, nvcc on PATH or /usr/local/cuda"
+
+
+def _pathfinder_cudart_root(ctx: Context) -> tuple[str | None, str]:
+    """The CUDA root of the headers numba-cuda hands NVRTC: ``cuda.pathfinder``'s search for
+    ``cuda_runtime.h`` (the pip wheels' ``nvidia/cu13/include`` or ``nvidia/cuda_runtime/include``
+    first, then ``$CONDA_PREFIX``, ``CUDA_PATH``/``CUDA_HOME``, then ``/usr/local/cuda*``)."""
+    for site in ctx.target.site_dirs:
+        for sub in ("nvidia/cu13", "nvidia/cuda_runtime"):
+            root = os.path.join(site, sub)
+            if os.path.isfile(os.path.join(root, "include", "cuda_runtime.h")):
+                return root, "the pip CUDA runtime headers (cuda.pathfinder looks there first)"
+    env = ctx.target.environ
+    conda = env.get("CONDA_PREFIX")
+    if conda and os.path.isfile(os.path.join(conda, "include", "cuda_runtime.h")):
+        return conda, "$CONDA_PREFIX"
+    for var in ("CUDA_PATH", "CUDA_HOME"):
+        if env.get(var) and os.path.isfile(os.path.join(env[var], "include", "cuda_runtime.h")):
+            return env[var], f"${var}"
+    if os.path.isfile("/usr/local/cuda/include/cuda_runtime.h"):
+        return "/usr/local/cuda", "/usr/local/cuda"
+    return None, "no CUDA runtime headers where cuda.pathfinder looks"
+
+
+def _header_users(ctx: Context) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """(package, CUDA root whose ``include/`` it hands NVRTC, how found) for each installed
+    package that compiles with the pip NVRTC against CUDA headers it looks up itself; and the
+    packages that do not (with why)."""
+    users: list[tuple[str, str, str]] = []
+    others: list[str] = []
+    for key, dist in sorted(ctx.inventory.dists.items()):
+        if key == "cupy" or re.fullmatch(r"cupy-cuda\d+x?", key):
+            major = dist.public_version.split(".")[0]
+            if major.isdigit() and int(major) >= 14:
+                others.append(
+                    f"{dist.name} {dist.version}: takes the CUDA root from the NVRTC it loads (a pip NVRTC's own "
+                    "headers, or none for CUDA 12's split wheels), not from CUDA_PATH"
+                )
+                continue
+            root, how = _cupy13_root(ctx.target.environ)
+            if root is not None:
+                users.append((f"{dist.name} {dist.version}", root, how))
+        elif key == "numba-cuda":
+            root, how = _pathfinder_cudart_root(ctx)
+            if root is not None:
+                users.append((f"{dist.name} {dist.version}", root, how))
+    return users, others
+
+
 @rule(
     code="CUDA011",
     name="nvrtc-header-skew",
     severity=Severity.WARNING,
-    summary="The pip NVRTC cannot compile the CUDA headers runtime compilation hands it",
+    summary="The pip NVRTC cannot compile the CUDA headers a runtime compiler hands it",
 )
 def nvrtc_header_skew(ctx: Context) -> Iterator[Finding]:
     """## What it checks
-    The version of the pip NVRTC (``nvidia-cuda-nvrtc``) against the toolkit headers that
-    runtime compilation passes to it (``CUDA_HOME`` and friends, as CuPy 13, numba-cuda and
-    flashinfer look for them). Two pairs fail, measured with the real NVRTC wheels compiling the
-    half/bfloat16/fp8 headers and CCCL (``tests/integration/test_nvrtc_headers.py``):
+    The version of the pip NVRTC (``nvidia-cuda-nvrtc``) against the CUDA headers that each
+    installed runtime compiler passes to it, looked up as that package does:
+
+    - CuPy before 14: ``CUDA_PATH``, the directory above ``nvcc`` on PATH, ``/usr/local/cuda``;
+    - numba-cuda: ``cuda.pathfinder``'s search for ``cuda_runtime.h`` (pip wheels first).
+
+    CuPy 14 takes the CUDA root from the NVRTC it loads (a pip NVRTC's own headers), so the
+    toolkit's headers are not its concern; torch's jiterator passes no CUDA headers. With no such
+    package installed the rule has nothing to judge. Two pairs fail, measured with the real NVRTC
+    wheels compiling the half/bfloat16/fp8 headers and CCCL (``tests/integration/test_nvrtc_headers.py``):
 
     - NVRTC 12.8 or newer with headers that have no ``__nv_fp8_e8m0`` (CUDA 12.0 to 12.7):
       CCCL declares the type for that NVRTC and the headers do not define it;
@@ -788,11 +858,11 @@ def nvrtc_header_skew(ctx: Context) -> Iterator[Finding]:
     ``incomplete type "__nv_fp8_e8m0" is not allowed`` (F28).
 
     ## Example
-    ``nvidia-cuda-nvrtc-cu12 12.9`` with ``/usr/local/cuda-12.0`` as ``CUDA_HOME``.
+    CuPy 13.6 with ``nvidia-cuda-nvrtc-cu12 12.9`` and ``CUDA_PATH=/usr/local/cuda-12.0``.
 
     ## Fix
-    Point ``CUDA_HOME`` at headers of NVRTC's major and release or newer, or match the NVRTC to
-    the headers. No command is printed: torch pins its NVRTC, so a downgrade may not resolve.
+    Point ``CUDA_PATH`` (CuPy 13) at headers of NVRTC's major and release or newer, or match the
+    NVRTC to the headers. No command is printed: torch pins its NVRTC, so a downgrade may not resolve.
 
     ## References
     - https://github.com/cupy/cupy/pull/9853
@@ -805,10 +875,6 @@ def nvrtc_header_skew(ctx: Context) -> Iterator[Finding]:
     )  # fmt: skip
     if dist is None:
         raise SkipCheck("no pip NVRTC is installed")
-    home, how = find_cuda_home(ctx.target.environ)
-    version = toolkit_version(home) if home else None
-    if home is None or version is None:
-        raise SkipCheck(f"no CUDA toolkit headers to compare with ({how})")
     parts = dist.public_version.split(".")
     if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
         raise SkipCheck(f"{dist.name} {dist.version}: version not of the form X.Y")
@@ -816,40 +882,53 @@ def nvrtc_header_skew(ctx: Context) -> Iterator[Finding]:
     torch = ctx.inventory.torch
     if torch is not None and torch.cuda and torch.cuda.split(".")[0] != str(nvrtc[0]):
         raise SkipCheck(f"{dist.name} {dist.version} is not the CUDA {torch.cuda} torch uses (PKG010 says so)")
-    include = os.path.join(home, "include")
-    headers = f"the CUDA {version[0]}.{version[1]} headers of {home}"
-    if version[0] > nvrtc[0]:
-        why = f"{dist.name} {dist.version} is older than the major of {headers}: they do not compile with it"
-        detail = f"headers: {home} ({how}), CUDART_VERSION {version[0]}.{version[1]}, a newer major than NVRTC's"
-    elif nvrtc >= _E8M0_SINCE and _headers_define(include, b"__nv_fp8_e8m0", ("cuda_fp8.hpp", "cuda_fp8.h")) is False:
-        why = (
-            f"{dist.name} {dist.version} makes CCCL declare __nv_fp8_e8m0, and {headers} do not define it: "
-            "the first runtime compile that includes CCCL fails (incomplete type)"
+    users, others = _header_users(ctx)
+    if not users:
+        raise SkipCheck(
+            "no installed package looks up CUDA headers for NVRTC itself (CuPy before 14, numba-cuda)"
+            + (f"; {others[0]}" if others else "")
         )
-        detail = (
-            f"headers: {home} ({how}), CUDART_VERSION {version[0]}.{version[1]}; no __nv_fp8_e8m0 in cuda_fp8.h/.hpp"
-        )
-    else:
-        return
-    yield Finding(
-        code="CUDA011",
-        severity=Severity.WARNING,
-        message=why,
-        subject=f"{dist.key} vs {home}",
-        distribution=dist.key,
-        evidence=(
-            f"{dist.name} {dist.version} ({dist.meta_dir})",
-            detail,
-            "measured: NVRTC 12.9 with 12.0 headers and 13.5 with 12.0 fail; 13.5 with 13.0, 13.5 with 12.9 "
-            "and 12.0 with 12.9 compile",
-        ),
-        fix=Fix(
-            summary=(
-                f"Point CUDA_HOME at CUDA {nvrtc[0]} headers of release {nvrtc[0]}.{nvrtc[1]} or newer "
-                f"(NVRTC's own), or install the NVRTC of release {version[0]}.{version[1]}"
+    by_root: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for who, root, how in users:
+        by_root[root].append((who, how))
+    for home, found in by_root.items():
+        version = toolkit_version(home)
+        if version is None:
+            continue
+        who = ", ".join(w for w, _ in found)
+        include = os.path.join(home, "include")
+        headers = f"the CUDA {version[0]}.{version[1]} headers of {home}"
+        if version[0] > nvrtc[0]:
+            why = f"{dist.name} {dist.version} is older than the major of {headers}: they do not compile with it"
+            detail = f"CUDART_VERSION {version[0]}.{version[1]}, a newer major than NVRTC's"
+        elif nvrtc >= _E8M0_SINCE and _headers_define(include, b"__nv_fp8_e8m0", _FP8_HEADERS) is False:
+            why = (
+                f"{dist.name} {dist.version} makes CCCL declare __nv_fp8_e8m0, and {headers} do not define it: "
+                "the first runtime compile that includes CCCL fails (incomplete type)"
             )
-        ),
-    )
+            detail = f"CUDART_VERSION {version[0]}.{version[1]}; no __nv_fp8_e8m0 in cuda_fp8.h/.hpp"
+        else:
+            continue
+        yield Finding(
+            code="CUDA011",
+            severity=Severity.WARNING,
+            message=f"{why} ({who} hands them to NVRTC)",
+            subject=f"{dist.key} vs {home}",
+            distribution=dist.key,
+            evidence=(
+                f"{dist.name} {dist.version} ({dist.meta_dir})",
+                *[f"{w} compiles with the headers of {home} (found by {how})" for w, how in found],
+                f"headers: {include}, {detail}",
+                "measured: NVRTC 12.9 with 12.0 headers and 13.5 with 12.0 fail; 13.5 with 13.0, 13.5 with 12.9 "
+                "and 12.0 with 12.9 compile",
+            ),
+            fix=Fix(
+                summary=(
+                    f"Point CUDA_PATH at CUDA {nvrtc[0]} headers of release {nvrtc[0]}.{nvrtc[1]} or newer "
+                    f"(NVRTC's own), or install the NVRTC of release {version[0]}.{version[1]}"
+                )
+            ),
+        )
 
 
 @rule(
