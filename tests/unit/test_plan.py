@@ -102,3 +102,21 @@ def test_an_overlay_left_by_a_killed_run_is_removed_by_the_next_one(tmp_path: Pa
     new = build_overlay(real_site=str(real), python_version="3.11", excluded=set(), planned=[], parent=parent)
     assert not old.root.exists() and recent.root.exists() and new.root.exists()
     assert STALE_SECONDS >= 3600  # a running plan's overlay is never this old
+
+
+def test_the_search_takes_the_driver_the_target_has_when_none_is_passed(tmp_path: Path) -> None:
+    """Without ``--driver``, the labels are ruled out by the target's own driver (detected on a GPU
+    host; here declared into the target, the same field detection fills)."""
+    from cudastack.plan.candidate import judge_today
+    from cudastack.target import build_target
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    target = build_target(site_packages=str(site), python_version="3.11", driver="535.54.03")
+    assert target.gpu.driver == "535.54.03"
+    today = judge_today(target, gpus=(), driver=None)
+    assert today.driver == "535.54.03"
+    ordered, skipped = order_labels([("cu130", "u1"), ("cu126", "u2")], today.driver)
+    assert [label for label, _ in ordered] == ["cu126"]
+    assert [label for label, _ in skipped] == ["cu130"]
+    assert judge_today(target, gpus=(), driver="580.65.06").driver == "580.65.06"  # --driver wins

@@ -74,9 +74,12 @@ class Candidate:
 
 
 def judge_today(target: Target, *, gpus: tuple[str, ...], driver: str | None) -> Today:
+    """Today's environment judged; ``driver`` is ``--driver``, else the one detected on this host
+    (the search rules out the CUDA labels it cannot run)."""
     from cudastack.env.inventory import read_inventory
 
     report = run_doctor(target)
+    driver = driver or target.gpu.driver
     return Today(target=target, inventory=read_inventory(target), report=report, gpus=gpus, driver=driver)
 
 
