@@ -13,12 +13,17 @@ PEP 503 indexes (with PEP 658 ``.metadata`` files) in a directory: one index per
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
+import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests import native
@@ -207,3 +212,61 @@ def build_gpu_index(root: Path, archs: list[str]) -> tuple[str, Path]:
     whl = wheel(root / "build" / "wheels", "gkern", "1.0",
                 {"gkern/__init__.py": b"from gkern import _C\n", "gkern/_C.abi3.so": ext.read_bytes()})  # fmt: skip
     return publish(root / "gpu", [whl]), ext
+
+
+_SERVE = r"""
+import http.server, os, sys
+root, port_file, once = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+served = set()
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def __init__(self, *a, **k):
+        super().__init__(*a, directory=root, **k)
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        if once and self.path.endswith(".whl"):
+            if self.path in served:  # the index changed after the resolution: the file is gone
+                self.send_error(404)
+                return
+            served.add(self.path)
+        if self.path.endswith(".whl"):
+            with open(port_file + ".wheels", "a") as fh:  # what was downloaded, for the test to read
+                fh.write(self.path + "\n")
+        super().do_GET()
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+with open(port_file + ".tmp", "w") as fh:
+    fh.write(str(server.server_address[1]))
+os.replace(port_file + ".tmp", port_file)
+server.serve_forever()
+"""
+
+
+@contextlib.contextmanager
+def serve(directory: Path, *, wheels_once: bool = False) -> Iterator[str]:
+    """``directory`` over HTTP on 127.0.0.1 (a real server, its own process, stopped by pid);
+    yields the base URL. ``wheels_once``: each wheel is served once, then 404 (as if the index
+    dropped it between the resolution and the download). Each wheel request's path is appended
+    to :func:`served_wheels`' file."""
+    port_file = directory.parent / f".{directory.name}.port"
+    proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(directory), str(port_file), str(int(wheels_once))])
+    try:
+        deadline = time.monotonic() + 30
+        while not port_file.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the index server did not start (exit {proc.poll()})")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port_file.read_text()}"
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+        port_file.unlink(missing_ok=True)
+
+
+def served_wheels(directory: Path) -> list[str]:
+    """The wheel paths :func:`serve` answered for ``directory`` (in order; kept after it stops)."""
+    log = directory.parent / f".{directory.name}.port.wheels"
+    return log.read_text().splitlines() if log.exists() else []

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -457,3 +458,109 @@ def test_pinned_wheels_are_guessed_as_pip_chooses_them_and_extracted_while_it_re
         "minitorch": "guessed", "kern": "guessed", "minicuda-runtime13": "here"}  # fmt: skip
     assert {b for b, _c in reports["0"][1].values()} <= {"here", "helper"}
     assert not any(c for _b, c in [*reports["0"][1].values(), *reports["1"][1].values()])  # all in this run
+
+
+def test_a_remote_index_is_downloaded_by_pip_into_the_wheel_cache_and_reused(
+    indexes: dict[str, str],
+    pip_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cpu index served over HTTP (127.0.0.1): wheels come through ``pip download`` into
+    ``<state>/plan/wheels/<sha256>/``, byte for byte the index's file; a second run takes them
+    from there; a download that fails is exit 3, said as such, and nothing of it is cached."""
+    root = Path(urllib.parse.urlparse(indexes["cpu"]).path).parent
+    empty = venv_with(tmp_path / "empty", pip_env)
+    with plan_index.serve(root) as base:
+        argv = ("--python", str(empty), "--", "--index-url", f"{base}/simple", "minitorch")
+        code, first, err = plan(capsys, *argv)
+        assert code == 0, err
+        [r] = first["candidates"][0]["resolved"]
+        assert r["url"].startswith(f"{base}/") and r["fetched"] == "downloaded"
+        assert "downloading minitorch" in err
+        [cached] = (tmp_path / "state" / "plan" / "wheels" / r["sha256"]).glob("*.whl")
+        original = root / "files" / cached.name
+        assert cached.read_bytes() == original.read_bytes()
+        assert hashlib.sha256(cached.read_bytes()).hexdigest() == r["sha256"] and cached.stat().st_size == r["size"]
+        code2, second, err2 = plan(capsys, *argv)
+        assert code2 == 0, err2
+        assert [x["fetched"] for x in second["candidates"][0]["resolved"]] == ["cached"]
+        assert "downloading" not in err2
+    # the index drops the wheel between pip's resolution and the download: exit 3, said as such
+    state = tmp_path / "state2"
+    monkeypatch.setenv("CUDASTACK_STATE_DIR", str(state))
+    with plan_index.serve(root, wheels_once=True) as base:
+        code3 = main(["plan", "--python", str(empty), "--", "--index-url", f"{base}/simple", "minitorch"])
+        _, err3 = capsys.readouterr()
+    assert code3 == 3, err3
+    assert "downloading minitorch 2.0.0+cpu" in err3 and "404" in err3, err3
+    assert not list(state.glob("plan/wheels/*/*.whl"))  # nothing half-fetched is cached
+
+
+def test_a_plan_that_mends_today_lists_the_error_it_removes_and_the_install_really_mends_it(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Today: kern (built against the cu128 family) beside minitorch cu130, really broken. The plan
+    back to minitorch cu128 removes that error, adds none; really installed, ``import kern`` works."""
+    today = venv_with(tmp_path / "today", pip_env, "--index-url", indexes["cu130"], "--extra-index-url",
+                      indexes["pypi"], "minitorch==2.0.0+cu130", "kern", "minicuda-runtime12")  # fmt: skip
+    broken = plan_index.try_import(today, "kern")
+    assert broken.returncode != 0 and "undefined symbol: c10_v1" in broken.stderr
+    site = site_of(today)
+    code, report, err = plan(capsys, "--python", str(today), "--driver", DRIVER, "--",
+                             "--index-url", indexes["cu128"], "minitorch==2.0.0+cu128")  # fmt: skip
+    assert code == 0, err
+    [cand] = report["candidates"]
+    assert cand["verdict"] == "accepted"
+    assert not [f for f in cand["findings_added"] if f["severity"] == "error"], cand["findings_added"]
+    removed = {(f["code"], f["path"]) for f in cand["findings_removed"] if f["severity"] == "error"}
+    assert ("ABI001", str(site / "kern" / "_C.abi3.so")) in removed, cand["findings_removed"]
+    proc = plan_index.pip_install(today, pip_env, "--index-url", indexes["cu128"], "minitorch==2.0.0+cu128")
+    assert proc.returncode == 0, proc.stderr
+    imp = plan_index.try_import(today, "minitorch", "kern")
+    assert imp.returncode == 0, imp.stderr
+
+
+def test_search_time_and_download_bounds_stop_it_and_say_so(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--max-seconds 0``: nothing is tried, every label is named. ``--max-gb 0`` with the indexes
+    served over HTTP: the first label's wheels are downloaded (and rejected), the next is not tried."""
+    empty = venv_with(tmp_path / "empty", pip_env)
+    root = Path(urllib.parse.urlparse(indexes["cu130"]).path).parents[1]
+    code, report, err = plan(
+        capsys, "--python", str(empty), "--driver", DRIVER, "--search", "--max-seconds", "0",
+        *[a for label in ("cpu", "cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
+        "--", "--extra-index-url", indexes["pypi"], "minitorch", "kern",
+    )  # fmt: skip
+    assert code == 1, err
+    assert report["candidates"] == [] and report["chosen"] is None
+    assert report["not_tried"] == [
+        {"label": label, "why": "past the time bound of 0 s"} for label in ("cu130", "cu128", "cpu")
+    ]
+    # a driver too old for every CUDA label: nothing tried either, and the human report says so
+    code = main(["plan", "--python", str(empty), "--driver", "450.80.02", "--search",
+                 *[a for label in ("cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
+                 "--", "--extra-index-url", indexes["pypi"], "minitorch"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    assert "not tried: cu130: needs driver >= 580.65.06; the driver is 450.80.02" in out
+    assert "no candidate was tried" in out
+    search = ("--python", str(empty), "--driver", DRIVER, "--search")
+    with plan_index.serve(root) as base:
+        labels = [a for label in ("cu128", "cu130") for a in ("--index", f"{label}={base}/{label}/simple")]
+        rest = ("--", "--extra-index-url", f"{base}/pypi/simple", "minitorch", "kern")
+        code, report, err = plan(capsys, *search, "--max-gb", "0", *labels, *rest)
+        assert code == 1, err
+        [cand] = report["candidates"]
+        assert cand["label"] == "cu130" and cand["verdict"] == "rejected"
+        assert {r["fetched"] for r in cand["resolved"]} == {"downloaded"}
+        assert {"label": "cu128", "why": "past the download bound of 0.0 GB"} in report["not_tried"]
+        # again: the plan's wheel cache has cu130's set, but pip's dry run downloads it anew
+        before = len(plan_index.served_wheels(root))
+        code, report, err = plan(capsys, *search, "--max-gb", "0", *labels, *rest)
+        assert len(plan_index.served_wheels(root)) > before  # reality: the resolution fetched wheels
+        [cand] = report["candidates"]
+        assert {r["fetched"] for r in cand["resolved"]} == {"cached"}
+        assert {"label": "cu128", "why": "past the download bound of 0.0 GB"} in report["not_tried"]

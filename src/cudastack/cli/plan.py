@@ -135,7 +135,8 @@ def _emit(args: argparse.Namespace, today: Any, candidates: list[Any], chosen: A
 
     # absolute (symlinks kept: a venv's python is one), so the printed line works from any directory
     python = os.path.abspath(today.target.python) if today.target.python else None
-    shown = chosen or next((c for c in candidates if not c.failure), candidates[0])
+    # (none at all when a bound or the driver ruled out every label before one was tried)
+    shown = chosen or next((c for c in candidates if not c.failure), candidates[0] if candidates else None)
     if args.format == "json":
         from cudastack.doctor import describe_target
         from cudastack.render.json import render_json
@@ -144,7 +145,7 @@ def _emit(args: argparse.Namespace, today: Any, candidates: list[Any], chosen: A
         report = Report(
             command="plan",
             target={**describe_target(today.target), "args": list(args.args)},
-            findings=tuple(shown.added),
+            findings=tuple(shown.added) if shown is not None else (),
             checks=(),
             fail_on=Severity.ERROR,
             stack=today.inventory.stack(),
@@ -180,6 +181,8 @@ def _emit(args: argparse.Namespace, today: Any, candidates: list[Any], chosen: A
     if chosen is not None:
         out.append("plan: no new error; install it with:")
         out.append(f"  $ {pinned_install(chosen, python)}")
+    elif not candidates:
+        out.append("no candidate was tried: nothing is known to install without a new error (exit 1)")
     else:
         out.append("no candidate installs without a new error (exit 1)")
     sys.stdout.write(visible("\n".join(out) + "\n"))

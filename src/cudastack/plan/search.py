@@ -102,6 +102,14 @@ def search(
     chosen = None
     start = time.monotonic()
     base_bytes = cache.downloaded_bytes
+
+    def downloaded() -> int:
+        """Bytes fetched so far: the plan's own downloads, plus the remote wheels each resolution
+        named (pip's dry run downloads them too, PEP 658 metadata or not; its HTTP cache may spare
+        some: an upper bound)."""
+        resolving = sum(f.size for c in tried for f in c.fetched if not f.planned.url.startswith("file:"))
+        return cache.downloaded_bytes - base_bytes + resolving
+
     pending: dict[int, PendingResolution | ReusedResolution] = {}
 
     def begin(i: int) -> None:
@@ -117,7 +125,7 @@ def search(
                 over = f"past the bound of {bounds.count} candidate(s)"
             elif time.monotonic() - start > bounds.seconds:
                 over = f"past the time bound of {bounds.seconds:.0f} s"
-            elif cache.downloaded_bytes - base_bytes > bounds.bytes:
+            elif downloaded() > bounds.bytes:
                 over = f"past the download bound of {bounds.bytes / 1e9:.1f} GB"
             if over:
                 not_tried += [(lbl, over) for lbl, _ in ordered[i:]]
