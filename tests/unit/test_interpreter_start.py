@@ -79,3 +79,41 @@ def test_a_healthy_interpreter_has_no_start_finding(tmp_path: Path, capsys: pyte
         "LDD007": "pass",
         "LDD008": "pass",
     }
+
+
+def test_an_interpreter_that_cannot_start_is_an_error_and_the_summary_names_what_was_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A libpython3.X.so.1.0 on LD_LIBRARY_PATH that needs a library nowhere to be found: the real
+    interpreter does not start at all (exit 127, "error while loading shared libraries"). The doctor
+    says so as an error, judges no module, and its summary line names every loader check it did
+    not run and why (they were skipped silently before but for a count)."""
+    import sysconfig
+
+    python = _make(tmp_path, "X = 1\n")
+    ldlib = sysconfig.get_config_var("INSTSONAME") or ""
+    needs = subprocess.run(["readelf", "-d", os.path.realpath(python)], capture_output=True, text=True).stdout
+    if ldlib not in needs or not ldlib.startswith("libpython"):
+        pytest.fail(f"this test needs a python linked to its libpython ({ldlib!r} not in its DT_NEEDED)")
+    gone = build(tmp_path / "gone" / "libgone.so.1", "int gone_f(void) { return 1; }\n",
+                 flags=("-Wl,-soname,libgone.so.1",))  # fmt: skip
+    stub = build(tmp_path / "stub" / ldlib, "int gone_f(void);\nint stub_py(void) { return gone_f(); }\n",
+                 flags=(f"-Wl,-soname,{ldlib}", f"-L{gone.parent}", "-l:libgone.so.1"))  # fmt: skip
+    llp = f"LD_LIBRARY_PATH={stub.parent}"
+    real = subprocess.run(["env", "-i", llp, str(python), "-c", "pass"], capture_output=True, text=True)
+    assert real.returncode == 127 and "error while loading shared libraries: libgone.so.1" in real.stderr
+    rc, data = _doctor(python, capsys, llp)
+    assert rc == 1
+    [start] = [f for f in data["findings"] if f["code"] == "LDD007"]
+    assert start["severity"] == "error" and "cannot start" in start["message"] and "libgone.so.1" in start["message"]
+    assert data["loader"]["skipped"].startswith("the interpreter itself would not start")
+    not_run = sorted(
+        c["code"] for c in data["checks"] if c["outcome"] == "skip" and c["reason"] == data["loader"]["skipped"]
+    )
+    assert {"LDD001", "ABI001", "LDD006"} <= set(not_run)
+    assert main(["doctor", "--python", str(python), "-e", "LD_LIBRARY_PATH=", "-e", llp]) == 1
+    [summary] = [ln for ln in capsys.readouterr().out.splitlines() if "checks ran" in ln]
+    assert (
+        f"{len(not_run)} loader checks not run ({', '.join(not_run)}): the interpreter itself would not start"
+        in summary
+    )

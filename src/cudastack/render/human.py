@@ -203,6 +203,12 @@ def render_human(
         f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
         f"{f' ({hidden} shown with --verbose)' if hidden else ''}; {ran} checks ran, {skipped} skipped"
     )
+    loader = report.extra.get("loader")
+    not_run = loader.get("skipped") if isinstance(loader, dict) else None
+    if not_run:  # every check of the loader model skipped for one reason: the summary says which
+        codes = [c.code for c in report.checks if c.outcome is Outcome.SKIP and c.reason == not_run]
+        if codes:
+            summary += f"; {len(codes)} loader checks not run ({', '.join(codes)}): {not_run}"
     baselined = sum(1 for f in report.findings if report.is_baselined(f))
     if baselined:
         summary += f"; {baselined} in baseline"
