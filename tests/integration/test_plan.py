@@ -564,3 +564,36 @@ def test_search_time_and_download_bounds_stop_it_and_say_so(
         [cand] = report["candidates"]
         assert {r["fetched"] for r in cand["resolved"]} == {"cached"}
         assert {"label": "cu128", "why": "past the download bound of 0.0 GB"} in report["not_tried"]
+
+
+def test_search_steps_back_a_kernel_wheel_given_by_path_to_what_the_indexes_offer(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The user names kern 2.0 (a CUDA 12 build) by its file; the kernels index also offers kern 1.5
+    (built for the cu130 family). ``kern!=2.0`` beside the file itself cannot resolve, so the step
+    back drops the file: cu130 with kern 1.5 is taken, and really imports."""
+    empty = venv_with(tmp_path / "empty", pip_env)
+    kernels = Path(urllib.parse.urlparse(indexes["kernels"]).path).parent
+    [kern2] = (kernels / "files").glob("kern-2.0-*.whl")
+    code, report, err = plan(
+        capsys, "--python", str(empty), "--driver", DRIVER, "--search",
+        *[a for label in ("cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
+        "--", "--extra-index-url", indexes["kernels"], "minitorch", str(kern2),
+    )  # fmt: skip
+    assert code == 0, err
+    assert [(c["label"], c["verdict"]) for c in report["candidates"]] == [
+        ("cu130", "rejected"),
+        ("cu130 (kern!=2.0)", "accepted"),
+    ]
+    first, chosen = report["candidates"]
+    assert [r["url"] for r in first["resolved"] if r["name"] == "kern"] == [kern2.as_uri()]
+    assert str(kern2) not in chosen["args"] and "kern!=2.0" in chosen["args"]
+    pins = shlex.split(report["install"])
+    assert "kern==1.5" in pins and "minitorch==2.0.0+cu130" in pins
+    good = venv_with(tmp_path / "good", pip_env, *pins[pins.index("--") + 1 :])
+    imp = plan_index.try_import(good, "minitorch", "kern")
+    assert imp.returncode == 0, imp.stderr
+    # reality, rejected: kern 2.0 really fails beside minitorch cu130
+    bad = venv_with(tmp_path / "bad", pip_env, "--index-url", indexes["cu130"], "--extra-index-url",
+                    indexes["kernels"], "minitorch", str(kern2), "minicuda-runtime12")  # fmt: skip
+    assert plan_index.try_import(bad, "minitorch", "kern").returncode != 0

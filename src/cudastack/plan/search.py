@@ -147,7 +147,9 @@ def search(
                 if len(tried) >= bounds.count or time.monotonic() - start > bounds.seconds:
                     not_tried.append((again, "past the bound of the search"))
                     break
-                cand = judge_candidate(today, again, ["--index-url", url, *args, *excluded], cache=cache,
+                # a wheel the user named by path or URL gives way to what the indexes offer
+                stepped = without_direct(args, {n.split("!=")[0] for n in excluded})
+                cand = judge_candidate(today, again, ["--index-url", url, *stepped, *excluded], cache=cache,
                                        progress=progress, installer=installer)  # fmt: skip
                 if cand.failure is not None:
                     not_tried.append((again, f"no other version of {blamed[0]} resolves on {label}"))
@@ -161,6 +163,42 @@ def search(
         for p in pending.values():
             p.cancel()
     return SearchResult(candidates=tuple(tried), chosen=chosen, not_tried=tuple(not_tried))
+
+
+def without_direct(args: list[str], names: set[str]) -> list[str]:
+    """``args`` without the requirements that name one of ``names`` by a direct reference: a wheel
+    file or URL (``./kern-2.0-….whl``, ``https://…/kern-2.0-….whl``) or ``kern @ URL``. The search
+    steps such a package back with ``kern!=2.0``, which pip cannot satisfy beside the file itself."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+    from cudastack.install.plan import VALUE_OPTIONS
+
+    wanted = {str(canonicalize_name(n)) for n in names}
+    out: list[str] = []
+    it = iter(args)
+    for a in it:
+        if a in VALUE_OPTIONS or a in ("-r", "--requirement", "-e", "--editable"):
+            out += [a, next(it, "")]
+            continue
+        if a.startswith("-"):
+            out.append(a)
+            continue
+        name = None
+        if a.split("#")[0].split("?")[0].endswith(".whl"):
+            try:
+                name = str(parse_wheel_filename(a.split("#")[0].split("?")[0].rsplit("/", 1)[-1])[0])
+            except (InvalidWheelFilename, ValueError):
+                name = None
+        elif "@" in a:
+            try:
+                req = Requirement(a)
+                name = str(canonicalize_name(req.name)) if req.url else None
+            except InvalidRequirement:
+                name = None
+        if name not in wanted:
+            out.append(a)
+    return out
 
 
 def blamed_version(cand: Candidate, label: str) -> tuple[str, str] | None:
