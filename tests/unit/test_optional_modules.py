@@ -437,12 +437,51 @@ def test_a_failure_propagates_through_python_imports_across_distributions(
     assert run["deppkg"].returncode == 0, run["deppkg"].stderr
     assert run["deppkg.sub"].returncode != 0 and "libmissing.so" in run["deppkg.sub"].stderr
     rc, data = _doctor(python, capsys)
-    assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
+    assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001", "LDD009"])
+    [dep] = [f for f in data["findings"] if f["code"] == "LDD009"]  # the dependent named as such:
+    # a warning, as `import deppkg` works and only `import deppkg.sub` fails
+    assert dep["distribution"] == "deppkg" and dep["severity"] == "warning" and dep["path"] == str(ext)
+    assert dep["caused_by"] == {"code": "LDD001", "subject": "libmissing.so"}
     mods = {Path(m["path"]).name.split(".")[0]: m for m in data["modules"]}
     assert mods["_top"]["predicted"] == "loads"
     assert mods["_ext"]["predicted"] == "fails"
     assert mods["_ext"]["caused_by"] == [{"code": "LDD001", "subject": "libmissing.so"}]
     assert "imports basepkg first" in mods["_ext"]["context"]
+
+
+@pytest.mark.parametrize(
+    ("init", "fails"),
+    [
+        ("import basepkg\n", True),
+        ("from basepkg import thing\n", True),
+        ("try:\n    import basepkg\nexcept ImportError:\n    basepkg = None\n", False),
+        ("def load():\n    import basepkg\n    return basepkg\n", False),
+    ],
+    ids=["imports", "from-import", "guarded", "in-a-function"],
+)
+def test_a_pure_python_distribution_that_imports_a_failing_one_fails_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], init: str, fails: bool
+) -> None:
+    """accelerate has no native code and runs ``import torch``: when ``torch._C`` cannot load,
+    ``import accelerate`` fails as well. Here purepkg (no native file, requires basepkg) and
+    basepkg, whose extension needs a missing library; reality decides, in a fresh interpreter."""
+    base_init = {"basepkg/__init__.py": "from basepkg import _core\nthing = 1\n"}
+    python = _installed(tmp_path, "basepkg", "basepkg/_core", base_init)
+    site = site_of(python)
+    scenario.write_dist(site, {"name": "purepkg", "version": "1.0", "requires": ["basepkg>=1"],
+                               "files": {"purepkg/__init__.py": init}})  # fmt: skip
+    real = subprocess.run(["env", "-i", str(python), "-c", "import purepkg"], capture_output=True, text=True)
+    assert (real.returncode != 0) == fails, real.stderr
+    rc, data = _doctor(python, capsys)
+    assert rc == 1  # basepkg itself fails either way
+    dep = [f for f in data["findings"] if f["code"] == "LDD009"]
+    if fails:
+        [f] = dep
+        assert f["distribution"] == "purepkg" and f["message"].startswith("import purepkg fails: ")
+        assert f"{site / 'purepkg' / '__init__.py'}:1 imports basepkg" in f["message"]
+        assert f["caused_by"] == {"code": "LDD001", "subject": "libmissing.so"}
+    else:
+        assert dep == [], dep
 
 
 DOCSTRING_ONLY = '"""Fast paths: see optpkg._fast.dot (as cupy names cupy.cuda.curand.x)."""\n\nX = 1\n'
@@ -643,11 +682,16 @@ def test_a_module_another_distributions_import_loads_fails_that_import(
         init = "try:\n    import basepkg.client\nexcept ImportError:\n    client = None\n"
     front = {"name": "frontpkg", "version": "1.0", "requires": ["basepkg>=1"], "files": {"frontpkg/__init__.py": init}}
     scenario.write_dist(site, front)
+    # another requirer that imports only basepkg itself: it works whatever frontpkg does
+    other = {"name": "otherpkg", "version": "1.0", "requires": ["basepkg>=1"],
+             "files": {"otherpkg/__init__.py": "import basepkg\n"}}  # fmt: skip
+    scenario.write_dist(site, other)
     real = {
         m: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True)
-        for m in ("basepkg", "frontpkg")
+        for m in ("basepkg", "frontpkg", "otherpkg")
     }
     assert real["basepkg"].returncode == 0, real["basepkg"].stderr
+    assert real["otherpkg"].returncode == 0, real["otherpkg"].stderr
     if guarded:
         assert real["frontpkg"].returncode == 0, real["frontpkg"].stderr
     else:
@@ -658,9 +702,12 @@ def test_a_module_another_distributions_import_loads_fails_that_import(
         assert (rc, [f["code"] for f in data["findings"]]) == (0, ["LDD005"])
         assert core["predicted"] == "on-demand"
     else:
-        assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001"])
+        assert (rc, [f["code"] for f in data["findings"]]) == (1, ["LDD001", "LDD009"])
         assert core["predicted"] == "fails"
         assert "loaded at import of frontpkg" in core["context"] and "frontpkg/__init__.py:1" in core["context"]
+        [front] = [f for f in data["findings"] if f["code"] == "LDD009"]  # frontpkg's own error
+        assert front["distribution"] == "frontpkg" and front["message"].startswith("import frontpkg fails: ")
+        assert front["caused_by"] == {"code": "LDD001", "subject": "libmissing.so"}
 
 
 SCIPY_INIT = (

@@ -13,7 +13,7 @@ from cudastack.data.libraries import DRIVER_LIBRARIES, load_failure_outcome, pro
 from cudastack.elf.symbols import closest_exports, demangle, explain
 from cudastack.findings import Cause, Finding, Fix, Severity
 from cudastack.loader.builds import BuildMismatch
-from cudastack.loader.predict import FilePrediction, Prediction
+from cudastack.loader.predict import BlockedImport, FilePrediction, Prediction
 from cudastack.loader.process import LoadProblem
 
 
@@ -66,7 +66,8 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
     Every extension module is loaded in a simulated process, as glibc's ld.so would: each
     DT_NEEDED is looked up in the order glibc uses (already-loaded sonames, DT_RPATH chain,
     LD_LIBRARY_PATH, DT_RUNPATH, ld.so.cache, default directories, with hwcaps subdirectories).
-    One finding per missing library, naming every module that needs it and where the loader
+    One finding per missing library and distribution whose modules need it (each distribution
+    whose import fails gets its error), naming every module that needs it and where the loader
     looked, in order.
 
     ## Why is this bad?
@@ -86,13 +87,13 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
     - https://github.com/cupy/cupy/issues/9318
     """
     pred = _prediction(ctx)
-    by_name: dict[str, list[tuple[FilePrediction, LoadProblem]]] = defaultdict(list)
+    by_name: dict[tuple[str, str], list[tuple[FilePrediction, LoadProblem]]] = defaultdict(list)
     for f in _import_time(pred):
         for p in f.problems:
             if p.kind == "missing":
-                by_name[p.name].append((f, p))
+                by_name[(p.name, f.distribution or "")].append((f, p))
     recorded = _recorded_missing(ctx)
-    for name, items in sorted(by_name.items()):
+    for (name, _dist), items in sorted(by_name.items()):
         first = items[0][1]
         requesters = sorted({p.requester for _, p in items})
         dists = {f.distribution for f, _ in items if f.distribution}
@@ -121,8 +122,7 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
             severity=Severity.ERROR,
             message=f"{name} is not found (needed by {os.path.basename(requesters[0])}"
             + (f" and {len(requesters) - 1} more" if len(requesters) > 1 else "")
-            + f"); {n_modules} module(s) fail"
-            + (f", of {', '.join(sorted(dists))}" if len(dists) > 1 else ""),
+            + f"); {n_modules} module(s) fail",
             subject=name,
             distribution=items[0][0].distribution,
             path=requesters[0],
@@ -770,6 +770,91 @@ def optional_module(ctx: Context) -> Iterator[Finding]:
             distribution=f.distribution,
             path=f.path,
             evidence=(f"guarded import at {f.optional}", *(p.message for p in f.problems[:5])),
+        )
+
+
+def _cause_of(pred: Prediction, failing: str) -> tuple[str, str] | None:
+    """(code, subject) of the finding that names why the module at ``failing`` fails."""
+    f = next((x for x in pred.files if x.path == failing), None)
+    if f is None:
+        return None
+    if f.problems:
+        return root_of(f.problems[0])
+    return _cause_of(pred, f.blocked_by) if f.blocked_by and f.blocked_by != failing else None
+
+
+@rule(
+    code="LDD009",
+    name="dependency-import-fails",
+    severity=Severity.ERROR,
+    summary="A distribution's import fails because it imports another distribution whose import fails",
+)
+def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Failures that propagate through Python imports across distributions. When a module of one
+    distribution cannot load (numpy's core extension, ``torch._C``), every distribution whose
+    import-time code imports that package first fails too: extension modules whose package
+    imports it (``scipy.ndimage``), and top-level packages of distributions with no native code
+    at all (``import accelerate`` runs ``import torch``). Only distributions that require the
+    failing one (Requires-Dist, no extra) are asked; an import inside a ``try`` whose handler
+    survives the ImportError does not count. One finding per distribution, pointing at the
+    finding of the root cause: an error when the distribution's own top-level import fails, a
+    warning when only modules below it do (``import scipy.ndimage``, ``import scipy`` working).
+
+    ## Why is this bad?
+    ``import accelerate`` fails with the same error as ``import torch``; the finding on torch
+    alone does not say which of the environment's packages are down with it.
+
+    ## Example
+    ``import accelerate fails: accelerate/__init__.py:16 imports torch, and torch/_C…so fails``
+
+    ## Fix
+    Fix the root cause the finding points at; nothing needs to change in this distribution.
+
+    ## References
+    - https://github.com/numpy/numpy/issues/26710
+    """
+    pred = _prediction(ctx)
+    blocked: dict[str, list[FilePrediction]] = defaultdict(list)
+    for f in pred.files:
+        if f.kind == "module" and f.predicted == "fails" and f.blocked_by and not f.problems and f.distribution:
+            if not f.optional:
+                blocked[f.distribution].append(f)
+    by_dist: dict[str, list[BlockedImport]] = defaultdict(list)
+    for b in pred.blocked_imports:
+        by_dist[b.distribution].append(b)
+    for key in sorted(set(blocked) | set(by_dist)):
+        mods, roots = blocked.get(key, []), by_dist.get(key, [])
+        failing = roots[0].failing if roots else mods[0].blocked_by or ""
+        cause = _cause_of(pred, failing)
+        first_dep = next((d for d in ctx.inventory.dists.values() for p in d.native_files() if p == failing), None)
+        dep_name = first_dep.name if first_dep else (roots[0].dependency if roots else "")
+        if roots:
+            r = roots[0]
+            message = (
+                f"import {', '.join(x.root for x in roots)} fails: {r.where} imports {r.top}, "
+                f"and {os.path.basename(failing)} of {dep_name} fails"
+            )
+        else:
+            message = (
+                f"{len(mods)} module(s) of {key} fail: {mods[0].context} ({os.path.basename(failing)} of {dep_name})"
+            )
+        yield Finding(
+            code="LDD009",
+            # the package's own import fails: an error; only submodules (scipy.ndimage while
+            # `import scipy` works): a warning, as they fail only when imported
+            severity=Severity.ERROR if roots else Severity.WARNING,
+            message=message,
+            subject=key,
+            distribution=key,
+            path=roots[0].where.rsplit(":", 1)[0] if roots else mods[0].path,
+            evidence=(
+                *[f"import {r.root}: {r.where} imports {r.top} outside any guard that survives it" for r in roots],
+                *[f"{m.path}: {m.context}" for m in mods[:10]],
+                f"{failing} fails" + (f" ({cause[0]} {cause[1]})" if cause else ""),
+            ),
+            fix=Fix(summary=f"Fix {dep_name} first" + (f" (see {cause[0]} {cause[1]})" if cause else "")),
+            caused_by=Cause(code=cause[0], subject=cause[1]) if cause else None,
         )
 
 

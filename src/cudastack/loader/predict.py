@@ -86,6 +86,22 @@ class Prediction:
     """(requester, where its DT_NEEDED was found) for the interpreter's start-up closure."""
     skipped: str | None = None
     """Why nothing was predicted (no interpreter, ...)."""
+    blocked_imports: list[BlockedImport] = field(default_factory=list)
+    """Top-level imports of distributions with no failing module of their own that fail because
+    they import another distribution's package whose import fails."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedImport:
+    """``import <root>`` of ``distribution`` fails: ``where`` (``file:line``, unguarded) imports
+    ``top``, the package of ``dependency``, whose module ``failing`` fails at its import."""
+
+    distribution: str
+    root: str
+    where: str
+    top: str
+    dependency: str
+    failing: str
 
 
 def is_extension_module(
@@ -325,12 +341,17 @@ def _loaded_by_requirers(pred: Prediction, inventory: Inventory) -> None:
                 reach = reaches[(requirer.key, dist.key)] = Reach(outer, dist)
             where = reach.loads(f.path)
             if where:
-                why = f"loaded at import of {requirer.key}: {where} imports {dist.key}'s package, which loads it"
-                pred.files[i] = replace(f, predicted="fails", context=why)
-                break
+                if pred.files[i] is f:  # the first requirer names it; each one that loads it fails
+                    why = f"loaded at import of {requirer.key}: {where} imports {dist.key}'s package, which loads it"
+                    pred.files[i] = replace(f, predicted="fails", context=why)
+                name = module_name(where.rsplit(":", 1)[0], requirer.site_dir) or requirer.key
+                top = (module_name(f.path, dist.site_dir) or dist.key).partition(".")[0]
+                b = BlockedImport(distribution=requirer.key, root=name.partition(".")[0], where=where,
+                                  top=top, dependency=dist.key, failing=f.path)  # fmt: skip
+                pred.blocked_imports.append(b)
 
 
-def _block_dependents(pred: Prediction, inventory: Inventory) -> None:
+def _block_dependents(pred: Prediction, inventory: Inventory) -> dict[str, tuple[str, str]]:
     """A failure propagates through Python imports across distributions: when numpy's core
     extension cannot load, ``import numpy`` fails, and so does every module of scipy whose
     package imports numpy first (``scipy.ndimage``; ``import scipy`` itself does not). A module of
@@ -345,7 +366,7 @@ def _block_dependents(pred: Prediction, inventory: Inventory) -> None:
             if name and "." in name:  # a top-level extension module is not a package others import
                 broken.setdefault(f.distribution, (name.split(".", 1)[0], f.path))
     if not broken:
-        return
+        return broken
     verdicts: dict[tuple[str, str, str], bool] = {}
     for i, f in enumerate(pred.files):
         if f.kind != "module" or f.predicted != "loads" or not f.distribution or f.distribution in broken:
@@ -368,6 +389,48 @@ def _block_dependents(pred: Prediction, inventory: Inventory) -> None:
                     context=f"import {package} imports {top} first, which fails",
                 )
                 break
+    return broken
+
+
+def _block_pure_imports(pred: Prediction, inventory: Inventory, broken: dict[str, tuple[str, str]]) -> None:
+    """The same propagation, for the top-level imports of distributions with no module failing on
+    its own (most have no native code at all: accelerate, peft; scipy's modules are blocked
+    above, and ``import scipy`` itself imports numpy): ``import <root>`` fails when it runs,
+    outside any ``try`` that survives it, an import of a required distribution's package whose
+    import fails (accelerate's ``import torch`` when ``torch._C`` cannot load). Each such root is
+    recorded with the statement that imports the failing package."""
+    from cudastack.env.crossdist import MAX_FILES
+    from cudastack.env.imports import ImportTime, unguarded_import
+
+    # only what fails at its own package's import: a module that fails because a requirer loads
+    # it (``loaded at import of jax``) is that requirer's (recorded by _loaded_by_requirers)
+    own: dict[str, tuple[str, str]] = {}
+    for f in pred.files:
+        if f.distribution in broken and f.kind == "module" and f.predicted == "fails" and not f.optional:
+            if not f.blocked_by and not f.context.startswith("loaded at import of "):
+                own.setdefault(f.distribution, (broken[f.distribution][0], f.path))
+    if not own:
+        return
+    done = {b.distribution for b in pred.blocked_imports}  # (a requirer that loads a failing module)
+    for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
+        if dist.key in broken or dist.key in done:
+            continue  # its own modules fail (their findings name it), or it is recorded already
+        deps = sorted(_required(dist, set(own)))
+        if not deps:
+            continue
+        for root in ImportTime(dist).roots:
+            if "." in root or not root.isidentifier():
+                continue
+            for dep in deps:
+                top, failing = own[dep]
+                if root == top:
+                    continue
+                where = unguarded_import(ImportTime(dist, roots=[root]), top, max_files=MAX_FILES)
+                if where:
+                    b = BlockedImport(distribution=dist.key, root=root, where=where, top=top, dependency=dep,
+                                      failing=failing)  # fmt: skip
+                    pred.blocked_imports.append(b)
+                    break
 
 
 _SEPARATORS = re.compile(r"[-_.]+")
@@ -683,7 +746,7 @@ def predict(
     _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
     _loaded_without_import(pred, inventory, base, native_loads)
     _loaded_by_requirers(pred, inventory)
-    _block_dependents(pred, inventory)
+    _block_pure_imports(pred, inventory, _block_dependents(pred, inventory))
     pred.files.extend(_stdlib_modules(target, base, config, cache))
     for dist in inventory.dists.values():
         object.__setattr__(dist, "_import_time", None)  # the parsed Python of failing packages: done with it

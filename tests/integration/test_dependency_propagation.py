@@ -1,0 +1,57 @@
+"""A native failure takes its dependents down through their Python imports (issue 12): real
+wheels of numpy, scipy, pandas and two pure-Python packages that import numpy, with numpy's
+bundled OpenBLAS removed, as a broken or half-copied environment has it. The oracle is a real
+``import`` of every top-level package in a fresh interpreter; the doctor must name, with an
+error, exactly the distributions whose own import fails."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cudastack.cli import main
+from tests.venvs import make_venv, site_of
+
+ROOTS = {
+    "numpy": "numpy",
+    "scipy": "scipy",
+    "pandas": "pandas",
+    "patsy": "patsy",
+    "tifffile": "tifffile",
+    "python-dateutil": "dateutil",
+    "tzdata": "tzdata",
+}
+
+
+def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    python = make_venv(tmp_path / "env", with_pip=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--only-binary", ":all:",
+         "numpy<2.5", "scipy", "pandas", "patsy", "tifffile"],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    site = site_of(python)
+    blas = sorted((site / "numpy.libs").glob("*.so*"))
+    assert blas, "numpy's wheel bundles its BLAS in numpy.libs"
+    for lib in blas:
+        lib.unlink()
+    real = {}
+    for dist, root in ROOTS.items():
+        r = subprocess.run(["env", "-i", str(python), "-c", f"import {root}"], capture_output=True, text=True)
+        real[dist] = r.returncode == 0
+    assert not real["numpy"] and not real["pandas"] and not real["patsy"] and not real["tifffile"], real
+    assert real["python-dateutil"] and real["tzdata"], real
+    main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH="])
+    data = json.loads(capsys.readouterr().out)
+    errors = {f["distribution"] for f in data["findings"] if f["severity"] == "error"}
+    assert {d for d, ok in real.items() if not ok} == errors & set(ROOTS), (real, sorted(errors))
+    for f in data["findings"]:
+        if f["code"] == "LDD009" and f["severity"] == "error":  # each points at numpy's own finding
+            assert f["caused_by"] is not None and f["caused_by"]["code"] in ("LDD001", "ENV004"), f
