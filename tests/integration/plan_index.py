@@ -216,7 +216,7 @@ def build_gpu_index(root: Path, archs: list[str]) -> tuple[str, Path]:
 
 _SERVE = r"""
 import http.server, os, sys
-root, port_file, once = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+root, port_file, once, slow = sys.argv[1], sys.argv[2], sys.argv[3] == "1", float(sys.argv[4])
 served = set()
 
 class Handler(http.server.SimpleHTTPRequestHandler):
@@ -235,6 +235,19 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         if self.path.endswith(".whl"):
             with open(port_file + ".wheels", "a") as fh:  # what was downloaded, for the test to read
                 fh.write(self.path + "\n")
+            if slow:  # the wheel in 20 pieces over `slow` seconds
+                import time, urllib.parse
+                data = open(os.path.join(root, urllib.parse.unquote(self.path).lstrip("/")), "rb").read()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                step = max(1, len(data) // 20)
+                for i in range(0, len(data), step):
+                    self.wfile.write(data[i : i + step])
+                    self.wfile.flush()
+                    time.sleep(slow / 20)
+                return
         super().do_GET()
 
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -246,13 +259,14 @@ server.serve_forever()
 
 
 @contextlib.contextmanager
-def serve(directory: Path, *, wheels_once: bool = False) -> Iterator[str]:
+def serve(directory: Path, *, wheels_once: bool = False, slow: float = 0.0) -> Iterator[str]:
     """``directory`` over HTTP on 127.0.0.1 (a real server, its own process, stopped by pid);
     yields the base URL. ``wheels_once``: each wheel is served once, then 404 (as if the index
-    dropped it between the resolution and the download). Each wheel request's path is appended
-    to :func:`served_wheels`' file."""
+    dropped it between the resolution and the download); ``slow``: each wheel takes that many
+    seconds to send. Each wheel request's path is appended to :func:`served_wheels`' file."""
     port_file = directory.parent / f".{directory.name}.port"
-    proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(directory), str(port_file), str(int(wheels_once))])
+    argv = [str(directory), str(port_file), str(int(wheels_once)), str(slow)]
+    proc = subprocess.Popen([sys.executable, "-c", _SERVE, *argv])
     try:
         deadline = time.monotonic() + 30
         while not port_file.exists():

@@ -597,3 +597,22 @@ def test_search_steps_back_a_kernel_wheel_given_by_path_to_what_the_indexes_offe
     bad = venv_with(tmp_path / "bad", pip_env, "--index-url", indexes["cu130"], "--extra-index-url",
                     indexes["kernels"], "minitorch", str(kern2), "minicuda-runtime12")  # fmt: skip
     assert plan_index.try_import(bad, "minitorch", "kern").returncode != 0
+
+
+def test_a_slow_download_shows_its_progress(
+    pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 2 MB wheel that takes 6 s to arrive: the plan says how much of it has come, every 2 s,
+    while pip downloads it (the size of pip's partial file in the temporary directory cudastack
+    gives it)."""
+    payload = os.urandom(2 << 20)  # does not compress: 2 MB on the wire
+    whl = plan_index.wheel(tmp_path / "build", "bigpkg", "1.0", {"bigpkg/__init__.py": b"", "bigpkg/blob.bin": payload})
+    plan_index.publish(tmp_path / "index", [whl])
+    empty = venv_with(tmp_path / "empty", pip_env)
+    with plan_index.serve(tmp_path / "index", slow=6.0) as base:
+        code, _report, err = plan(capsys, "--python", str(empty), "--", "--index-url", f"{base}/simple", "bigpkg")
+    assert code == 0, err
+    lines = [ln for ln in err.splitlines() if "downloading bigpkg 1.0:" in ln and "so far" in ln]
+    assert len(lines) >= 2, err  # and growing
+    sizes = [float(ln.rsplit(":", 1)[1].split()[0]) for ln in lines]
+    assert sizes == sorted(sizes) and sizes[0] < sizes[-1], lines

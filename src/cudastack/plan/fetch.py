@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from cudastack.env.dists import _NATIVE
 from cudastack.env.versionfiles import VERSION_FILES
-from cudastack.plan.resolve import PlanError, Planned, run_pip
+from cudastack.plan.resolve import PlanError, Planned, quiet_env, run_pip
 from cudastack.target import state_root
 
 Progress = Callable[[str], None]
@@ -106,6 +106,48 @@ class Elsewhere(Protocol):
         ...
 
 
+def _human(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+class _Watch:
+    """While pip downloads, every 2 s, the bytes of the files under its temporary directory (its
+    partial wheel), handed to ``say`` when they grew. A thread, joined on exit: nothing forks meanwhile."""
+
+    def __init__(self, root: Path, say: Callable[[int], None], every: float = 2.0) -> None:
+        import threading
+
+        self.root, self.say, self.every = root, say, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cudastack-download-progress", daemon=True)
+
+    def _size(self) -> int:
+        total = 0
+        for base, _dirs, files in os.walk(self.root):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(base, name)).st_size
+                except OSError:
+                    continue
+        return total
+
+    def _run(self) -> None:
+        last = 0
+        while not self._stop.wait(self.every):
+            n = self._size()
+            if n > last:
+                last = n
+                self.say(n)
+
+    def __enter__(self) -> _Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 class WheelCache:
     """``<state>/plan/wheels/<sha256>/<file>.whl`` and ``<state>/plan/extract/<sha256>/``."""
 
@@ -139,9 +181,13 @@ class WheelCache:
             return Fetched(planned=item, path=path, sha256=digest, size=path.stat().st_size, how="read in place")
         self.root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.root, prefix=".download-") as tmp:
-            self.progress(f"downloading {item.name} {item.version} ({item.url.split('#')[0].rsplit('/', 1)[-1]})")
-            run_pip([*pip, "download", "--no-deps", "--only-binary", ":all:", "--quiet", "-d", tmp, item.url],
-                    timeout=timeout, what=f"downloading {item.name} {item.version}")  # fmt: skip
+            what = f"downloading {item.name} {item.version}"
+            self.progress(f"{what} ({item.url.split('#')[0].rsplit('/', 1)[-1]})")
+            pip_tmp = Path(tmp, "pip-tmp")  # pip writes the wheel here while it downloads: its size is the progress
+            pip_tmp.mkdir()
+            cmd = [*pip, "download", "--no-deps", "--only-binary", ":all:", "--quiet", "-d", tmp, item.url]
+            with _Watch(pip_tmp, lambda n: self.progress(f"{what}: {_human(n)} so far")):
+                run_pip(cmd, timeout=timeout, what=what, env={**quiet_env(), "TMPDIR": str(pip_tmp)})
             got = sorted(Path(tmp).glob("*.whl"))
             if len(got) != 1:
                 raise PlanError(f"pip download of {item.url} left {len(got)} wheel(s)")
