@@ -827,8 +827,9 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
         mods, roots = blocked.get(key, []), by_dist.get(key, [])
         failing = roots[0].failing if roots else mods[0].blocked_by or ""
         cause = _cause_of(pred, failing)
-        first_dep = next((d for d in ctx.inventory.dists.values() for p in d.native_files() if p == failing), None)
-        dep_name = first_dep.name if first_dep else (roots[0].dependency if roots else "")
+        owner = next((x.distribution for x in pred.files if x.path == failing), None)
+        dep = ctx.inventory.get(owner or (roots[0].dependency if roots else ""))
+        dep_name = dep.name if dep else (owner or "")
         if roots:
             r = roots[0]
             message = (
