@@ -6,6 +6,7 @@ import dataclasses
 import os
 import re
 import shlex
+import shutil
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -771,10 +772,9 @@ def _cupy13_root(environ: dict[str, str]) -> tuple[str | None, str]:
     path = environ.get("CUDA_PATH", "")
     if path and os.path.exists(path):
         return path, "$CUDA_PATH"
-    for d in environ.get("PATH", "").split(os.pathsep):
-        nvcc = os.path.join(d, "nvcc") if d else ""
-        if nvcc and os.path.isfile(nvcc) and os.access(nvcc, os.X_OK):
-            return os.path.dirname(os.path.dirname(nvcc)), f"nvcc on PATH ({nvcc})"
+    nvcc = shutil.which("nvcc", path=environ.get("PATH", ""))  # as CuPy does: links not resolved
+    if nvcc is not None:
+        return os.path.dirname(os.path.dirname(nvcc)), f"nvcc on PATH ({nvcc})"
     if os.path.exists("/usr/local/cuda"):
         return "/usr/local/cuda", "/usr/local/cuda"
     return None, "no CUDA_PATH, nvcc on PATH or /usr/local/cuda"

@@ -817,9 +817,9 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
     pred = _prediction(ctx)
     blocked: dict[str, list[FilePrediction]] = defaultdict(list)
     for f in pred.files:
-        if f.kind == "module" and f.predicted == "fails" and f.blocked_by and not f.problems and f.distribution:
-            if not f.optional:
-                blocked[f.distribution].append(f)
+        blocked_here = f.kind == "module" and f.predicted == "fails" and f.blocked_by and not f.problems
+        if blocked_here and not f.optional and f.distribution:
+            blocked[f.distribution].append(f)
     by_dist: dict[str, list[BlockedImport]] = defaultdict(list)
     for b in pred.blocked_imports:
         by_dist[b.distribution].append(b)

@@ -169,36 +169,38 @@ def without_direct(args: list[str], names: set[str]) -> list[str]:
     """``args`` without the requirements that name one of ``names`` by a direct reference: a wheel
     file or URL (``./kern-2.0-….whl``, ``https://…/kern-2.0-….whl``) or ``kern @ URL``. The search
     steps such a package back with ``kern!=2.0``, which pip cannot satisfy beside the file itself."""
+    from packaging.utils import canonicalize_name
+
+    wanted = {str(canonicalize_name(n)) for n in names}
+    options, reqs = split_args(list(args))
+    kept: list[str] = []
+    it = iter(reqs)
+    for a in it:
+        if a in ("-r", "--requirement", "-e", "--editable"):
+            kept += [a, next(it, "")]
+        elif _direct_name(a) not in wanted:
+            kept.append(a)
+    return [*options, *kept]
+
+
+def _direct_name(req: str) -> str | None:
+    """The normalized name a wheel path/URL or a ``name @ URL`` requirement names, else None."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-    from cudastack.install.plan import VALUE_OPTIONS
-
-    wanted = {str(canonicalize_name(n)) for n in names}
-    out: list[str] = []
-    it = iter(args)
-    for a in it:
-        if a in VALUE_OPTIONS or a in ("-r", "--requirement", "-e", "--editable"):
-            out += [a, next(it, "")]
-            continue
-        if a.startswith("-"):
-            out.append(a)
-            continue
-        name = None
-        if a.split("#")[0].split("?")[0].endswith(".whl"):
-            try:
-                name = str(parse_wheel_filename(a.split("#")[0].split("?")[0].rsplit("/", 1)[-1])[0])
-            except (InvalidWheelFilename, ValueError):
-                name = None
-        elif "@" in a:
-            try:
-                req = Requirement(a)
-                name = str(canonicalize_name(req.name)) if req.url else None
-            except InvalidRequirement:
-                name = None
-        if name not in wanted:
-            out.append(a)
-    return out
+    bare = req.split("#")[0].split("?")[0]
+    if bare.endswith(".whl"):
+        try:
+            return str(parse_wheel_filename(bare.rsplit("/", 1)[-1])[0])
+        except (InvalidWheelFilename, ValueError):
+            return None
+    if "@" in req:
+        try:
+            parsed = Requirement(req)
+        except InvalidRequirement:
+            return None
+        return str(canonicalize_name(parsed.name)) if parsed.url else None
+    return None
 
 
 def blamed_version(cand: Candidate, label: str) -> tuple[str, str] | None:
