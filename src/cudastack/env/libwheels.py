@@ -21,6 +21,21 @@ not into functions) calls ``X.load_library()`` with no argument; the file of ``X
 in order; the latter finds the nvidia wheel's library as cuda.pathfinder does) and the string constants that name
 a library file of ``X``'s own distribution under ``X/`` (``"libcudf.so"``), when the file holds a
 ``CDLL`` call.
+
+cupy (14, a pip wheel) does it through a function of its own with a constant:
+``cupy/__init__.py`` runs ``_environment._preload_library('cutensor')``, whose body calls
+``load_nvidia_dynamic_lib(lib)``. Read the same way for a distribution that requires
+cuda-pathfinder: a module-level call ``M.f("name")`` (or ``f("name")``) in a top-level ``__init__``,
+``M`` a module of the same package, ``f`` a function there that passes that parameter to
+``load_nvidia_dynamic_lib``; the conditions inside ``f`` before the call are assumed to hold (cupy's
+``_can_attempt_preload`` holds for a pip wheel).
+
+cuda.pathfinder loads a library's dependencies first (``cutensor`` → ``cublasLt``; ``cusolver`` →
+``nvJitLink``, ``cusparse``, ``cublasLt``, ``cublas``), from the table of the installed copy
+(:func:`pathfinder_dependencies`), and a dependency stays loaded when the library itself is not
+found: on a pip cupy 14 ``import cupy`` maps the wheel's ``libcublasLt.so.13`` by full path although
+no cutensor is installed, and a module loaded afterwards finds it by soname (seen in the process
+maps on the H100, and in a test here).
 """
 
 from __future__ import annotations
@@ -28,37 +43,215 @@ from __future__ import annotations
 import ast
 import glob
 import os
+from dataclasses import dataclass
 
 from cudastack.env.dists import Distribution
 from cudastack.env.native_loads import _parse, _read
 
 
-def find_library_preloads(dists: list[Distribution]) -> dict[str, tuple[str, ...]]:
-    """Distribution key → the library files its package's import loads through
-    ``load_library()`` calls, in load order (absolute paths). Only distributions that make such a
-    call are keys."""
-    callers: dict[str, list[str]] = {}
+@dataclass(frozen=True, slots=True)
+class LibraryPreloads:
+    """What one top-level package's import loads before its extension modules."""
+
+    paths: tuple[str, ...]
+    """The library files, in load order (absolute paths)."""
+    how: str
+    """How, for the report: ``its load_library() calls open libcudf.so, ...``."""
+
+
+def find_library_preloads(dists: list[Distribution]) -> dict[str, dict[str, LibraryPreloads]]:
+    """Distribution key → top-level package → the library files that package's import loads
+    through ``load_library()`` calls or a preload function of its own (the module docstring).
+    Only distributions with such a package are keys."""
+    callers: dict[tuple[str, str], list[str]] = {}
+    own_calls: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (dist, top) -> [(pathfinder name, where)]
     for dist in dists:
+        pathfinder = any("pathfinder" in line.lower() for line in dist.requires)
         for rel in _top_inits(dist):
             raw = _read(dist.abspath(rel))
-            if b"load_library()" in raw and (tree := _parse(raw)) is not None:
-                callers.setdefault(dist.key, []).extend(_module_level_calls(tree.body))
-    if not callers:
+            top = rel.split("/", 1)[0]
+            tree = _parse(raw) if b"load_library()" in raw or pathfinder else None
+            if tree is not None and b"load_library()" in raw:
+                callers.setdefault((dist.key, top), []).extend(_module_level_calls(tree.body))
+            if tree is not None and pathfinder:
+                found = _own_preload_calls(tree, top, rel, dist)
+                if found:
+                    own_calls[(dist.key, top)] = found
+    if not callers and not own_calls:
         return {}
     owners: dict[str, Distribution] = {}
     for dist in dists:
         for e in dist.record or ():
             if e.path.endswith("/__init__.py") and not e.path.startswith(".."):
                 owners.setdefault(e.path[: -len("/__init__.py")].replace("/", "."), dist)
-    out: dict[str, tuple[str, ...]] = {}
-    for key, modules in callers.items():
+    by_key = {d.key: d for d in dists}
+    table: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None
+    out: dict[str, dict[str, LibraryPreloads]] = {}
+    for key, top in sorted(callers.keys() | own_calls.keys()):
+        if table is None:
+            table = pathfinder_dependencies(by_key[key].site_dir)
         loaded: list[str] = []
         seen: set[str] = set()
-        for module in modules:
-            _loads_of(module, owners, seen, loaded)
+        hows: list[str] = []
+        for module in callers.get((key, top), ()):
+            _loads_of(module, owners, seen, loaded, table)
         if loaded:
-            out[key] = tuple(loaded)
+            hows.append("its load_library() calls open " + ", ".join(os.path.basename(x) for x in loaded))
+        for name, where in own_calls.get((key, top), ()):
+            before = len(loaded)
+            pathfinder_load(name, by_key[key].site_dir, table, loaded)
+            if len(loaded) > before:
+                libs = ", ".join(os.path.basename(x) for x in loaded[before:])
+                hows.append(f"{where} preloads {name!r} with cuda.pathfinder, which loads {libs}")
+        if loaded:
+            out.setdefault(key, {})[top] = LibraryPreloads(tuple(loaded), "; ".join(hows))
     return out
+
+
+def pathfinder_dependencies(site_dir: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """cuda.pathfinder's table of what it loads before each library, read from the installed
+    copy: name → (required, optional) names. Since 1.4 each ``DescriptorSpec(name=...,
+    dependencies=(...), optional_dependencies=(...))`` of ``descriptor_catalog.py``; before,
+    the dictionaries assigned to ``DIRECT_DEPENDENCIES*`` in ``supported_nvidia_libs.py``
+    (1.0–1.3). Empty when cuda-pathfinder is not installed there."""
+    base = os.path.join(site_dir, "cuda", "pathfinder", "_dynamic_libs")
+    out: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for name in ("descriptor_catalog.py", "supported_nvidia_libs.py"):
+        raw = _read(os.path.join(base, name))
+        tree = _parse(raw) if b"ependencies" in raw or b"DEPENDENCIES" in raw else None
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Call):
+                kw = {k.arg: k.value for k in node.keywords if k.arg}
+                lib = kw.get("name")
+                if isinstance(lib, ast.Constant) and isinstance(lib.value, str) and "dependencies" in kw:
+                    req, opt = _strings(kw.get("dependencies")), _strings(kw.get("optional_dependencies"))
+                    out.setdefault(lib.value, (req, opt))
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id.startswith("DIRECT_DEPENDENCIES") for t in node.targets
+            ):
+                for d in (n for n in ast.walk(node.value) if isinstance(n, ast.Dict)):
+                    for k, v in zip(d.keys, d.values, strict=True):
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                            out.setdefault(k.value, (_strings(v), ()))
+    return out
+
+
+def _strings(node: ast.expr | None) -> tuple[str, ...]:
+    if not isinstance(node, ast.Tuple | ast.List):
+        return ()
+    return tuple(e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+
+
+def pathfinder_load(
+    name: str,
+    site: str,
+    table: dict[str, tuple[tuple[str, ...], tuple[str, ...]]],
+    loaded: list[str],
+    _active: frozenset[str] = frozenset(),
+) -> bool:
+    """Append to ``loaded`` the nvidia wheel files ``load_nvidia_dynamic_lib(name)`` opens, in
+    order: its required dependencies first (a missing one ends it, as pathfinder raises), then
+    the optional ones found, then the library. True when the library itself was found. Only the
+    nvidia wheels of ``site`` are looked in (a library pathfinder would find elsewhere, in
+    ``CONDA_PREFIX``, ``CUDA_PATH`` or by soname, is found by the loader's own search too)."""
+    if name in _active:
+        return False
+    required, optional = table.get(name, ((), ()))
+    for dep in required:
+        if not pathfinder_load(dep, site, table, loaded, _active | {name}):
+            return False
+    for dep in optional:
+        pathfinder_load(dep, site, table, loaded, _active | {name})
+    hit = _pathfinder_find(name, site)
+    if hit is None:
+        return False
+    if hit not in loaded:
+        loaded.append(hit)
+    return True
+
+
+def _own_preload_calls(tree: ast.Module, top: str, rel: str, dist: Distribution) -> list[tuple[str, str]]:
+    """The module-level calls ``M.f("name")`` / ``f("name")`` of a top-level ``__init__`` whose
+    function, defined in the package, passes that parameter to ``load_nvidia_dynamic_lib``:
+    (the name, ``file:line`` of the call)."""
+    found: list[tuple[str, str]] = []
+    for stmt in _module_level_statements(tree.body):
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not (
+            isinstance(call, ast.Call)
+            and len(call.args) == 1
+            and not call.keywords
+            and isinstance(call.args[0], ast.Constant)
+            and isinstance(call.args[0].value, str)
+        ):
+            continue
+        target = _callee(tree, top, call.func)
+        if target is None:
+            continue
+        module, fname = target
+        home: ast.Module | None = tree
+        if module is not None:
+            sub = _module_file(dist, module)
+            raw = _read(dist.abspath(sub)) if sub else b""
+            home = _parse(raw) if b"load_nvidia_dynamic_lib" in raw else None
+        defs = [f for f in home.body if isinstance(f, ast.FunctionDef) and f.name == fname] if home else []
+        func = defs[-1] if defs else None  # the last definition wins, as at run time
+        if func is not None and func.args.args and _passes_to_pathfinder(func, func.args.args[0].arg):
+            found.append((call.args[0].value, f"{rel}:{stmt.lineno}"))
+    return found
+
+
+def _module_level_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Module-level statements into ``try`` (body and ``else``), ``if`` and ``with``."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, ast.Try | ast.If):
+            out += _module_level_statements(stmt.body) + _module_level_statements(stmt.orelse)
+        elif isinstance(stmt, ast.With):
+            out += _module_level_statements(stmt.body)
+        else:
+            out.append(stmt)
+    return out
+
+
+def _callee(tree: ast.Module, top: str, func: ast.expr) -> tuple[str | None, str] | None:
+    """(module of the package that defines it, or None for this file; function name) of a called
+    ``M.f`` where the file imports ``M`` from its own package (``from cupy import _environment``,
+    ``from . import _environment``), or of ``f`` defined in the file itself."""
+    if isinstance(func, ast.Name):
+        return (None, func.id) if any(isinstance(n, ast.FunctionDef) and n.name == func.id for n in tree.body) else None
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    local = func.value.id
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (
+            (node.level == 0 and node.module == top) or (node.level == 1 and not node.module)
+        ):
+            for a in node.names:
+                if (a.asname or a.name) == local:
+                    return f"{top}.{a.name}", func.attr
+    return None
+
+
+def _module_file(dist: Distribution, module: str) -> str | None:
+    rel = module.replace(".", "/")
+    paths = {e.path for e in dist.record or ()}
+    return next((p for p in (f"{rel}.py", f"{rel}/__init__.py") if p in paths), None)
+
+
+def _passes_to_pathfinder(func: ast.FunctionDef, param: str) -> bool:
+    """``load_nvidia_dynamic_lib(param)`` somewhere in the function's body."""
+    for node in ast.walk(func):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name | ast.Attribute)
+            and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr) == "load_nvidia_dynamic_lib"
+            and len(node.args) == 1
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == param
+        ):
+            return True
+    return False
 
 
 def _top_inits(dist: Distribution) -> list[str]:
@@ -151,7 +344,13 @@ def _pathfinder_find(name: str, site: str) -> str | None:
     return min(hits, key=lambda h: (len(os.path.basename(h)), h)) if hits else None
 
 
-def _loads_of(module: str, owners: dict[str, Distribution], seen: set[str], loaded: list[str]) -> None:
+def _loads_of(
+    module: str,
+    owners: dict[str, Distribution],
+    seen: set[str],
+    loaded: list[str],
+    table: dict[str, tuple[tuple[str, ...], tuple[str, ...]]],
+) -> None:
     """Append what ``module.load_library()`` loads: the wheels it calls first, then its own."""
     if module in seen or (dist := owners.get(module)) is None:
         return
@@ -166,9 +365,9 @@ def _loads_of(module: str, owners: dict[str, Distribution], seen: set[str], load
     )
     for node in steps:
         if isinstance(node, ast.stmt):
-            _loads_of(_load_call(node) or "", owners, seen, loaded)
-        elif (hit := _pathfinder_find(_nvidia_lib(node) or "", dist.site_dir)) and hit not in loaded:
-            loaded.append(hit)
+            _loads_of(_load_call(node) or "", owners, seen, loaded, table)
+        else:
+            pathfinder_load(_nvidia_lib(node) or "", dist.site_dir, table, loaded)
     if b"CDLL" not in raw:
         return
     names = {n.value for n in ast.walk(func) if isinstance(n, ast.Constant) and isinstance(n.value, str)}

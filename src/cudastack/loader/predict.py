@@ -635,7 +635,27 @@ def predict(
     ]
     failing: list[tuple[int, Distribution, str]] = []  # (index in pred.files, dist, module path)
     lib_preloads = find_library_preloads(list(inventory.dists.values()))  # RAPIDS' libcudf.load_library()
-    lib_procs: dict[tuple[str, bool], tuple[Process, list[str]]] = {}  # opened once per distribution
+    lib_procs: dict[tuple[str, str, bool], tuple[Process, str]] = {}  # opened once per package
+
+    def preloaded(proc: Process, dist: Distribution, path: str, needs_torch: bool) -> tuple[Process, str]:
+        """``proc`` with what the module's top-level package loads at import first (its own
+        preloads, or those of another package of the distribution that it imports: ``import
+        cupyx`` imports cupy), and how."""
+        tops = lib_preloads.get(dist.key)
+        top = (module_name(path, dist.site_dir) or "").partition(".")[0]
+        if not tops or not top:
+            return proc, ""
+        if (dist.key, top, needs_torch) not in lib_procs:
+            which = top if top in tops else next((t for t in sorted(tops) if package_imports(dist, top, t)), None)
+            pre = proc.clone()
+            how = ""
+            if which is not None:
+                for x in tops[which].paths:
+                    pre.dlopen(x)
+                how = f"; import {top}" + ("" if which == top else f" imports {which}") + f": {tops[which].how}"
+            lib_procs[dist.key, top, needs_torch] = (pre if which is not None else proc, how)
+        return lib_procs[dist.key, top, needs_torch]
+
     for path, elf, dist in modules:
         needs_torch = torch_proc is not None and uses_torch(dist, elf.needed)
         if path == c_path and torch_c_result is not None:
@@ -656,12 +676,7 @@ def predict(
         else:
             proc = torch_proc if needs_torch else base
             assert proc is not None
-            opened: list[str] = []
-            if dist.key in lib_preloads:
-                if (dist.key, needs_torch) not in lib_procs:
-                    pre = proc.clone()
-                    lib_procs[dist.key, needs_torch] = (pre, [x for x in lib_preloads[dist.key] if pre.dlopen(x).ok])
-                proc, opened = lib_procs[dist.key, needs_torch]
+            proc, opened = preloaded(proc, dist, path, needs_torch)
             proc = proc.clone()
             ctx = (pred.torch_state or "") if needs_torch else "fresh interpreter"
             for pdist, soname, _src in KNOWN_PRELOADS:
@@ -670,8 +685,7 @@ def predict(
                     if hit is not None and hit.path:
                         proc.dlopen(hit.path)
                         ctx += f"; {pdist} preloads {soname}"
-            if opened:
-                ctx += f"; its load_library() calls open {', '.join(os.path.basename(x) for x in opened)}"
+            ctx += opened
             res = proc.dlopen(path)
             blocked = None
         if res.ok:
