@@ -599,6 +599,41 @@ def test_search_steps_back_a_kernel_wheel_given_by_path_to_what_the_indexes_offe
     assert plan_index.try_import(bad, "minitorch", "kern").returncode != 0
 
 
+def test_search_tries_each_file_given_for_a_kernel_package_newest_first(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two files for kern (1.5, built for the cu130 family, given first; 2.0, a CUDA 12 build) and
+    no index that offers kern: pip cannot take both, so the search takes the newest, 2.0, which is
+    rejected on cu130, then the other file, which is accepted; the install line keeps that file.
+    Without --search the two files are a usage error (exit 2), said as such."""
+    empty = venv_with(tmp_path / "empty", pip_env)
+    kernels = Path(urllib.parse.urlparse(indexes["kernels"]).path).parent
+    [kern2] = (kernels / "files").glob("kern-2.0-*.whl")
+    [kern15] = (kernels / "files").glob("kern-1.5-*.whl")
+    labels = [a for label in ("cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")]
+    code, report, err = plan(capsys, "--python", str(empty), "--driver", DRIVER, "--search", *labels,
+                             "--", "minitorch", str(kern15), str(kern2))  # fmt: skip
+    assert code == 0, err
+    assert [(c["label"], c["verdict"]) for c in report["candidates"]] == [
+        ("cu130", "rejected"),
+        (f"cu130 (kern: {kern15.name})", "accepted"),
+    ]
+    first, chosen = report["candidates"]
+    assert [r["url"] for r in first["resolved"] if r["name"] == "kern"] == [kern2.as_uri()]
+    assert any(f["code"] == "LDD001" and f["distribution"] == "kern" for f in first["findings_added"]), first
+    assert [r["url"] for r in chosen["resolved"] if r["name"] == "kern"] == [kern15.as_uri()]
+    pins = shlex.split(report["install"])
+    assert str(kern15) in pins and "minitorch==2.0.0+cu130" in pins and not any("kern==" in p for p in pins)
+    good = venv_with(tmp_path / "good", pip_env, *pins[pins.index("--") + 1 :])
+    imp = plan_index.try_import(good, "minitorch", "kern")
+    assert imp.returncode == 0, imp.stderr
+    # reality, rejected: kern 2.0 really fails beside minitorch cu130 (no libcudart.so.12)
+    bad = venv_with(tmp_path / "bad", pip_env, "--index-url", indexes["cu130"], "minitorch", str(kern2))
+    assert plan_index.try_import(bad, "minitorch", "kern").returncode != 0
+    code, _report, err = plan(capsys, "--python", str(empty), "--", "minitorch", str(kern15), str(kern2))
+    assert code == 2 and "several files or URLs for kern" in err and "--search" in err, err
+
+
 def test_a_slow_download_shows_its_progress(
     pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

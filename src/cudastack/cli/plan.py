@@ -58,6 +58,16 @@ def run(args: argparse.Namespace) -> int:
     if args.index and not args.search:
         raise UsageError("--index names the variant labels of --search: add --search")
     refuse_unmodelled(pip_args, args.installer)
+    if not args.search:
+        from cudastack.plan.search import split_alternatives
+
+        several = split_alternatives(pip_args)[1]
+        if several:
+            names = ", ".join(sorted(several))
+            raise UsageError(
+                f"several files or URLs for {names}: the installer takes one; "
+                "with --search they are tried in turn, newest first"
+            )
     labels = parse_indexes(args.index) if args.search else []
     target = build_target(python=args.python, gpus=args.gpu, driver=args.driver)
     if target.python is None:

@@ -116,8 +116,9 @@ def search(
         if i < len(ordered) and i not in pending:
             label, url = ordered[i]
             progress(f"[{label}] resolving with {installer}: --index-url {url} {' '.join(args)}")
-            pending[i] = start_resolve(today.target, ["--index-url", url, *args], installer)
+            pending[i] = start_resolve(today.target, ["--index-url", url, *first_args], installer)
 
+    first_args, alternatives = split_alternatives(args)
     try:
         for i, (label, url) in enumerate(ordered):
             over = None
@@ -133,23 +134,35 @@ def search(
             begin(i)
             if len(tried) + 1 < bounds.count:
                 begin(i + 1)
-            cand = judge_candidate(today, label, ["--index-url", url, *args], cache=cache, progress=progress,
+            cand = judge_candidate(today, label, ["--index-url", url, *first_args], cache=cache, progress=progress,
                                    installer=installer, resolution=pending.pop(i))  # fmt: skip
             tried.append(cand)
+            current = list(first_args)
+            left = {name: list(refs) for name, refs in alternatives.items()}
+            rejected: dict[str, list[str]] = {}  # name -> versions rejected on this label
             excluded: list[str] = []
+            steps: list[str] = []
             while not cand.accepted and cand.failure is None:
                 # then the newest versions: step the blamed kernel package back, on the same label
                 blamed = blamed_version(cand, label)
                 if blamed is None:
                     break
-                excluded.append(f"{blamed[0]}!={blamed[1]}")
-                again = f"{label} ({', '.join(excluded)})"
+                key = _canonical(blamed[0])
+                rejected.setdefault(key, []).append(blamed[1])
+                if left.get(key):  # the next of the files or URLs the user gave for it
+                    ref = left[key].pop(0)
+                    current = with_reference(current, key, ref)
+                    steps.append(f"{blamed[0]}: {_short(ref)}")
+                else:  # a wheel named by path or URL gives way to what the indexes offer
+                    current = without_direct(current, {key})
+                    new = [f"{blamed[0]}!={v}" for v in rejected[key] if f"{blamed[0]}!={v}" not in excluded]
+                    excluded += new
+                    steps += new
+                again = f"{label} ({', '.join(steps)})"
                 if len(tried) >= bounds.count or time.monotonic() - start > bounds.seconds:
                     not_tried.append((again, "past the bound of the search"))
                     break
-                # a wheel the user named by path or URL gives way to what the indexes offer
-                stepped = without_direct(args, {n.split("!=")[0] for n in excluded})
-                cand = judge_candidate(today, again, ["--index-url", url, *stepped, *excluded], cache=cache,
+                cand = judge_candidate(today, again, ["--index-url", url, *current, *excluded], cache=cache,
                                        progress=progress, installer=installer)  # fmt: skip
                 if cand.failure is not None:
                     not_tried.append((again, f"no other version of {blamed[0]} resolves on {label}"))
@@ -163,6 +176,72 @@ def search(
         for p in pending.values():
             p.cancel()
     return SearchResult(candidates=tuple(tried), chosen=chosen, not_tried=tuple(not_tried))
+
+
+def split_alternatives(args: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Several direct references for one package (``./kern-2.0-….whl``, ``https://…/kern-1.5-….whl``)
+    are alternatives pip cannot take at once: ``args`` with the newest of each (by the version in
+    the wheel's file name; references without one keep their order, after), and name → the
+    others, newest first, which the search tries in turn when that package is blamed."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    from packaging.version import Version
+
+    options, reqs = split_args(list(args))
+    by_name: dict[str, list[str]] = {}
+    it = iter(reqs)
+    for a in it:
+        if a in ("-r", "--requirement", "-e", "--editable"):
+            next(it, "")
+        elif (name := _direct_name(a)) is not None:
+            by_name.setdefault(name, []).append(a)
+
+    def version(ref: str) -> Version | None:
+        try:
+            return parse_wheel_filename(_short(ref).split("?")[0])[1]
+        except (InvalidWheelFilename, ValueError):
+            return None
+
+    alternatives: dict[str, list[str]] = {}
+    for name, refs in by_name.items():
+        if len(refs) > 1:
+            known = [r for r in refs if version(r) is not None]
+            known.sort(key=lambda r: version(r) or Version("0"), reverse=True)  # stable: ties keep their order
+            alternatives[name] = known + [r for r in refs if version(r) is None]
+    if not alternatives:
+        return list(args), {}
+    others = {r for refs in alternatives.values() for r in refs[1:]}
+    kept: list[str] = []
+    it = iter(reqs)
+    for a in it:
+        if a in ("-r", "--requirement", "-e", "--editable"):
+            kept += [a, next(it, "")]
+        elif a not in others:
+            kept.append(a)  # the newest reference of each package, where it was given
+    alternatives = {name: refs[1:] for name, refs in alternatives.items()}
+    return [*options, *kept], alternatives
+
+
+def with_reference(args: list[str], name: str, ref: str) -> list[str]:
+    """``args`` with the direct reference to ``name`` replaced by ``ref`` (added when none)."""
+    options, reqs = split_args(list(args))
+    kept: list[str] = []
+    it = iter(reqs)
+    for a in it:
+        if a in ("-r", "--requirement", "-e", "--editable"):
+            kept += [a, next(it, "")]
+        elif _direct_name(a) != name:
+            kept.append(a)
+    return [*options, *kept, ref]
+
+
+def _short(ref: str) -> str:
+    return ref.split("#")[0].rstrip("/").rsplit("/", 1)[-1]
+
+
+def _canonical(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
 
 
 def without_direct(args: list[str], names: set[str]) -> list[str]:
@@ -221,8 +300,10 @@ def blamed_version(cand: Candidate, label: str) -> tuple[str, str] | None:
 def pinned_install(cand: Candidate, python: str | None) -> str:
     """``cudastack install --python PY -- <the candidate's options> name==version …``: every
     distribution the candidate resolved, pinned, with the index it was resolved from."""
-    options, _reqs = split_args(list(cand.args))
-    pins = [f"{f.planned.name}=={f.planned.version}" for f in cand.fetched]
+    options, reqs = split_args(list(cand.args))
+    # a package given by path or URL stays that reference: no index may offer its version
+    direct = {name: r for r in reqs if (name := _direct_name(r)) is not None}
+    pins = [direct.get(_canonical(f.planned.name)) or f"{f.planned.name}=={f.planned.version}" for f in cand.fetched]
     uv = cand.resolution is not None and cand.resolution.installer == "uv"
     head = [
         "cudastack",
