@@ -4,7 +4,8 @@ the standard library and of this interpreter's site-packages (and a few made to 
 - the cheap test before the loading-call words (``_CALL_PIECES``) drops no file the words and
   the pattern keep;
 - ``_findall_from`` finds what ``findall`` of each pattern finds;
-- ``_called_from`` with ``wanted`` gives the modules of the plain answer that ``wanted`` accepts."""
+- ``_called_from`` with ``wanted`` gives the modules of the plain answer that ``wanted`` accepts;
+- ``_called_names`` read from the bytes holds every name the tree calls by name."""
 
 from __future__ import annotations
 
@@ -20,10 +21,14 @@ from cudastack.env.native_loads import (
     _FROM_PACKAGE,
     _RELATIVE,
     _called_from,
+    _called_names,
     _findall_from,
+    _parse,
 )
 
 AWKWARD = [
+    b"(f)(1)\n( g )  (2)\nh \\\n  (3)\nx.k(4)\n@deco(5)\ndef m(): return n\t(6)\n",
+    b"def f():\n    return (lambda: 0)()\nclass C(Base): pass\nprint (f ())\n",
     b"from . import a, b\nfrom .x import y\n",
     b"  from .x import (\n  a,\n b)\n\n\n   from   ..y.z   import q\n",
     b"from\nfrom .a import b\n",
@@ -83,3 +88,18 @@ def test_called_from_with_wanted_is_the_plain_answer_filtered(sources: list[byte
         for wanted in (lambda m: True, lambda m: m.startswith("pkg"), lambda m: len(m) % 2 == 0):
             assert _called_from(raw, "pkg.sub", wanted) == [m for m in plain if wanted(m)]
     assert nonempty > 10
+
+
+def test_called_names_from_the_bytes_hold_every_name_the_tree_calls(sources: list[bytes]) -> None:
+    """Every tenth file (parsing them all takes ~2 min here) and the awkward ones."""
+    checked = 0
+    for raw in sources[::10] + AWKWARD:
+        tree = _parse(raw)
+        if tree is None or not raw.isascii():
+            continue
+        exact = _called_names(tree)
+        fast = _called_names(tree, raw)
+        assert exact <= fast, (sorted(exact - fast), raw[:200])
+        checked += 1
+    assert checked > 300
+    assert _called_names(_parse(AWKWARD[0]), AWKWARD[0]) >= {"f", "g", "h", "deco", "n"}
