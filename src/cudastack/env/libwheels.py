@@ -30,6 +30,15 @@ cuda-pathfinder: a module-level call ``M.f("name")`` (or ``f("name")``) in a top
 ``load_nvidia_dynamic_lib``; the conditions inside ``f`` before the call are assumed to hold (cupy's
 ``_can_attempt_preload`` holds for a pip wheel).
 
+faiss-wheels (faiss-gpu-cu12, faiss-gpu-cu11) keep theirs as data: ``faiss/loader.py``, imported by
+``faiss/__init__.py``, reads ``faiss/_preload_library.json`` (``{"preload-library": [{"group":
+"cuda", "package": "nvidia-cublas-cu12", "library": "libcublas.so.12"}, ...]}``) and
+``ctypes.CDLL``s, ``RTLD_GLOBAL``, the file of that name among each named distribution's files,
+unless ``_FAISS_WHEEL_DISABLE_<GROUP>_PRELOAD`` is set. ``_swigfaiss.so`` needs ``libcudart.so.12``
+with an RPATH that reaches only ``faiss_gpu_cu12.libs``: without the preload it does not load. Read
+here from the same file, the process environment honoured, for a top-level package one of whose
+Python files names ``_preload_library.json`` and calls ``CDLL``.
+
 cuda.pathfinder loads a library's dependencies first (``cutensor`` → ``cublasLt``; ``cusolver`` →
 ``nvJitLink``, ``cusparse``, ``cublasLt``, ``cublas``), from the table of the installed copy
 (:func:`pathfinder_dependencies`), and a dependency stays loaded when the library itself is not
@@ -59,12 +68,18 @@ class LibraryPreloads:
     """How, for the report: ``its load_library() calls open libcudf.so, ...``."""
 
 
-def find_library_preloads(dists: list[Distribution]) -> dict[str, dict[str, LibraryPreloads]]:
+def find_library_preloads(
+    dists: list[Distribution], environ: dict[str, str] | None = None
+) -> dict[str, dict[str, LibraryPreloads]]:
     """Distribution key → top-level package → the library files that package's import loads
-    through ``load_library()`` calls or a preload function of its own (the module docstring).
-    Only distributions with such a package are keys."""
+    through ``load_library()`` calls, a preload function of its own or a preload list of its own
+    (the module docstring). Only distributions with such a package are keys."""
     callers: dict[tuple[str, str], list[str]] = {}
     own_calls: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (dist, top) -> [(pathfinder name, where)]
+    out: dict[str, dict[str, LibraryPreloads]] = {}
+    for dist in dists:
+        for top, listed in _listed_preloads(dist, dists, environ or {}).items():
+            out.setdefault(dist.key, {})[top] = listed
     for dist in dists:
         pathfinder = any("pathfinder" in line.lower() for line in dist.requires)
         for rel in _top_inits(dist):
@@ -78,7 +93,7 @@ def find_library_preloads(dists: list[Distribution]) -> dict[str, dict[str, Libr
                 if found:
                     own_calls[(dist.key, top)] = found
     if not callers and not own_calls:
-        return {}
+        return out
     owners: dict[str, Distribution] = {}
     for dist in dists:
         for e in dist.record or ():
@@ -86,7 +101,6 @@ def find_library_preloads(dists: list[Distribution]) -> dict[str, dict[str, Libr
                 owners.setdefault(e.path[: -len("/__init__.py")].replace("/", "."), dist)
     by_key = {d.key: d for d in dists}
     table: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None
-    out: dict[str, dict[str, LibraryPreloads]] = {}
     for key, top in sorted(callers.keys() | own_calls.keys()):
         if table is None:
             table = pathfinder_dependencies(by_key[key].site_dir)
@@ -105,6 +119,49 @@ def find_library_preloads(dists: list[Distribution]) -> dict[str, dict[str, Libr
                 hows.append(f"{where} preloads {name!r} with cuda.pathfinder, which loads {libs}")
         if loaded:
             out.setdefault(key, {})[top] = LibraryPreloads(tuple(loaded), "; ".join(hows))
+    return out
+
+
+_LISTED = "_preload_library.json"
+
+
+def _listed_preloads(
+    dist: Distribution, dists: list[Distribution], environ: dict[str, str]
+) -> dict[str, LibraryPreloads]:
+    """faiss-wheels' preload list (the module docstring): top-level package → what its import
+    opens. Only a distribution whose RECORD holds ``<top>/_preload_library.json``."""
+    import json
+
+    from packaging.utils import canonicalize_name
+
+    lists = [e.path for e in dist.record or () if e.path.count("/") == 1 and e.path.endswith("/" + _LISTED)]
+    out: dict[str, LibraryPreloads] = {}
+    for rel in lists:
+        top = rel.split("/", 1)[0]
+        py = [e.path for e in dist.record or () if e.path.startswith(top + "/") and e.path.endswith(".py")]
+        loader = next((p for p in py if _LISTED.encode() in (raw := _read(dist.abspath(p))) and b"CDLL" in raw), None)
+        if loader is None:
+            continue
+        try:
+            targets = json.loads(_read(dist.abspath(rel)) or b"{}").get("preload-library", [])
+        except (ValueError, AttributeError):
+            continue
+        by_key = {d.key: d for d in dists}
+        loaded: list[str] = []
+        for t in targets if isinstance(targets, list) else []:
+            if not isinstance(t, dict) or not all(isinstance(t.get(k), str) for k in ("group", "package", "library")):
+                continue
+            if environ.get(f"_FAISS_WHEEL_DISABLE_{t['group'].upper()}_PRELOAD"):
+                continue  # the loader skips it (any non-empty value)
+            owner = by_key.get(str(canonicalize_name(t["package"])))
+            files = (owner.record or ()) if owner is not None else ()
+            hit = next((e.path for e in files if e.path.rpartition("/")[2] == t["library"]), None)
+            if owner is not None and hit is not None:
+                loaded.append(owner.abspath(hit))
+        if loaded:
+            libs = ", ".join(os.path.basename(x) for x in loaded)
+            how = f"{loader} opens {libs} as {rel} lists (ctypes, RTLD_GLOBAL)"
+            out[top] = LibraryPreloads(tuple(loaded), how)
     return out
 
 

@@ -634,7 +634,7 @@ def predict(
         (p, e, d) for p, (e, d) in early.items() if is_extension_module(p, target.extension_suffixes, e, site_dirs)
     ]
     failing: list[tuple[int, Distribution, str]] = []  # (index in pred.files, dist, module path)
-    lib_preloads = find_library_preloads(list(inventory.dists.values()))  # RAPIDS' libcudf.load_library()
+    lib_preloads = find_library_preloads(list(inventory.dists.values()), target.environ)  # RAPIDS, cupy, faiss
     lib_procs: dict[tuple[str, str, bool], tuple[Process, str]] = {}  # opened once per package
 
     def preloaded(proc: Process, dist: Distribution, path: str, needs_torch: bool) -> tuple[Process, str]:
