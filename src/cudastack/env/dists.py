@@ -59,6 +59,31 @@ class RecordEntry(NamedTuple):
     """Decimal size in bytes, or empty."""
 
 
+_PY_IN_PATH = re.compile(r"python(\d)\.(\d+)")
+
+
+def shadowed_sources(record_paths: Iterable[str], site_dir: str) -> set[str]:
+    """The ``.py`` paths among ``record_paths`` (relative, as RECORD gives them) that the import
+    system never runs: an extension module of the same name in the same directory wins, as
+    ``FileFinder`` tries the extension suffixes before ``.py`` (PyAV 18 ships ``av/_core.py``, its
+    Cython pure-Python source, beside ``av/_core.abi3.so``; ``import av`` runs the ``.so``). The
+    suffixes are those of the Python the site directory is for (``python3.11`` in its path:
+    ``.cpython-311-…so``, ``.abi3.so``, ``.so``); with no version in the path, any CPython one.
+    A package directory (``X/__init__.py``) wins over both and is never shadowed."""
+    paths = list(record_paths)
+    m = _PY_IN_PATH.search(site_dir)
+    tag = f"cpython-{m.group(1)}{m.group(2)}-" if m else "cpython-"
+    stems: set[str] = set()
+    for p in paths:
+        head, _, base = p.rpartition("/")
+        stem, dot, rest = base.partition(".")
+        if dot and (rest in ("so", "abi3.so") or (rest.startswith(tag) and rest.endswith(".so"))):
+            stems.add(f"{head}/{stem}" if head else stem)
+    if not stems:
+        return set()
+    return {p for p in paths if p.endswith(".py") and p[:-3] in stems and not p.endswith("/__init__.py")}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Distribution:
     """One installed distribution."""

@@ -21,7 +21,7 @@ from dataclasses import field as _field
 from typing import Any
 
 from cudastack.elf.cython import parse_mapped_size, read_init_imports, searched_ranges
-from cudastack.env.dists import Distribution
+from cudastack.env.dists import Distribution, shadowed_sources
 from cudastack.files import open_file
 from cudastack.parallel import Forked, spare_cpus
 
@@ -1069,8 +1069,9 @@ class ImportTime:
         self._named_loosely: set[str] = set()
         """Base names a running string names (``import_module("pkg.mod")``): any module of that name."""
         self._files: dict[str, str] = {}
+        shadowed = shadowed_sources((e.path for e in dist.record or ()), dist.site_dir)
         for entry in dist.record or ():
-            if entry.path.endswith(".py") and not entry.path.startswith(".."):
+            if entry.path.endswith(".py") and not entry.path.startswith("..") and entry.path not in shadowed:
                 rel = entry.path[:-3]
                 name = rel[: -len("/__init__")] if rel.endswith("/__init__") else rel
                 self._files[name.replace("/", ".")] = dist.abspath(entry.path)

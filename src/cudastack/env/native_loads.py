@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cudastack.env.dists import Distribution
+from cudastack.env.dists import Distribution, shadowed_sources
 from cudastack.files import open_file, read_bytes
 
 _LOADERS = {"CDLL": "ctypes", "PyDLL": "ctypes", "LoadLibrary": "ctypes", "load_library": "torch.ops"}
@@ -475,8 +475,9 @@ def _parse(raw: bytes) -> ast.Module | None:
 def _python_files(dist: Distribution) -> dict[str, str]:
     """Module name → RECORD path of each Python file (made absolute only where read)."""
     files: dict[str, str] = {}
+    shadowed = shadowed_sources((e.path for e in dist.record or ()), dist.site_dir)
     for entry in dist.record or ():
-        if entry.path.endswith(".py") and not entry.path.startswith(".."):
+        if entry.path.endswith(".py") and not entry.path.startswith("..") and entry.path not in shadowed:
             rel = entry.path[:-3]
             name = rel[: -len("/__init__")] if rel.endswith("/__init__") else rel
             files[name.replace("/", ".")] = entry.path
