@@ -28,14 +28,17 @@ def make_wheel(
     *,
     scripts: dict[str, str] | None = None,
     executable: bool = False,
+    extras: tuple[str, ...] = (),
 ) -> Path:
     """``scripts``: console_scripts entry points (``{"tool": "tool:main"}``); ``executable``: the
-    package files carry the x bit in the zip, so pip chmods each one after writing it."""
+    package files carry the x bit in the zip, so pip chmods each one after writing it; ``extras``:
+    ``Provides-Extra`` names (pip installs an extra's requirements only when it is provided)."""
     norm = name.replace("-", "_")
     dist_info = f"{norm}-{version}.dist-info"
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{norm}-{version}-py3-none-any.whl"
     meta = "Metadata-Version: 2.1\n" + f"Name: {name}\nVersion: {version}\n"
+    meta += "".join(f"Provides-Extra: {e}\n" for e in extras)
     meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
     contents = {
         **files,

@@ -293,3 +293,75 @@ def test_a_command_module_beside_the_package_is_a_warning(
     if command:
         assert "module of the command `rec2idx`" in pkg017[0]["evidence"][-1], pkg017[0]["evidence"]
         assert "`import app` runs no such statement" in pkg017[0]["evidence"][-1]
+
+
+def _fix_works(python: Path, links: Path, finding: dict[str, Any], module: str) -> None:
+    """The finding's fix command, run with the local wheels as the only index, makes the import work."""
+    [cmd] = finding["fix"]["commands"]
+    argv = [*shlex_split(cmd), "--no-index", "--find-links", str(links)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, (cmd, proc.stderr[-800:])
+    after = subprocess.run([str(python), "-I", "-c", f"import {module}"], capture_output=True, text=True)
+    assert after.returncode == 0, after.stderr
+
+
+def shlex_split(cmd: str) -> list[str]:
+    import shlex
+
+    return shlex.split(cmd)
+
+
+def test_an_optional_part_whose_extra_is_not_installed_is_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """duckdb 2.0.1's shape (found hunting, session 30): besides ``duckdb`` it ships the package
+    ``adbc_driver_duckdb``, which imports ``adbc_driver_manager``, declared only under the extra
+    ``all``. ``import duckdb`` works, ``import adbc_driver_duckdb`` fails: a warning, whose fix
+    installs the extra. A distribution whose only package needs the extra stays an error."""
+    links = tmp_path / "wheels"
+    files = {"app/__init__.py": b"VALUE = 1\n", "app_adbc/__init__.py": b"import lost_plotting\n"}
+    make_wheel(links, "app", "1.0", files, requires=('lost-plotting; extra == "all"',), extras=("all",))
+    make_wheel(links, "lost-plotting", "1.0", {"lost_plotting/__init__.py": b""})
+    python = make_venv(tmp_path / "env", with_pip=True)
+    pip_install(python, links, "app")
+    assert real_import(python).returncode == 0
+    fails = subprocess.run([str(python), "-I", "-c", "import app_adbc"], capture_output=True, text=True)
+    assert "No module named 'lost_plotting'" in fails.stderr
+    rc, found = doctor(python, capsys)
+    assert [(f["code"], f["subject"], f["severity"]) for f in found] == [("PKG017", "app -> lost_plotting", "warning")]
+    assert rc == 0
+    assert "declares it under its extra `all`" in "\n".join(found[0]["evidence"])
+    assert "app[all]==1.0" in found[0]["fix"]["commands"][0]
+    _fix_works(python, links, found[0], "app_adbc")
+
+    only = tmp_path / "only"
+    make_wheel(only, "app", "1.0", {"app/__init__.py": b"import lost_plotting\n"},
+               requires=('lost-plotting; extra == "all"',), extras=("all",))  # fmt: skip
+    python2 = make_venv(tmp_path / "env2")
+    pip_install(python2, only, "app")
+    assert real_import(python2).returncode != 0
+    rc, found = doctor(python2, capsys)
+    assert [(f["code"], f["severity"]) for f in found] == [("PKG017", "error")] and rc == 1
+
+
+def test_a_provider_declared_for_other_pythons_is_what_the_fix_installs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """paddlepaddle 3.3.1's shape (found hunting, session 30): ``Requires-Dist: setuptools;
+    python_version >= "3.12"`` and an unguarded ``import setuptools`` on the way of ``import
+    paddle``: on Python 3.11 without setuptools the import really fails (an error), and the fix
+    installs the distribution the marker names (before: "which one that is, is not known here")."""
+    links = tmp_path / "wheels"
+    make_wheel(links, "app", "1.0", {"app/__init__.py": b"import lost_plotting\n"},
+               requires=('lost-plotting; python_version >= "3.99"',))  # fmt: skip
+    make_wheel(links, "lost-plotting", "1.0", {"lost_plotting/__init__.py": b""})
+    python = make_venv(tmp_path / "env", with_pip=True)
+    pip_install(python, links, "app")
+    assert "No module named 'lost_plotting'" in real_import(python).stderr
+    _rc, found = doctor(python, capsys)
+    assert [(f["code"], f["subject"], f["severity"]) for f in found] == [("PKG017", "app -> lost_plotting", "error")]
+    assert (
+        'requires lost-plotting only where its marker holds (`Requires-Dist: lost-plotting; python_version >= "3.99"`)'
+        in found[0]["fix"]["summary"]
+    )
+    _fix_works(python, links, found[0], "app")

@@ -1901,7 +1901,10 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
     the distribution runs (`console_scripts`/`gui_scripts` in `entry_points.txt`) and the
     distribution has a package whose import runs no such statement: nvidia-dali-cuda130 ships
     `rec2idx.py`, the `rec2idx` command for MXNet users; the command fails, `import nvidia.dali`
-    works.
+    works. A `warning` as well when the distribution declares the provider only under an extra
+    (`Requires-Dist: adbc-driver-manager; extra == "all"`) and has another top-level package whose
+    import does not fail: duckdb 2.0 ships `adbc_driver_duckdb` beside `duckdb`; the fix installs
+    the extra.
 
     ## Why is this bad?
     `import matplotlib_inline` (and so IPython's inline backend, and every notebook that sets it)
@@ -1914,7 +1917,9 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
 
     ## Fix
     Install the distribution that provides the module: the missing requirement that may provide
-    it when there is one (PKG001's), else the one a table of real wheels' contents
+    it when there is one (PKG001's), else the one the distribution declares for other environments
+    (`setuptools; python_version >= "3.12"`, imported on 3.11 too: paddlepaddle 3.3), else the one a
+    table of real wheels' contents
     (`data/modules.py`) names (`yaml` is PyYAML's, `cv2` opencv-python's, `sklearn`
     scikit-learn's). For any other module the fix line gives no command and says the
     distribution is not known, rather than guessing that it is named like the module. Or move
@@ -1941,6 +1946,7 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
         )
         cause = _missing_provider(ctx, dist, module)
         severity = Severity.ERROR
+        extra: tuple[str, str, str] | None = None
         if cause is not None:
             severity = Severity.WARNING
             evidence.append(
@@ -1952,6 +1958,11 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
         ) is not None:
             severity = Severity.WARNING
             evidence.append(f"warning, not error: {command}")
+        elif (
+            extra := _extra_provider(dist, module, first.root, {u.root for u in found if u.distribution == key})
+        ) is not None:
+            severity = Severity.WARNING
+            evidence.append(f"warning, not error: {extra[2]}")
         yield Finding(
             code="PKG017",
             severity=severity,
@@ -1961,9 +1972,77 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
             distribution=key,
             path=first.path,
             evidence=tuple(evidence),
-            fix=_unprovided_fix(ctx, dist, module, cause),
+            fix=_unprovided_fix(ctx, dist, module, cause)
+            if severity is Severity.ERROR or extra is None
+            else ctx.install_fix(
+                f"Install {dist.name}'s extra `{extra[0]}`, which declares {extra[1]}",
+                [f"{dist.name}[{extra[0]}]=={dist.version}"],
+            ),
             caused_by=Cause(code="PKG001", subject=cause) if cause else None,
         )
+
+
+def _extra_provider(dist: Distribution, module: str, root: str, failing: set[str]) -> tuple[str, str, str] | None:
+    """(extra, requirement, why) when the distribution declares what may provide ``module``, but
+    only under an extra (``Requires-Dist: adbc-driver-manager; extra == "all"``: the provider named
+    like the module, or as ``data/modules.py`` says), and it has another top-level package whose
+    import does not fail: duckdb 2.0 ships ``adbc_driver_duckdb``, which imports
+    ``adbc_driver_manager`` from its ``all`` extra; ``import duckdb`` works. An optional part
+    whose extra is not installed, said as a warning; an error stands when every root fails."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from cudastack.env.imports import import_time
+
+    want = canonicalize_name(module)
+    names = {want, f"python-{want}", f"{want}-python", f"py{want}", f"py-{want}"}
+    names.update(canonicalize_name(n) for n in MODULE_PROVIDERS.get(module) or ())
+    found = None
+    for line in dist.requires:
+        if "extra" not in line:
+            continue
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        extras = _EXTRA_IN_MARKER.findall(str(req.marker or ""))
+        if canonicalize_name(req.name) in names and extras:
+            found = (extras[0], req.name, line)
+            break
+    if found is None:
+        return None
+    run = import_time(dist)
+    others = [r for r in (run.roots if run is not None else ()) if r.partition(".")[0] != root.partition(".")[0]]
+    if not [r for r in others if r not in failing]:
+        return None
+    return (
+        found[0],
+        found[1],
+        f"{dist.name} declares it under its extra `{found[0]}` (`Requires-Dist: {found[2]}`), not installed; "
+        f"{', '.join(f'`import {r}`' for r in others if r not in failing)} does not need it",
+    )
+
+
+def _declared_elsewhere(dist: Distribution, module: str) -> tuple[str, str] | None:
+    """(name, line) of a requirement of ``dist`` with a marker, named like ``module`` (or as
+    ``data/modules.py`` says): the provider it declares for other environments or extras."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    want = canonicalize_name(module)
+    names = {want, f"python-{want}", f"{want}-python", f"py{want}", f"py-{want}"}
+    names.update(canonicalize_name(n) for n in MODULE_PROVIDERS.get(module) or ())
+    for line in dist.requires:
+        if ";" not in line:
+            continue
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) in names:
+            return req.name, line
+    return None
+
+
+_EXTRA_IN_MARKER = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 
 
 def _command_module(dist: Distribution, root: str, failing: set[str]) -> str | None:
@@ -2030,6 +2109,14 @@ def _unprovided_fix(ctx: Context, dist: Distribution, module: str, cause: str | 
     not its distribution's (``yaml`` is PyYAML's, ``cv2`` opencv-python's)."""
     if cause is not None:
         return ctx.install_fix(f"Install {cause}, which {dist.name} requires", [cause])
+    declared = _declared_elsewhere(dist, module)
+    if declared is not None:  # paddlepaddle 3.3: `setuptools; python_version >= "3.12"`, imported on 3.11 too
+        name, line = declared
+        return ctx.install_fix(
+            f"Install {name}: {dist.name} imports `{module}` everywhere but requires {name} only where "
+            f"its marker holds (`Requires-Dist: {line}`)",
+            [name],
+        )
     known = MODULE_PROVIDERS.get(module)
     if known is not None:
         others = f" (or one of {', '.join(known[1:])}, which ship it too)" if len(known) > 1 else ""
