@@ -663,23 +663,32 @@ def test_a_load_by_a_computed_name_fails_import_only_if_every_candidate_fails(
     assert judged[f"addon_{sys.version_info.minor}.so"] == "loads" and judged["addon_99.so"] == "on-demand", judged
 
 
-@pytest.mark.parametrize("guarded", [False, True], ids=["unguarded", "guarded"])
+@pytest.mark.parametrize("mode", ["unguarded", "guarded", "the-module-guarded"])
 def test_a_module_another_distributions_import_loads_fails_that_import(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], guarded: bool
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
 ) -> None:
     """jax's pattern: ``import jaxlib`` alone loads no ``_jax.so``, but ``import jax`` runs
     ``import jaxlib.xla_client``, which runs ``from jaxlib import _jax``: when ``_jax.so`` cannot
     load, ``import jax`` fails (the H200 stub experiment: a stub libstdc++; predicted fine before).
     Here: basepkg/_core fails, ``import basepkg`` works, ``import frontpkg`` goes through
-    ``basepkg.client`` to it — unless frontpkg's import of it survives the ImportError."""
+    ``basepkg.client`` to it — unless frontpkg's import of it survives the ImportError.
+    ``the-module-guarded``: pynndescent's shape (found hunting, session 30: a false LDD001 on
+    numba's tbbpool without libtbb): ``import basepkg`` unguarded, then ``from basepkg import
+    _core`` inside a ``try`` that falls back; ``import frontpkg`` works."""
+    guarded = mode != "unguarded"
     python = _installed(tmp_path, "basepkg", "basepkg/_core", {"basepkg/__init__.py": "X = 1\n"})
     site = site_of(python)
     (site / "basepkg" / "client.py").write_text("from basepkg import _core\n")
     record = next(site.glob("basepkg-1.0.dist-info")) / "RECORD"
     record.write_text(record.read_text() + "basepkg/client.py,,\n")
     init = "import basepkg.client\n"
-    if guarded:
+    if mode == "guarded":
         init = "try:\n    import basepkg.client\nexcept ImportError:\n    client = None\n"
+    elif mode == "the-module-guarded":
+        init = (
+            "import basepkg\n\nif basepkg.X == 1:\n"
+            "    try:\n        from basepkg import _core\n    except ImportError:\n        _core = None\n"
+        )
     front = {"name": "frontpkg", "version": "1.0", "requires": ["basepkg>=1"], "files": {"frontpkg/__init__.py": init}}
     scenario.write_dist(site, front)
     # another requirer that imports only basepkg itself: it works whatever frontpkg does

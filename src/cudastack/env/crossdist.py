@@ -31,6 +31,7 @@ class Outer:
         self.run = ImportTime(requirer)
         self._max = max_files
         self._names: set[str] | None = None
+        self._guarded: dict[str, set[str]] = {}
         self.where: dict[str, str | None] = {}
         """Top-level package → ``"file:line"`` of an unguarded import of it, or None."""
 
@@ -64,6 +65,37 @@ class Outer:
                     break
         return self.where[top]
 
+    def guarded_only(self, top: str) -> set[str]:
+        """Modules of ``top`` that the running code imports only inside a ``try`` that survives
+        the ImportError (their parent packages too, unless something imports them unguarded):
+        pynndescent's ``__init__`` tries ``from numba.np.ufunc import tbbpool`` and falls back to
+        the workqueue layer when it fails, so ``import pynndescent`` does not need it. A name no
+        import statement gives (a computed import) is never in it."""
+        if top in self._guarded:
+            return self._guarded[top]
+        bases = {n.rsplit(".", 1)[-1] for n in self.names(top)}
+        plain: set[str] = set()
+        guarded: set[str] = set()
+        for path in self.run.order if bases else ():
+            tree = self.run.tree(path, top.encode())
+            if tree is None:
+                continue
+            running = self.run.running.get(path, set())
+            raw = self.run.raw(path)
+            package = self.run._package_of(path)
+            for base in sorted(bases):
+                for guard, node in _import_sites(tree, base, raw):
+                    if id(node) not in running or not isinstance(node, ast.Import | ast.ImportFrom):
+                        continue
+                    for name in _absolute(node, package):
+                        if name.partition(".")[0] == top:
+                            parts = name.split(".")
+                            (plain if guard is None else guarded).update(
+                                ".".join(parts[:i]) for i in range(1, len(parts) + 1)
+                            )
+        self._guarded[top] = guarded - plain
+        return self._guarded[top]
+
     def names(self, top: str) -> list[str]:
         if self._names is None:
             while len(self.run.order) <= self._max and self.run.advance():
@@ -88,7 +120,8 @@ class Reach:
             self._inner[top] = None
             if self._outer.unguarded(top) is None:
                 return None
-            wanted = self._outer.names(top)
+            skip = self._outer.guarded_only(top)
+            wanted = [n for n in self._outer.names(top) if n not in skip]
             inner = ImportTime(self.dist, roots=wanted)
             while inner.advance():
                 if len(inner.order) > self._max:
