@@ -104,16 +104,44 @@ class Outer:
         return sorted(n for n in self._names if n.partition(".")[0] == top)
 
 
+class Together:
+    """One walk of ``dist``'s code from what every requirer asked about imports, roots added as
+    each asks: it runs a superset of what any one requirer's import runs, so a module it does not
+    load, no requirer's import loads. In the common case (numba's ``tbbpool`` without libtbb,
+    asked by umap-learn, pynndescent and pytensor) one walk answers them all, where each
+    requirer's own walk cost 2–3 s."""
+
+    def __init__(self, dist: Distribution, max_files: int = MAX_FILES) -> None:
+        self.dist = dist
+        self._max = max_files
+        self._run: ImportTime | None = None
+
+    def may_load(self, roots: list[str], name: str) -> bool:
+        """False only when the walk from ``roots`` and every earlier root, finished within the
+        bound, does not load module ``name``."""
+        if self._run is None:
+            self._run = ImportTime(self.dist, roots=roots)
+        else:
+            self._run.add_roots(roots)
+        while self._run.advance():
+            if len(self._run.order) > self._max:
+                return True  # undecided: each requirer's own walk decides
+        return self._run.loads(name)
+
+
 class Reach:
     """What importing ``requirer``'s top-level packages runs of ``dist``'s code, worked out once for
     every module of ``dist`` that is asked about (jaxlib has 18 failing modules under a stub
     libstdc++; each walk is done once)."""
 
-    def __init__(self, outer: Outer, dist: Distribution, max_files: int = MAX_FILES) -> None:
+    def __init__(
+        self, outer: Outer, dist: Distribution, max_files: int = MAX_FILES, together: Together | None = None
+    ) -> None:
         self.dist = dist
         self._outer = outer
         self._max = max_files
         self._inner: dict[str, tuple[ImportTime, list[str]] | None] = {}
+        self._together = together
 
     def _walk(self, top: str) -> tuple[ImportTime, list[str]] | None:
         if top not in self._inner:
@@ -138,6 +166,11 @@ class Reach:
         if not name or "." not in name:
             return None
         top = name.partition(".")[0]
+        if self._together is not None and top not in self._inner and self._outer.unguarded(top) is not None:
+            skip = self._outer.guarded_only(top)
+            wanted = [n for n in self._outer.names(top) if n not in skip]
+            if name not in wanted and not self._together.may_load(wanted, name):
+                return None  # no requirer's import loads it (Together)
         walked = self._walk(top)
         where = self._outer.where.get(top)
         if walked is None or where is None:

@@ -1204,6 +1204,16 @@ class ImportTime:
         self._done = not grew and not self._queue
         return not self._done
 
+    def add_roots(self, roots: Iterable[str]) -> None:
+        """Import these packages too, after what has run (a walk from more roots runs a superset
+        of the code: what it does not load, no walk from fewer roots loads)."""
+        new = sorted(r for r in roots if r in self._files and r not in self._seen)
+        if new:
+            self._queue.extend(new)
+            self.roots = sorted({*self.roots, *new})
+            self._done = False
+            self._at_import = None
+
     def _find_spec_known(self, path: str) -> dict[str, object] | None:
         """What :func:`_static_test` needs to decide ``find_spec`` tests in ``path``: the provided
         names and the module's own functions (a local or a parameter of the same name as one of

@@ -27,7 +27,7 @@ from packaging.utils import canonicalize_name
 from cudastack.data.libraries import KNOWN_PRELOADS
 from cudastack.elf.cache import ElfCache
 from cudastack.elf.reader import ElfFile
-from cudastack.env.crossdist import Outer, Reach
+from cudastack.env.crossdist import Outer, Reach, Together
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import imported_plainly, lazy_attribute, module_name, package_imports, start_import_verdicts
 from cudastack.env.inventory import Inventory, iter_native_files
@@ -330,6 +330,7 @@ def _loaded_by_requirers(pred: Prediction, inventory: Inventory) -> None:
             requirers.setdefault(dep, []).append(d)
     outers: dict[str, Outer] = {}
     reaches: dict[tuple[str, str], Reach] = {}
+    together: dict[str, Together] = {}  # one shared walk per failing module's distribution
     for i in failing:
         f = pred.files[i]
         dist = inventory.dists.get(f.distribution or "")
@@ -338,7 +339,8 @@ def _loaded_by_requirers(pred: Prediction, inventory: Inventory) -> None:
             reach = reaches.get((requirer.key, dist.key))
             if reach is None:
                 outer = outers.get(requirer.key) or outers.setdefault(requirer.key, Outer(requirer))
-                reach = reaches[(requirer.key, dist.key)] = Reach(outer, dist)
+                shared = together.get(dist.key) or together.setdefault(dist.key, Together(dist))
+                reach = reaches[(requirer.key, dist.key)] = Reach(outer, dist, together=shared)
             where = reach.loads(f.path)
             if where:
                 if pred.files[i] is f:  # the first requirer names it; each one that loads it fails
