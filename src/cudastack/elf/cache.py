@@ -21,6 +21,10 @@ class ElfCache:
         self._by_real: dict[str, ElfFile | str] = {}
         self._real: dict[str, str] = {}
         self._dirs: dict[str, frozenset[str] | None] = {}
+        self.bound_by: dict[int, list[frozenset[int]]] = {}
+        """``id`` of an ElfFile (kept alive by this cache) → sets of the ids of files whose exports
+        bound every strong undefined symbol of it, one set per check that succeeded
+        (:meth:`cudastack.loader.process.Process._check_symbols`)."""
 
     def listing(self, directory: str) -> frozenset[str] | None:
         """Names in ``directory`` (None when it cannot be listed), memoised: a search probes each

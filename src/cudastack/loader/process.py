@@ -312,24 +312,41 @@ class Process:
         # those not built yet, which then are often never built (the answer does not depend on
         # the order: a name stays unbound only if no provider binds it)
         providers.sort(key=lambda e: (not e.exports_built, -e.export_count))
+        # an object whose symbols some files bound once is bound whenever all of those files are
+        # in scope (a definition is the file's own; more files can only bind more): VTK's and Qt's
+        # libraries are shared by hundreds of modules, each judged in a process of its own
+        present = {id(e) for e in providers}
+        memo = self.elf_cache.bound_by
         for obj in res.new:
+            if any(s <= present for s in memo.get(id(obj.elf), ())):
+                continue
             missing = set(obj.elf.strong_plain)
             versioned: dict[str, set[str | None]] = {}  # name → versions still unbound
             for name, (version, _file) in obj.elf.strong_versioned:
                 versioned.setdefault(name, set()).add(version)
+            used: set[int] = set()
             for e in providers:
                 if missing:
                     # exact dicts make set.difference probe them, not iterate them
                     left = missing.difference(e.exports)
-                    missing = left | (missing & e.hidden_only) if e.hidden_only else left
+                    left = left | (missing & e.hidden_only) if e.hidden_only else left
+                    if len(left) < len(missing):
+                        used.add(id(e))
+                    missing = left
                 if versioned:
                     for name in versioned.keys() & e.exports.keys():
-                        versioned[name] = {v for v in versioned[name] if not binds(e, name, v)}
+                        still = {v for v in versioned[name] if not binds(e, name, v)}
+                        if len(still) < len(versioned[name]):
+                            used.add(id(e))
+                        versioned[name] = still
                         if not versioned[name]:
                             del versioned[name]
                 if not missing and not versioned:
                     break
             if not missing and not versioned:
+                known = memo.setdefault(id(obj.elf), [])
+                if len(known) < 8:
+                    known.append(frozenset(used))
                 continue
             for imp in obj.elf.imports:  # report in table order, as the loader meets them
                 unbound = imp.name in missing if imp.version is None else imp.version in versioned.get(imp.name, ())
