@@ -200,13 +200,21 @@ def _streams(ro: bytes, magic: bytes, decompress: Callable[[bytes], bytes]) -> I
 
 def _length_index(ro: bytes, totals: set[int], text: bytes, anchored: bool = False) -> list[int] | None:
     """The lengths of the module's strings: a run of 4-byte units in ``ro``, starting where a run
-    of small units starts or resumes after zeros (the padding before an aligned array), that adds
-    up to one of ``totals`` (the decoded size: the text and bytes tables side by side; checked
-    by :func:`_plausible` where there are several, the places an LZSS stream may end), or else
-    the text table alone (a one-entry bytes table is an operand in the code, not an array), the
-    rest of ``text`` then being one piece; each candidate checked by :func:`_plausible`.
-    ``anchored``: only a run, from any unit, that adds up to the one total and splits
-    ``__main__``, ``__name__`` and ``__test__`` as whole strings."""
+    of small units starts or resumes after zeros (the padding before an aligned array), or after
+    the end of a C string (:func:`_string_end`), that adds up to one of ``totals`` (the decoded
+    size: the text and bytes tables side by side; checked by :func:`_plausible` where there are
+    several, the places an LZSS stream may end), or else the text table alone (a one-entry bytes
+    table is an operand in the code, not an array), the rest of ``text`` then being one piece;
+    each candidate checked by :func:`_plausible`. Of several, one that splits ``__main__``,
+    ``__name__`` and ``__test__`` (every Cython module's) as whole strings first, then one that
+    adds up to the one total, then the longest. ``anchored``: only a run, from any unit, that adds
+    up to the one total and splits them so.
+
+    The end of a string is a small unit too (``e\\0\\0\\0``, ``od\\0\\0``): where the index
+    follows one, directly (an array aligned to 4 only: gcc's -O0 template of the local index) or
+    after padding, a run from it was taken for the index, one length too many (the table not
+    read, or split wrong). Which string ends there depends on the strings before it: the path of
+    the C file (``__pyx_cfilenm``), that is, the directory the module was built in."""
     units = array("I", ro[: len(ro) // 4 * 4])
     if struct.pack("=I", 1) != b"\x01\0\0\0":
         units.byteswap()
@@ -216,7 +224,19 @@ def _length_index(ro: bytes, totals: set[int], text: bytes, anchored: bool = Fal
     ]  # the first non-zero unit of each run
     if anchored:  # or a unit inside a run: the index may follow other small numbers directly
         starts = [j for j in range(n) if 0 < units[j] < _MAX_LENGTH]
-    partial: list[int] = []
+    else:  # or the unit after a string's end (after padding, already a start)
+        starts = sorted(
+            {*starts, *(j + 1 for j in starts if j + 1 < n and 0 < units[j + 1] < _MAX_LENGTH and _string_end(ro, j))}
+        )
+    exact: list[int] | None = None
+    best: tuple[tuple[bool, int], list[int]] | None = None  # ((splits the anchors, length), lengths)
+
+    def offer(lengths: list[int]) -> None:
+        nonlocal best
+        rank = (set(_split(text, lengths)) >= _ANCHORS_SET, len(lengths))
+        if len(lengths) > 8 and (best is None or rank > best[0]):
+            best = (rank, lengths)
+
     for j in starts:
         total, k = 0, j
         sums = []
@@ -230,19 +250,41 @@ def _length_index(ro: bytes, totals: set[int], text: bytes, anchored: bool = Fal
                         return list(units[j:k])
                     continue
                 if len(totals) == 1:
-                    return list(units[j:k])
-                if k - j > len(partial) and _plausible(text, units[j:k]):
-                    partial = list(units[j:k])
+                    if set(_split(text, units[j:k])) >= _ANCHORS_SET:
+                        return list(units[j:k])
+                    exact = exact or list(units[j:k])
+                elif (best is None or k - j > best[0][1] or not best[0][0]) and _plausible(text, units[j:k]):
+                    offer(list(units[j:k]))
         if anchored:
             continue
-        for m in range(len(sums) - 1, max(len(partial) - 2, 0), -1):  # the text table alone: longest first
+        # the text table alone, longest first: no shorter than the best (unless it does not split
+        # the anchors: a longer one from a string's end may not)
+        shortest = best[0][1] - 2 if best is not None and best[0][0] else 0
+        for m in range(len(sums) - 1, max(shortest, 0), -1):
             end = min((t for t in totals if t >= sums[m]), default=top)
             if end - sums[m] > _MAX_BYTES_TABLE:
                 break
             if _plausible(text, units[j : j + m + 1]):
-                partial = [*units[j : j + m + 1], end - sums[m]]
+                offer([*units[j : j + m + 1], end - sums[m]])
                 break
-    return partial if len(partial) > 8 else None
+    if best is not None and (best[0][0] or not exact):
+        return best[1]
+    return exact
+
+
+def _string_end(ro: bytes, j: int) -> bool:
+    """Whether the 4-byte unit ``j`` of ``ro`` reads as the end of a C string: one or two text
+    bytes (printable ASCII or UTF-8), then NULs, after a text byte (the string goes on before it)
+    or a NUL (it is the whole string). A small number as a unit, but no length: lengths under 32
+    (most of them) are no text."""
+    unit = ro[4 * j - 1 : 4 * j + 4] if j else b""
+    if len(unit) < 5 or not (unit[0] == 0 or _is_text(unit[0])) or not _is_text(unit[1]):
+        return False
+    return unit[3:] == b"\0\0" and (unit[2] == 0 or _is_text(unit[2]))
+
+
+def _is_text(byte: int) -> bool:
+    return byte >= 0x20 and byte != 0x7F
 
 
 def _with_empty_first(ro: bytes, lengths: list[int], stack: _StackIndex) -> list[int]:
