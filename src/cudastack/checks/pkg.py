@@ -1993,9 +1993,7 @@ def _extra_provider(dist: Distribution, module: str, root: str, failing: set[str
 
     from cudastack.env.imports import import_time
 
-    want = canonicalize_name(module)
-    names = {want, f"python-{want}", f"{want}-python", f"py{want}", f"py-{want}"}
-    names.update(canonicalize_name(n) for n in MODULE_PROVIDERS.get(module) or ())
+    names = _provider_names(module)
     found = None
     for line in dist.requires:
         if "extra" not in line:
@@ -2022,14 +2020,21 @@ def _extra_provider(dist: Distribution, module: str, root: str, failing: set[str
     )
 
 
+def _provider_names(module: str) -> set[str]:
+    """Normalized names of distributions that may provide ``module``: named like it (``X``,
+    ``python-X``, ``X-python``, ``pyX``, ``py-X``), or as ``data/modules.py`` says."""
+    want = canonicalize_name(module)
+    names = {want, f"python-{want}", f"{want}-python", f"py{want}", f"py-{want}"}
+    names.update(canonicalize_name(n) for n in MODULE_PROVIDERS.get(module) or ())
+    return names
+
+
 def _declared_elsewhere(dist: Distribution, module: str) -> tuple[str, str] | None:
     """(name, line) of a requirement of ``dist`` with a marker, named like ``module`` (or as
     ``data/modules.py`` says): the provider it declares for other environments or extras."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    want = canonicalize_name(module)
-    names = {want, f"python-{want}", f"{want}-python", f"py{want}", f"py-{want}"}
-    names.update(canonicalize_name(n) for n in MODULE_PROVIDERS.get(module) or ())
+    names = _provider_names(module)
     for line in dist.requires:
         if ";" not in line:
             continue
@@ -2093,10 +2098,8 @@ def _missing_provider(ctx: Context, dist: Distribution, module: str) -> str | No
     (``helper-lib`` for ``helper_lib``, ``python-X``, ``pyX``), else, for a module that table does
     not know, one that ``dist`` requires; None when no missing requirement may."""
     missing = ctx.missing_requirements
-    want = canonicalize_name(module)
     known = MODULE_PROVIDERS.get(module)
-    names = {want, f"python-{want}", f"{want}-python", f"py{want}", f"py-{want}"}
-    names.update(canonicalize_name(n) for n in known or ())
+    names = _provider_names(module)
     named = next((k for k in missing if k in names), None)
     if named is not None or known is not None:
         return named  # a known provider that is not missing: dist's other missing requirements are not it

@@ -223,15 +223,7 @@ def split_alternatives(args: list[str]) -> tuple[list[str], dict[str, list[str]]
 
 def with_reference(args: list[str], name: str, ref: str) -> list[str]:
     """``args`` with the direct reference to ``name`` replaced by ``ref`` (added when none)."""
-    options, reqs = split_args(list(args))
-    kept: list[str] = []
-    it = iter(reqs)
-    for a in it:
-        if a in ("-r", "--requirement", "-e", "--editable"):
-            kept += [a, next(it, "")]
-        elif _direct_name(a) != name:
-            kept.append(a)
-    return [*options, *kept, ref]
+    return [*without_direct(args, {name}), ref]
 
 
 def _short(ref: str) -> str:
