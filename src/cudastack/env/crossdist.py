@@ -14,6 +14,7 @@ from exactly those packages.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import ImportTime, _absolute, _import_sites, _running_import_sites, module_name
@@ -35,34 +36,34 @@ class Outer:
         self.where: dict[str, str | None] = {}
         """Top-level package → ``"file:line"`` of an unguarded import of it, or None."""
 
+    def _running_imports(self, top: str) -> Iterator[tuple[str, int | None, ast.Import | ast.ImportFrom]]:
+        """(file, guard, statement) of each import statement that runs and names a module of
+        ``top`` the walk imports, in the order the files ran (see ``_import_sites`` for guard)."""
+        bases = sorted({n.rsplit(".", 1)[-1] for n in self.names(top)})
+        for path in self.run.order if bases else ():
+            tree = self.run.tree(path, top.encode())
+            if tree is None:
+                continue
+            running = self.run.running.get(path, set())
+            raw = self.run.raw(path)
+            for base in bases:
+                for guard, node in _import_sites(tree, base, raw):
+                    if id(node) in running and isinstance(node, ast.Import | ast.ImportFrom):
+                        yield path, guard, node
+
     def unguarded(self, top: str) -> str | None:
         """``"file:line"`` of a statement that runs at import, imports a module of the top-level
         package ``top`` (``import jaxlib.xla_client``) and is inside no ``try`` that survives its
         ImportError; else None."""
         if top not in self.where:
-            self.where[top] = None
-            bases = {n.rsplit(".", 1)[-1] for n in self.names(top)}
-            for path in self.run.order if bases else ():
-                tree = self.run.tree(path, top.encode())
-                if tree is None:
-                    continue
-                running = self.run.running.get(path, set())
-                raw = self.run.raw(path)
-                hit = next(
-                    (
-                        f"{path}:{node.lineno}"
-                        for base in sorted(bases)
-                        for guard, node in _import_sites(tree, base, raw)
-                        if guard is None
-                        and id(node) in running
-                        and isinstance(node, ast.Import | ast.ImportFrom)
-                        and any(n.partition(".")[0] == top for n in _absolute(node, ""))
-                    ),
-                    None,
-                )
-                if hit:
-                    self.where[top] = hit
-                    break
+            self.where[top] = next(
+                (
+                    f"{path}:{node.lineno}"
+                    for path, guard, node in self._running_imports(top)
+                    if guard is None and any(n.partition(".")[0] == top for n in _absolute(node, ""))
+                ),
+                None,
+            )
         return self.where[top]
 
     def guarded_only(self, top: str) -> set[str]:
@@ -71,29 +72,16 @@ class Outer:
         pynndescent's ``__init__`` tries ``from numba.np.ufunc import tbbpool`` and falls back to
         the workqueue layer when it fails, so ``import pynndescent`` does not need it. A name no
         import statement gives (a computed import) is never in it."""
-        if top in self._guarded:
-            return self._guarded[top]
-        bases = {n.rsplit(".", 1)[-1] for n in self.names(top)}
-        plain: set[str] = set()
-        guarded: set[str] = set()
-        for path in self.run.order if bases else ():
-            tree = self.run.tree(path, top.encode())
-            if tree is None:
-                continue
-            running = self.run.running.get(path, set())
-            raw = self.run.raw(path)
-            package = self.run._package_of(path)
-            for base in sorted(bases):
-                for guard, node in _import_sites(tree, base, raw):
-                    if id(node) not in running or not isinstance(node, ast.Import | ast.ImportFrom):
-                        continue
-                    for name in _absolute(node, package):
-                        if name.partition(".")[0] == top:
-                            parts = name.split(".")
-                            (plain if guard is None else guarded).update(
-                                ".".join(parts[:i]) for i in range(1, len(parts) + 1)
-                            )
-        self._guarded[top] = guarded - plain
+        if top not in self._guarded:
+            plain: set[str] = set()
+            guarded: set[str] = set()
+            for path, guard, node in self._running_imports(top):
+                for name in _absolute(node, self.run._package_of(path)):
+                    if name.partition(".")[0] == top:
+                        parts = name.split(".")
+                        chain = (".".join(parts[:i]) for i in range(1, len(parts) + 1))
+                        (plain if guard is None else guarded).update(chain)
+            self._guarded[top] = guarded - plain
         return self._guarded[top]
 
     def names(self, top: str) -> list[str]:
