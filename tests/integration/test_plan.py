@@ -123,10 +123,18 @@ def test_search_takes_the_newest_cuda_label_with_no_new_error_and_both_verdicts_
     jsonschema.validate(report, plan_schema, cls=jsonschema.Draft202012Validator)
     labels = [c["label"] for c in report["candidates"]]
     assert labels == ["cu130", "cu128"]  # newest CUDA first; cpu was not needed
-    assert report["not_tried"] == [
-        {"label": "cu130 (kern!=1.0)", "why": "no other version of kern resolves on cu130"},  # blamed, stepped back
+    assert report["not_tried"] == [  # blamed; the listing shows nothing else to step back to
+        {"label": "cu130 (kern!=1.0)", "why": "no other version of kern is offered on cu130 (offered: 1.0)"},
         {"label": "cpu", "why": "not needed: cu128 was accepted first"},
     ]
+    # reality: pip really finds no other kern on cu130's indexes (the step the listing spared)
+    other = plan_index.pip_install(empty, pip_env, "--dry-run", "--index-url", indexes["cu130"],
+                                   "--extra-index-url", indexes["pypi"], "minitorch", "kern!=1.0")  # fmt: skip
+    assert other.returncode != 0 and "kern!=1.0" in other.stderr, other.stderr
+    offered = {(o["label"], o["name"]): o for o in report["offered"]}
+    assert set(offered) == {("cu130", "minitorch"), ("cu130", "kern"), ("cu128", "minitorch"), ("cu128", "kern")}
+    assert offered["cu130", "kern"]["versions"] == ["1.0"] and offered["cu130", "kern"]["tried"] == {"1.0": "rejected"}
+    assert offered["cu128", "minitorch"]["tried"] == {"2.0.0+cu128": "accepted"}
     rejected, chosen = report["candidates"]
     assert rejected["verdict"] == "rejected" and chosen["verdict"] == "accepted" and report["chosen"] == "cu128"
     [err12] = [f for f in rejected["findings_added"] if f["severity"] == "error"]
@@ -259,15 +267,20 @@ def test_search_is_bounded_and_says_what_it_did_not_try(
     code, report, err = plan(
         capsys, "--python", str(empty), "--driver", DRIVER, "--search", "--max-candidates", "1",
         *[a for label in ("cpu", "cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
-        "--", "--extra-index-url", indexes["pypi"], "minitorch", "kern",
+        "--", "--extra-index-url", indexes["kernels"], "--extra-index-url", indexes["pypi"], "minitorch", "kern",
     )  # fmt: skip
     assert code == 1, err  # the one candidate allowed (cu130) adds an error
     assert [c["label"] for c in report["candidates"]] == ["cu130"] and report["chosen"] is None
     assert report["not_tried"] == [
-        {"label": "cu130 (kern!=1.0)", "why": "past the bound of the search"},
+        {"label": "cu130 (kern!=2.0)", "why": "past the bound of the search"},
         {"label": "cu128", "why": "past the bound of 1 candidate(s)"},
         {"label": "cpu", "why": "past the bound of 1 candidate(s)"},
     ]
+    # the versions the bound left untried are named, not only the step
+    [kern] = [o for o in report["offered"] if o["name"] == "kern"]
+    assert kern["label"] == "cu130" and kern["versions"] == ["2.0", "1.5", "1.0"]
+    assert kern["tried"] == {"2.0": "rejected"}
+    assert kern["not_tried"] == {"1.5": "past the bound of the search", "1.0": "past the bound of the search"}
 
 
 def test_pip_and_uv_read_the_same_indexes_differently_and_the_plan_says_which_resolved(
@@ -299,7 +312,7 @@ def test_search_steps_the_blamed_kernel_package_back_before_leaving_the_newest_l
     code, report, err = plan(
         capsys, "--python", str(empty), "--driver", DRIVER, "--search",
         *[a for label in ("cu128", "cu130") for a in ("--index", f"{label}={indexes[label]}")],
-        "--", "--extra-index-url", indexes["kernels"], "minitorch", "kern",
+        "--", "--extra-index-url", indexes["kernels"], "--extra-index-url", indexes["pypi"], "minitorch", "kern",
     )  # fmt: skip
     assert code == 0, err
     assert [(c["label"], c["verdict"]) for c in report["candidates"]] == [
@@ -312,6 +325,19 @@ def test_search_steps_the_blamed_kernel_package_back_before_leaving_the_newest_l
     good = venv_with(tmp_path / "good", pip_env, *pins[pins.index("--") + 1 :])
     imp = plan_index.try_import(good, "minitorch", "kern")
     assert imp.returncode == 0, imp.stderr
+    # the listing up front: every kern the label's indexes hold, newest first, each with its fate
+    on_disk = sorted({p.name.split("-")[1] for idx in ("kernels", "pypi")
+                      for p in Path(urllib.parse.urlparse(indexes[idx]).path).parent.rglob("kern-*.whl")},
+                     key=lambda v: tuple(map(int, v.split("."))), reverse=True)  # fmt: skip
+    [kern] = [o for o in report["offered"] if o["label"] == "cu130" and o["name"] == "kern"]
+    assert kern["versions"] == on_disk == ["2.0", "1.5", "1.0"]
+    assert kern["tried"] == {"2.0": "rejected", "1.5": "accepted"}
+    assert kern["not_tried"] == {"1.0": "not needed: cu130 (kern!=2.0) was accepted first"}
+    # reality: kern 1.0, not tried, is really installable there (a version the search could have taken)
+    also = plan_index.pip_install(empty, pip_env, "--dry-run", "--index-url", indexes["cu130"],
+                                  "--extra-index-url", indexes["kernels"], "--extra-index-url", indexes["pypi"],
+                                  "minitorch", "kern==1.0")  # fmt: skip
+    assert also.returncode == 0, also.stderr
 
 
 def _resolved(report: dict[str, Any]) -> dict[str, str]:
@@ -564,6 +590,32 @@ def test_search_time_and_download_bounds_stop_it_and_say_so(
         [cand] = report["candidates"]
         assert {r["fetched"] for r in cand["resolved"]} == {"cached"}
         assert {"label": "cu128", "why": "past the download bound of 0.0 GB"} in report["not_tried"]
+
+
+def test_the_listing_takes_only_the_index_options_and_names_a_version_the_resolver_passed_over(
+    indexes: dict[str, str], pip_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A constraint file keeps kern 2.0 out (``-c``, which ``pip index versions`` refuses): the
+    listing still names 2.0, as passed over by the resolver, the accepted 1.5, and 1.0 as not needed."""
+    empty = venv_with(tmp_path / "empty", pip_env)
+    constraints = tmp_path / "c.txt"
+    constraints.write_text("kern<2\n")
+    args = ["-c", str(constraints), "--extra-index-url", indexes["kernels"], "--extra-index-url", indexes["pypi"]]
+    refused = subprocess.run([sys.executable, "-m", "pip", "--python", str(empty), "index", "versions", "kern",
+                              "--index-url", indexes["cu130"], *args],
+                             capture_output=True, text=True, env=pip_env, check=False)  # fmt: skip
+    assert refused.returncode != 0 and "no such option: -c" in refused.stderr  # why only index options are passed
+    code, report, err = plan(capsys, "--python", str(empty), "--driver", DRIVER, "--search",
+                             "--index", f"cu130={indexes['cu130']}", "--", *args, "minitorch", "kern")  # fmt: skip
+    assert code == 0, err
+    assert [(c["label"], c["verdict"]) for c in report["candidates"]] == [("cu130", "accepted")]
+    [kern] = [o for o in report["offered"] if o["name"] == "kern"]
+    assert kern["versions"] == ["2.0", "1.5", "1.0"] and kern["error"] is None
+    assert kern["tried"] == {"1.5": "accepted"}
+    assert kern["not_tried"] == {
+        "2.0": "passed over by the resolver (a constraint, a conflict or Requires-Python)",
+        "1.0": "not needed: cu130 was accepted first",
+    }
 
 
 def test_search_steps_back_a_kernel_wheel_given_by_path_to_what_the_indexes_offer(

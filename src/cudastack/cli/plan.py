@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         bounds = Bounds(count=args.max_candidates, seconds=args.max_seconds, bytes=int(args.max_gb * 1e9))
         result = search(today, pip_args, labels, cache=cache, progress=_say, bounds=bounds, installer=args.installer)
         candidates, chosen, not_tried = list(result.candidates), result.chosen, list(result.not_tried)
+        offered = list(result.offered)
     else:
         try:
             cand = judge_candidate(today, "as given", pip_args, cache=cache, progress=_say, resolution=pending,
@@ -98,13 +99,14 @@ def run(args: argparse.Namespace) -> int:
             if guessed is not None:
                 guessed.wait()  # (a failed resolution too: no extraction outlives the run)
         candidates, chosen, not_tried = [cand], (cand if cand.accepted else None), []
+        offered = []
     failed = [c for c in candidates if c.failure]
     if chosen is None and failed and len(failed) == len(candidates):
         from cudastack.plan.resolve import PlanError
 
         raise PlanError("; ".join(f"[{c.label}] {c.failure}" for c in failed), hint="nothing was changed")
     code = ExitCode.CLEAN if chosen is not None else ExitCode.FINDINGS
-    return _emit(args, today, candidates, chosen, not_tried, code)
+    return _emit(args, today, candidates, chosen, not_tried, code, offered)
 
 
 def _candidate_dict(c: Any, python: str | None) -> dict[str, object]:
@@ -140,7 +142,7 @@ def _candidate_dict(c: Any, python: str | None) -> dict[str, object]:
 
 
 def _emit(args: argparse.Namespace, today: Any, candidates: list[Any], chosen: Any, not_tried: list[Any],
-          code: ExitCode) -> int:  # fmt: skip
+          code: ExitCode, offered: list[Any]) -> int:  # fmt: skip
     from cudastack.plan.search import pinned_install
 
     # absolute (symlinks kept: a venv's python is one), so the printed line works from any directory
@@ -166,6 +168,7 @@ def _emit(args: argparse.Namespace, today: Any, candidates: list[Any], chosen: A
                 "install": pinned_install(chosen, python) if chosen else None,
                 "candidates": [_candidate_dict(c, python) for c in candidates],
                 "not_tried": [{"label": lbl, "why": why} for lbl, why in not_tried],
+                "offered": [o.to_dict() for o in offered],
                 "exit_code": int(code),
             },
         )
@@ -188,6 +191,7 @@ def _emit(args: argparse.Namespace, today: Any, candidates: list[Any], chosen: A
         out.extend(f"  - {_line(f)}" for f in c.removed if f.severity >= Severity.WARNING)
     for label, why in not_tried:
         out.append(f"not tried: {label}: {why}")
+    out.extend(_offer_lines(offered))
     if chosen is not None:
         out.append("plan: no new error; install it with:")
         out.append(f"  $ {pinned_install(chosen, python)}")
@@ -197,6 +201,26 @@ def _emit(args: argparse.Namespace, today: Any, candidates: list[Any], chosen: A
         out.append("no candidate installs without a new error (exit 1)")
     sys.stdout.write(visible("\n".join(out) + "\n"))
     return int(code)
+
+
+def _offer_lines(offered: list[Any]) -> list[str]:
+    """``offered on cu130: kern 2.0 rejected, 1.5 accepted; not tried: 1.0 (not needed: …)``."""
+    out = []
+    for o in offered:
+        if o.error:
+            out.append(f"offered on {o.label}: {o.name}: not listed ({o.error})")
+            continue
+        if not o.versions:
+            out.append(f"offered on {o.label}: no {o.name}")
+            continue
+        tried = ", ".join(f"{v} {verdict}" for v, verdict in o.tried.items())
+        line = f"offered on {o.label}: {o.name} " + ", ".join(o.versions) + (f"; tried {tried}" if tried else "")
+        reasons: dict[str, list[str]] = {}
+        for v, why in o.not_tried.items():
+            reasons.setdefault(why, []).append(v)
+        line += "".join(f"; not tried {', '.join(vs)} ({why})" for why, vs in reasons.items())
+        out.append(line)
+    return out
 
 
 def _line(f: Finding) -> str:

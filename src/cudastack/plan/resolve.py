@@ -87,22 +87,17 @@ def resolve(target: Target, args: list[str], *, timeout: float = 1800) -> Resolu
     return start_resolve(target, args).result(timeout=timeout)
 
 
-class PendingResolution:
-    """A dry run started in the background: today's doctor runs meanwhile (no thread: the
-    doctor may fork)."""
+class Supervised:
+    """An installer command started in the background under install's supervisor, in a session of
+    its own: when cudastack dies (SIGKILL too) the supervisor sees the life pipe close and kills
+    the whole group (pip and its children). No thread: the doctor may fork meanwhile."""
 
-    def __init__(self, cmd: list[str], *, installer: str = "pip", stdin: str | None = None,
-                 target: Target | None = None, memo: Memo | None = None, why: str = "") -> None:  # fmt: skip
+    def __init__(self, cmd: list[str], *, stdin: str | None = None, what: str = "resolution") -> None:
         self.cmd = cmd
-        self.installer = installer
         self.stdin = stdin
-        self.target = target
-        self.memo = memo
-        self.why = why
+        self.what = what
         from cudastack.install.run import SUPERVISOR
 
-        # under install's supervisor, in a session of its own: when cudastack dies (SIGKILL too) the
-        # supervisor sees the life pipe close and kills the whole group (pip and its children)
         life_r, self._life_w = os.pipe()
         self._status_r, status_w = os.pipe()
         try:
@@ -118,7 +113,7 @@ class PendingResolution:
             )
             self.error: str | None = None
         except OSError as exc:
-            self.proc, self.error = None, f"resolution could not start: {' '.join(cmd)}: {exc.strerror or exc}"
+            self.proc, self.error = None, f"{what} could not start: {' '.join(cmd)}: {exc.strerror or exc}"
         finally:
             os.close(life_r)
             os.close(status_w)
@@ -139,29 +134,47 @@ class PendingResolution:
         return int(answer) if answer.lstrip("-").isdigit() else -signal.SIGKILL
 
     def cancel(self) -> None:
-        """Stop a resolution no longer needed (the search accepted an earlier label)."""
+        """Stop a command no longer needed (the search accepted an earlier label)."""
         if self.proc is None:
             return
         self._kill()
         self.proc.communicate()  # reads and closes its pipes, finished or killed
         self._status()
 
-    def result(self, *, timeout: float = 1800) -> Resolution:
+    def output(self, *, timeout: float = 1800) -> tuple[str, str]:
+        """(stdout, stderr) of the finished command; :class:`PlanError` when it could not start,
+        timed out or failed."""
         if self.proc is None:
-            raise PlanError(self.error or "resolution could not start")
+            raise PlanError(self.error or f"{self.what} could not start")
         try:
             out, err = self.proc.communicate(self.stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             self._kill()
             self.proc.communicate()
             self._status()
-            raise PlanError(f"resolution timed out after {timeout:.0f} s: {' '.join(self.cmd)}") from None
+            raise PlanError(f"{self.what} timed out after {timeout:.0f} s: {' '.join(self.cmd)}") from None
         rc = self._status()
         if rc != 0:
             raise PlanError(
-                f"resolution failed (exit {rc}): {' '.join(self.cmd)}: {err.strip()[-800:]}",
+                f"{self.what} failed (exit {rc}): {' '.join(self.cmd)}: {err.strip()[-800:]}",
                 hint="nothing was changed",
             )
+        return out, err
+
+
+class PendingResolution(Supervised):
+    """A dry run started in the background: today's doctor runs meanwhile."""
+
+    def __init__(self, cmd: list[str], *, installer: str = "pip", stdin: str | None = None,
+                 target: Target | None = None, memo: Memo | None = None, why: str = "") -> None:  # fmt: skip
+        self.installer = installer
+        self.target = target
+        self.memo = memo
+        self.why = why
+        super().__init__(cmd, stdin=stdin, what="resolution")
+
+    def result(self, *, timeout: float = 1800) -> Resolution:
+        out, _err = self.output(timeout=timeout)
         resolution = parse_output(out, self.installer, self.target, self.cmd, why=self.why)
         if self.memo is not None:
             store(self.memo, out, [i.url for i in resolution.items])

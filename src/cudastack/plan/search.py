@@ -9,11 +9,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from packaging.version import InvalidVersion, Version
+
 from cudastack.cuda.archs import MIN_DRIVER_FOR_MAJOR, format_driver, parse_version
 from cudastack.errors import UsageError
 from cudastack.install.plan import split_args
 from cudastack.plan.candidate import Candidate, Today, judge_candidate
 from cudastack.plan.fetch import WheelCache
+from cudastack.plan.offered import Listing, Offer, named_packages
 from cudastack.plan.resolve import PendingResolution, ReusedResolution, start_resolve
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl/{label}"
@@ -82,6 +85,9 @@ class SearchResult:
     chosen: Candidate | None
     not_tried: tuple[tuple[str, str], ...]
     """(label, why) of every label not tried: ruled out by the driver, or past a bound."""
+    offered: tuple[Offer, ...] = ()
+    """Per label tried, what its indexes offer of each package the user named (and of each a new
+    error blamed), with the verdict on each version tried and why each other was not."""
 
 
 def search(
@@ -119,6 +125,9 @@ def search(
             pending[i] = start_resolve(today.target, ["--index-url", url, *first_args], installer)
 
     first_args, alternatives = split_alternatives(args)
+    names = named_packages(args)
+    offered: list[Offer] = []
+    listing: Listing | None = None
     try:
         for i, (label, url) in enumerate(ordered):
             over = None
@@ -134,18 +143,25 @@ def search(
             begin(i)
             if len(tried) + 1 < bounds.count:
                 begin(i + 1)
+            # what this label's indexes offer of each named package, listed while it resolves
+            if names:
+                progress(f"[{label}] listing what its indexes offer of {', '.join(names)} (pip index versions)")
+            listing = Listing(today.target, label, ["--index-url", url, *first_args], names)
             cand = judge_candidate(today, label, ["--index-url", url, *first_args], cache=cache, progress=progress,
                                    installer=installer, resolution=pending.pop(i))  # fmt: skip
             tried.append(cand)
+            on_label = [cand]
             current = list(first_args)
             left = {name: list(refs) for name, refs in alternatives.items()}
             rejected: dict[str, list[str]] = {}  # name -> versions rejected on this label
             excluded: list[str] = []
             steps: list[str] = []
+            end = f"the resolution on {label} failed" if cand.failure else ""
             while not cand.accepted and cand.failure is None:
                 # then the newest versions: step the blamed kernel package back, on the same label
                 blamed = blamed_version(cand, label)
                 if blamed is None:
+                    end = f"not stepped back: no new error on {label} blames a package other than the variant's own"
                     break
                 key = _canonical(blamed[0])
                 rejected.setdefault(key, []).append(blamed[1])
@@ -154,28 +170,85 @@ def search(
                     current = with_reference(current, key, ref)
                     steps.append(f"{blamed[0]}: {_short(ref)}")
                 else:  # a wheel named by path or URL gives way to what the indexes offer
+                    offer = listing.offer(key)
+                    others = _others(offer, rejected[key])
+                    if not others and offer.error is None:  # nothing else to resolve: said, not tried
+                        shown = ", ".join(offer.versions) or "none"
+                        end = f"no other version of {blamed[0]} is offered on {label} (offered: {shown})"
+                        not_tried.append((f"{label} ({', '.join([*steps, f'{blamed[0]}!={blamed[1]}'])})", end))
+                        break
                     current = without_direct(current, {key})
                     new = [f"{blamed[0]}!={v}" for v in rejected[key] if f"{blamed[0]}!={v}" not in excluded]
                     excluded += new
                     steps += new
                 again = f"{label} ({', '.join(steps)})"
                 if len(tried) >= bounds.count or time.monotonic() - start > bounds.seconds:
-                    not_tried.append((again, "past the bound of the search"))
+                    end = "past the bound of the search"
+                    not_tried.append((again, end))
                     break
                 cand = judge_candidate(today, again, ["--index-url", url, *current, *excluded], cache=cache,
                                        progress=progress, installer=installer)  # fmt: skip
                 if cand.failure is not None:
-                    not_tried.append((again, f"no other version of {blamed[0]} resolves on {label}"))
+                    end = f"no other version of {blamed[0]} resolves on {label}"
+                    not_tried.append((again, end))
                     break
                 tried.append(cand)
+                on_label.append(cand)
             if cand.accepted:
                 chosen = cand
-                not_tried += [(lbl, f"not needed: {cand.label} was accepted first") for lbl, _ in ordered[i + 1 :]]
+                end = f"not needed: {cand.label} was accepted first"
+                not_tried += [(lbl, end) for lbl, _ in ordered[i + 1 :]]
+            offered += _account(listing.all(), on_label, end)
+            listing = None
+            if chosen is not None:
                 break
     finally:
         for p in pending.values():
             p.cancel()
-    return SearchResult(candidates=tuple(tried), chosen=chosen, not_tried=tuple(not_tried))
+        if listing is not None:
+            listing.cancel()
+    return SearchResult(candidates=tuple(tried), chosen=chosen, not_tried=tuple(not_tried), offered=tuple(offered))
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def _others(offer: Offer, rejected: list[str]) -> list[str]:
+    """The versions ``offer`` lists that are none of ``rejected`` (compared as versions)."""
+    gone = {_version(v) or v for v in rejected}
+    return [v for v in offer.versions if (_version(v) or v) not in gone]
+
+
+def _account(offers: list[Offer], cands: list[Candidate], end: str) -> list[Offer]:
+    """Each offer with the verdict on every version a candidate of its label resolved, and why each
+    other was not tried: one above the oldest resolved was passed over by the resolver (the steps
+    exclude only the rejected versions); one below it was not needed when the label was accepted,
+    else the label ended first (``end``)."""
+    from packaging.utils import canonicalize_name
+
+    accepted = next((c for c in cands if c.accepted), None)
+    for offer in offers:
+        for c in cands:
+            for f in c.fetched:
+                if str(canonicalize_name(f.planned.name)) == offer.name:
+                    offer.tried[f.planned.version] = "accepted" if c.accepted else "rejected"
+        seen = {_version(v) or v for v in offer.tried}
+        oldest = min((v for v in seen if isinstance(v, Version)), default=None)
+        for v in offer.versions:
+            ver = _version(v)
+            if (ver or v) in seen:
+                continue
+            if ver is not None and oldest is not None and ver > oldest:
+                offer.not_tried[v] = "passed over by the resolver (a constraint, a conflict or Requires-Python)"
+            elif accepted is not None:
+                offer.not_tried[v] = f"not needed: {accepted.label} was accepted first"
+            else:
+                offer.not_tried[v] = end or "not reached"
+    return offers
 
 
 def split_alternatives(args: list[str]) -> tuple[list[str], dict[str, list[str]]]:
