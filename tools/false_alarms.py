@@ -40,14 +40,17 @@ NATIVE_WORDS = ("shared object", "undefined symbol", "ELF", "version `", ".so", 
 
 
 def probe(python: str, root: str) -> str | None:
-    """None when `import root` succeeds in a fresh interpreter, else the error line."""
+    """None when `import root` succeeds in a fresh interpreter, else the error (its lines joined)."""
     try:
         proc = subprocess.run([python, "-I", "-c", PROBE, root], capture_output=True, text=True, timeout=180)
     except subprocess.TimeoutExpired:
         return "timeout after 180 s"
     if proc.returncode == 0:
         return None
-    return (proc.stdout.strip() or proc.stderr.strip()[-400:] or f"exit {proc.returncode}").splitlines()[-1]
+    if proc.stdout.strip():  # the probe's `Type: message`, all of it: a message may go on for lines after
+        # the native words (PyNvVideoCodec: `libnvidia-encode.so.1: cannot open …`, then advice)
+        return " | ".join(line.strip() for line in proc.stdout.splitlines() if line.strip())[:400]
+    return (proc.stderr.strip()[-400:] or f"exit {proc.returncode}").splitlines()[-1]
 
 
 def main() -> None:
