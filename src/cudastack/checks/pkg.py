@@ -696,6 +696,12 @@ def _variant(version: str) -> str | None:
     return version.split("+", 1)[1] if "+" in version else None
 
 
+def _same_cuda_major(a: str, b: str) -> int | None:
+    """The CUDA major two variant labels share (``cu132``, ``cu130`` → 13), else None."""
+    ma, mb = re.fullmatch(r"cu(\d+)\d", a), re.fullmatch(r"cu(\d+)\d", b)
+    return int(ma.group(1)) if ma and mb and ma.group(1) == mb.group(1) else None
+
+
 def _companion_versions(ctx: Context, name: str) -> tuple[str, str] | None:
     """(full version with variant, where it was read) for a torch companion."""
     vf = ctx.inventory.version_files.get(f"{name}/version.py")
@@ -744,6 +750,26 @@ def _companion_check(
             subject=key,
             distribution=key,
             evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})", stable)
+            + (f"info, not warning: {loads} against the installed torch",),
+        )
+        return
+    minor = (
+        _same_cuda_major(cv, tvar)
+        if loads and cv and tvar and cv != tvar and len(problems) == 1 and name == "torchvision"
+        else None
+    )
+    if minor is not None:
+        # torchvision's own import-time check (extension.py `_check_cuda_version`) compares the CUDA
+        # major of its build with torch's and nothing else; PyPI pairs torchvision 0.29.2+cu132 with
+        # torch 2.14.1+cu130. The loader, symbols and versions checked, says every module loads.
+        yield Finding(
+            code=code,
+            severity=Severity.INFO,
+            message=f"{name} {version} is a {cv} build beside torch {torch.version}: the same CUDA major "
+            f"({minor}), which is all {name}'s own check at import compares",
+            subject=key,
+            distribution=key,
+            evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})")
             + (f"info, not warning: {loads} against the installed torch",),
         )
         return
@@ -830,7 +856,10 @@ def torchvision_torch(ctx: Context) -> Iterator[Finding]:
     table is then contradicted, and says so. `info`, with no fix, when besides every module of
     it linked against libtorch takes only torch's C shims (`aoti_torch_*`, `torch_*`) and no C++
     symbol of `c10::`/`at::`/`torch::`: a build against torch's stable C ABI, which the release
-    table does not bind (torchaudio 2.11.0 with torch 2.14.0, as vllm 0.33.0 pins them).
+    table does not bind (torchaudio 2.11.0 with torch 2.14.0, as vllm 0.33.0 pins them). `info`,
+    with no fix, when the release pairs and the variants differ only in the CUDA minor (`+cu132`
+    beside `+cu130`, as PyPI pairs torchvision 0.29.2 with torch 2.14.1) and every module loads:
+    torchvision's own check at import (`extension.py`) compares the CUDA major alone.
 
     ## Fix
     Reinstall torchvision from the same index and variant as torch.
