@@ -67,6 +67,11 @@ class NativeLoad:
     """``file:line`` of a ``try`` around it that catches the error (then the package survives)."""
     each: bool = False
     """In a loop of fallbacks followed by a ``raise``: every file the name matches is tried."""
+    init: str | None = None
+    """``spec_from_file_location(name, path)`` whose path is not known: the module name, whose
+    ``PyInit_<name>`` the file must export (CPython looks it up), so the files that can be it are
+    those of the distribution exporting it (PyNvVideoCodec 2.2: ``_PyNvVideoCodec`` from the
+    ``_121`` or ``_130`` build, picked by the driver's NVENC version)."""
 
 
 def find_native_loads(dist: Distribution) -> list[NativeLoad]:
@@ -89,17 +94,19 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     if path is not None:
         store_blob(path, [
             (_relative(x.where, site), x.how, tuple(_relative(p, site) for p in x.paths), x.soname,
-             _relative(x.guard, site) if x.guard else x.guard, x.each)
+             _relative(x.guard, site) if x.guard else x.guard, x.each, x.init)
             for x in found
         ])  # fmt: skip
     return found
 
 
-def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool], site: str) -> NativeLoad:
-    where, how, paths, soname, guard, each = row
+def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool, str | None], site: str
+               ) -> NativeLoad:  # fmt: skip
+    where, how, paths, soname, guard, each, init = row
     paths = tuple(_rebase(p, site) for p in paths)
     guard = _rebase(guard, site) if guard else guard
-    return NativeLoad(where=_rebase(where, site), how=how, paths=paths, soname=soname, guard=guard, each=each)
+    return NativeLoad(where=_rebase(where, site), how=how, paths=paths, soname=soname, guard=guard, each=each,
+                      init=init)  # fmt: skip
 
 
 _HERE = "\0site/"
@@ -114,7 +121,7 @@ def _rebase(path: str, site: str) -> str:
     return site + path[len(_HERE) :] if path.startswith(_HERE) else path
 
 
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
 
 
 def _cache_file(dist: Distribution) -> str | None:
@@ -649,16 +656,24 @@ def _load(
     else:
         return None
     pattern = _evaluate(arg, path, names, 0, funcs)
-    if pattern is None or not pattern.replace("*", "").replace("/", ""):
-        return None  # nothing known of the name (a loop over LD_LIBRARY_PATH's directories)
     where = f"{path}:{call.lineno}"
     g = f"{path}:{guard}" if guard else None
+    if how == "spec_from_file_location" and (pattern is None or "/" not in pattern or not _matches(pattern, record)):
+        name = _evaluate(call.args[0], path, names, 0, funcs)
+        if name and "*" not in name:  # the path is not known, the module's name is
+            return NativeLoad(where=where, how=how, guard=g, init=name.rpartition(".")[2])
+    if pattern is None or not pattern.replace("*", "").replace("/", ""):
+        return None  # nothing known of the name (a loop over LD_LIBRARY_PATH's directories)
     if "/" not in pattern:
         if how != "ctypes" or "*" in pattern or ".so" not in pattern:
             return None
         return NativeLoad(where=where, how=how, soname=pattern, guard=g)
-    hits = tuple(p for p in record if fnmatch.fnmatchcase(p, pattern) and ".so" in os.path.basename(p))
+    hits = _matches(pattern, record)
     return NativeLoad(where=where, how=how, paths=hits, guard=g) if hits else None
+
+
+def _matches(pattern: str, record: list[str]) -> tuple[str, ...]:
+    return tuple(p for p in record if fnmatch.fnmatchcase(p, pattern) and ".so" in os.path.basename(p))
 
 
 def _evaluate(

@@ -209,6 +209,16 @@ def _loaded_without_import(
                 continue
             why = f"loaded at import by {load.how} ({load.where})"
             judged = [i for path in load.paths if (i := index.get(path)) is not None]
+            if load.init is not None and not load.paths:
+                # the path is not known: the file is one of those of the distribution that export
+                # PyInit_<name>, and the import fails for sure when every one of them would
+                init = f"PyInit_{load.init}"
+                judged = [
+                    i for i, f in enumerate(pred.files)
+                    if f.distribution == dist.key and f.kind == "module"
+                    and not isinstance(elf := pred.elf_cache.get(f.path), str) and elf.defines(init)
+                ]  # fmt: skip
+                why += f", as {load.init}: one of the files of {dist.key} that export {init}"
             # a wildcard that matches modules picks one of them, not a library beside them
             # (torchaudio's lib/*.so); a library is judged only where no module matches and it is
             # the one file the name can be (torchcodec's libtorchcodec_image.so, by
@@ -554,6 +564,83 @@ class _VerdictsAhead:
         return collect
 
 
+class _OnDemand:
+    """Where a library that fails alone is loaded in fact, for the on-demand judgment (issue 12's
+    hunt, s31). A library is dlopened by its package's code, so after that package's modules are
+    loaded (openmm's plugins, dlopened by path from C++ at import, need the ``libOpenMM.so`` that
+    ``_openmm`` maps: glibc finds it by soname among the loaded objects). Or it is no library anyone
+    opens, but a dependency of another file of its distribution, found through that file's DT_RPATH
+    (pyscf's vendored libgfortran needs libquadmath, reached by libnp_helper's ``$ORIGIN`` RPATH,
+    which glibc applies to its dependencies' dependencies too; decord's libswscale, needed by
+    libavfilter, needed by libdecord.so). Each is asked only of a library that fails alone."""
+
+    def __init__(self, pred: Prediction, elfs: dict[str, tuple[ElfFile, Distribution]], start: Process,
+                 cache: ElfCache) -> None:  # fmt: skip
+        self.start, self.cache, self.elfs = start, cache, elfs
+        self.modules: dict[str, list[str]] = {}
+        for f in pred.files:
+            if f.kind == "module" and f.predicted == "loads" and f.distribution:
+                self.modules.setdefault(f.distribution, []).append(f.path)
+        self.needers: dict[tuple[str, str], list[str]] = {}  # (dist, name) -> files of it needing that name
+        for path, (elf, dist) in elfs.items():
+            for name in elf.needed:
+                self.needers.setdefault((dist.key, name), []).append(path)
+        self.procs: dict[str, Process] = {}
+        self.loaded: dict[str, frozenset[str] | None] = {}  # file -> realpaths its dlopen maps, None: fails
+
+    def _after_modules(self, dist: Distribution) -> Process:
+        if dist.key not in self.procs:
+            proc = self.start.clone()
+            for path in self.modules.get(dist.key, ()):
+                proc.dlopen(path)
+            self.procs[dist.key] = proc
+        return self.procs[dist.key]
+
+    def _maps(self, path: str, dist: Distribution) -> frozenset[str] | None:
+        if path not in self.loaded:
+            proc = self._after_modules(dist).clone()
+            ok = proc.dlopen(path).ok
+            self.loaded[path] = frozenset(self.cache.realpath(o.path) for o in proc.objects) if ok else None
+        return self.loaded[path]
+
+    def _names(self, path: str) -> set[str]:
+        elf = self.elfs[path][0]
+        return {n for n in (elf.soname, os.path.basename(path)) if n}
+
+    def with_its_package(self, path: str, elf: ElfFile, dist: Distribution) -> tuple[DlopenResult, str] | None:
+        """(the result, how) where ``path`` loads after its distribution's modules or as another
+        file's dependency; None when it fails there too. A library that needs a sibling on no search
+        path stays failing: only a loader that opens the sibling first (openmm's plugin loader does,
+        retrying) would load it, and nothing here says which loader opens it."""
+        mods = self.modules.get(dist.key, ())
+        res = self._after_modules(dist).clone().dlopen(path)
+        if res.ok and mods:
+            names = sorted({os.path.basename(m) for m in mods})
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            return res, f"dlopened on demand by its package, after {dist.key}'s modules load ({shown})"
+        # the files of the distribution whose DT_NEEDED tree reaches it by name, nearest first
+        real = self.cache.realpath(path)
+        seen, frontier, ancestors = {path}, [path], []
+        while frontier:
+            nxt = []
+            for f in frontier:
+                for name in self._names(f):
+                    for other in self.needers.get((dist.key, name), ()):
+                        if other not in seen:
+                            seen.add(other)
+                            nxt.append(other)
+            ancestors += nxt
+            frontier = nxt
+        for other in ancestors:
+            maps = self._maps(other, dist)
+            if maps is not None and real in maps:
+                proc = self._after_modules(dist).clone()
+                return proc.dlopen(
+                    other
+                ), f"loaded as a dependency of {os.path.basename(other)}, through its search path"
+        return None
+
+
 class _NativeLoadsAhead:
     """:func:`~cudastack.env.native_loads.find_native_loads` of every distribution but torch
     (whose start-up is loader/torch_start.py), in a forked child started before the ELF files are
@@ -571,8 +658,8 @@ class _NativeLoadsAhead:
         if isinstance(answer, list) and len(answer) == len(self.dists):
             try:
                 return {
-                    d.key: [NativeLoad(where=w, how=h, paths=tuple(ps), soname=so, guard=g, each=e)
-                            for w, h, ps, so, g, e in rows]
+                    d.key: [NativeLoad(where=w, how=h, paths=tuple(ps), soname=so, guard=g, each=e, init=i)
+                            for w, h, ps, so, g, e, i in rows]
                     for d, rows in zip(self.dists, answer, strict=True)
                 }  # fmt: skip
             except (TypeError, ValueError):
@@ -758,6 +845,8 @@ def predict(
             loaded_at_import.add(cache.realpath(obj.path))
     # libraries: those some module loads are "loads"; the others are judged alone, on demand (before
     # the loads by path below: one may be loaded at import, torchcodec's libtorchcodec_image.so)
+    after_torch = torch_proc is not None and torch_block is None
+    on_demand = _OnDemand(pred, elfs, torch_proc if after_torch and torch_proc is not None else base, cache)
     for path, (elf, dist) in elfs.items():
         if is_extension_module(path, target.extension_suffixes, elf, site_dirs):
             continue
@@ -772,9 +861,11 @@ def predict(
                 )
             )
             continue
-        after_torch = torch_proc is not None and torch_block is None
         proc = (torch_proc if after_torch and torch_proc is not None else base).clone()
         res = proc.dlopen(path)
+        context = "dlopened on demand, after import torch" if after_torch else "dlopened alone, on demand"
+        if not res.ok and (found := on_demand.with_its_package(path, elf, dist)) is not None:
+            res, context = found
         pred.files.append(
             FilePrediction(
                 path=path,
@@ -782,7 +873,7 @@ def predict(
                 kind="library",
                 predicted="on-demand",
                 problems=tuple(res.problems),
-                context="dlopened on demand, after import torch" if after_torch else "dlopened alone, on demand",
+                context=context,
                 result=res,
             )
         )
