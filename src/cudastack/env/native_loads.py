@@ -72,6 +72,11 @@ class NativeLoad:
     ``PyInit_<name>`` the file must export (CPython looks it up), so the files that can be it are
     those of the distribution exporting it (PyNvVideoCodec 2.2: ``_PyNvVideoCodec`` from the
     ``_121`` or ``_130`` build, picked by the driver's NVENC version)."""
+    unknown: bool = False
+    """A ctypes load whose argument is not known at all (decord's ``ctypes.CDLL(
+    libinfo.find_lib_path()[0])``, the path found by another module's search): the library is one
+    of the distribution's own that no file of it needs (its dependencies are not what a package
+    opens), and the import fails for sure only when every one of those fails."""
 
 
 def find_native_loads(dist: Distribution) -> list[NativeLoad]:
@@ -94,19 +99,19 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     if path is not None:
         store_blob(path, [
             (_relative(x.where, site), x.how, tuple(_relative(p, site) for p in x.paths), x.soname,
-             _relative(x.guard, site) if x.guard else x.guard, x.each, x.init)
+             _relative(x.guard, site) if x.guard else x.guard, x.each, x.init, x.unknown)
             for x in found
         ])  # fmt: skip
     return found
 
 
-def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool, str | None], site: str
+def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool, str | None, bool], site: str
                ) -> NativeLoad:  # fmt: skip
-    where, how, paths, soname, guard, each, init = row
+    where, how, paths, soname, guard, each, init, unknown = row
     paths = tuple(_rebase(p, site) for p in paths)
     guard = _rebase(guard, site) if guard else guard
     return NativeLoad(where=_rebase(where, site), how=how, paths=paths, soname=soname, guard=guard, each=each,
-                      init=init)  # fmt: skip
+                      init=init, unknown=unknown)  # fmt: skip
 
 
 _HERE = "\0site/"
@@ -121,7 +126,7 @@ def _rebase(path: str, site: str) -> str:
     return site + path[len(_HERE) :] if path.startswith(_HERE) else path
 
 
-_CACHE_VERSION = 3
+_CACHE_VERSION = 4
 
 
 def _cache_file(dist: Distribution) -> str | None:
@@ -355,7 +360,7 @@ _CALLED_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)[\s\\]*\(|\(\s*([A-Za-z_]\w
 # searched for that byte, where ``^`` under ``re.M`` tries every position (~6x slower). A match
 # never ends just past a newline (``import(?=\s)`` looks at the separator without taking it), so
 # each line start is tried exactly where ``^`` would try it.
-_RELATIVE = re.compile(rb"\n\s*from\s+(\.+\w*|\w+(?:\.\w+)+)\s+import(?=\s)")
+_RELATIVE = re.compile(rb"\n\s*from\s+(\.+\w*(?:\.\w+)*|\w+(?:\.\w+)+)\s+import(?=\s)")
 _FROM_PACKAGE = re.compile(rb"\n\s*from\s+(\.+\w*(?:\.\w+)*)\s+import\s+\(?\s*(\w+(?:\s*,\s*\w+)*)")
 _HOPS = 2
 
@@ -663,6 +668,8 @@ def _load(
         if name and "*" not in name:  # the path is not known, the module's name is
             return NativeLoad(where=where, how=how, guard=g, init=name.rpartition(".")[2])
     if pattern is None or not pattern.replace("*", "").replace("/", ""):
+        if how == "ctypes" and (pattern is None or set(pattern) <= {"*"}) and record:
+            return NativeLoad(where=where, how=how, guard=g, unknown=True)  # judged by the candidates
         return None  # nothing known of the name (a loop over LD_LIBRARY_PATH's directories)
     if "/" not in pattern:
         if how != "ctypes" or "*" in pattern or ".so" not in pattern:

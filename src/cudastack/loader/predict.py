@@ -219,6 +219,11 @@ def _loaded_without_import(
                     and not isinstance(elf := pred.elf_cache.get(f.path), str) and elf.defines(init)
                 ]  # fmt: skip
                 why += f", as {load.init}: one of the files of {dist.key} that export {init}"
+            elif load.unknown:
+                # the argument is not known: one of the distribution's libraries that no file of it
+                # needs, and the import fails for sure when every one of them would
+                judged = _root_libraries(pred, dist.key)
+                why += f", a path not known: one of the libraries of {dist.key} no file of it needs"
             # a wildcard that matches modules picks one of them, not a library beside them
             # (torchaudio's lib/*.so); a library is judged only where no module matches and it is
             # the one file the name can be (torchcodec's libtorchcodec_image.so, by
@@ -259,6 +264,20 @@ def _loaded_without_import(
                             context=why,
                         )
                     )
+
+
+def _root_libraries(pred: Prediction, dist: str) -> list[int]:
+    """Indexes of the libraries (not modules) of ``dist`` that no other native file of it needs by
+    soname or file name: what a package's own loader opens (decord's libdecord.so), not the
+    vendored dependencies beside it (its ``decord.libs``)."""
+    rows = [(i, f) for i, f in enumerate(pred.files) if f.distribution == dist and f.kind in ("library", "module")]
+    elfs = {i: e for i, f in rows if not isinstance(e := pred.elf_cache.get(f.path), str)}
+    needed = {n for e in elfs.values() for n in e.needed}
+    return [
+        i for i, f in rows
+        if f.kind == "library" and i in elfs
+        and not ({elfs[i].soname, os.path.basename(f.path)} & needed)
+    ]  # fmt: skip
 
 
 def _pathfinder_find(soname: str, site_dirs: tuple[str, ...]) -> str | None:
@@ -658,8 +677,8 @@ class _NativeLoadsAhead:
         if isinstance(answer, list) and len(answer) == len(self.dists):
             try:
                 return {
-                    d.key: [NativeLoad(where=w, how=h, paths=tuple(ps), soname=so, guard=g, each=e, init=i)
-                            for w, h, ps, so, g, e, i in rows]
+                    d.key: [NativeLoad(where=w, how=h, paths=tuple(ps), soname=so, guard=g, each=e, init=i, unknown=u)
+                            for w, h, ps, so, g, e, i, u in rows]
                     for d, rows in zip(self.dists, answer, strict=True)
                 }  # fmt: skip
             except (TypeError, ValueError):
