@@ -600,12 +600,52 @@ def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt,
             else:
                 heads = [item.context_expr for item in node.items]
             out.extend((ast.copy_location(ast.Expr(value=h), node), guard) for h in heads)
-            out.extend(_statements(node.body, guard))
+            inner = guard
+            if isinstance(node, ast.If) and _after_found_load(node.test, body[:i]):
+                inner = f"{node.lineno}"  # a fallback that runs only when a found library fails to load
+            out.extend(_statements(node.body, inner))
             if isinstance(node, ast.If | ast.While | ast.For | ast.AsyncFor):
                 out.extend(_statements(node.orelse, guard))
         else:
             out.append((node, guard))  # any other compound statement counts whole: its calls may run
     return out
+
+
+def _after_found_load(test: ast.expr, before: list[ast.stmt]) -> bool:
+    """Whether ``if X is None:`` / ``if not X:`` tests a handle that the statements before it set
+    from a ctypes load of what ``ctypes.util.find_library`` answered (python-vlc: ``p =
+    find_library("vlc")``, ``try: dll = CDLL(p) except OSError: dll = None``, then ``if dll is
+    None: dll = CDLL("libvlc.so.5")``). ``find_library`` answers None when it finds nothing, and
+    ``CDLL(None)`` opens the process itself, which never fails: the branch runs only when a
+    library it did find fails to load, so its loads are not sure to run at import."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is | ast.Eq):
+        subject, other = test.left, test.comparators[0]
+        if not (isinstance(other, ast.Constant) and other.value is None):
+            return False
+    elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        subject = test.operand
+    else:
+        return False
+    if not isinstance(subject, ast.Name):
+        return False
+    found: set[str] = set()
+    loaded = False
+    for stmt in before:
+        for node in _statements_breadth_first(stmt):
+            if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+                continue
+            names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+            call = node.value
+            fname = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+            if fname == "find_library":
+                found |= names
+            elif subject.id in names and fname in _LOADERS and call.args:
+                arg = call.args[0]
+                loaded = (isinstance(arg, ast.Name) and arg.id in found) or (
+                    isinstance(arg, ast.Call)
+                    and getattr(arg.func, "attr", getattr(arg.func, "id", "")) == "find_library"
+                )
+    return loaded
 
 
 def _catches(handler: ast.ExceptHandler) -> bool:
