@@ -19,7 +19,7 @@ import glob
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -611,7 +611,7 @@ class _OnDemand:
         if dist.key not in self.procs:
             proc = self.start.clone()
             for path in self.modules.get(dist.key, ()):
-                proc.dlopen(path)
+                proc.dlopen(path, check_symbols=False)  # each was judged (symbols too) where it loads
             self.procs[dist.key] = proc
         return self.procs[dist.key]
 
@@ -626,17 +626,25 @@ class _OnDemand:
         elf = self.elfs[path][0]
         return {n for n in (elf.soname, os.path.basename(path)) if n}
 
-    def with_its_package(self, path: str, elf: ElfFile, dist: Distribution) -> tuple[DlopenResult, str] | None:
+    def with_its_package(
+        self, path: str, elf: ElfFile, dist: Distribution, alone: DlopenResult
+    ) -> tuple[DlopenResult, str] | None:
         """(the result, how) where ``path`` loads after its distribution's modules or as another
         file's dependency; None when it fails there too. A library that needs a sibling on no search
         path stays failing: only a loader that opens the sibling first (openmm's plugin loader does,
-        retrying) would load it, and nothing here says which loader opens it."""
+        retrying) would load it, and nothing here says which loader opens it. Only a library that
+        fails alone for libraries not found is asked (an undefined symbol is not mended by objects
+        loaded RTLD_LOCAL), and the modules' state only when it maps one of the names not found."""
+        missing = {p.name for p in alone.problems if p.kind == "missing"}
+        if not missing or any(p.kind != "missing" for p in alone.problems):
+            return None
         mods = self.modules.get(dist.key, ())
-        res = self._after_modules(dist).clone().dlopen(path)
-        if res.ok and mods:
-            names = sorted({os.path.basename(m) for m in mods})
-            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-            return res, f"dlopened on demand by its package, after {dist.key}'s modules load ({shown})"
+        if mods and any(n in self._after_modules(dist).by_name for n in missing):
+            res = self._after_modules(dist).clone().dlopen(path)
+            if res.ok:
+                names = sorted({os.path.basename(m) for m in mods})
+                shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+                return res, f"dlopened on demand by its package, after {dist.key}'s modules load ({shown})"
         # the files of the distribution whose DT_NEEDED tree reaches it by name, nearest first
         real = self.cache.realpath(path)
         seen, frontier, ancestors = {path}, [path], []
@@ -677,8 +685,7 @@ class _NativeLoadsAhead:
         if isinstance(answer, list) and len(answer) == len(self.dists):
             try:
                 return {
-                    d.key: [NativeLoad(where=w, how=h, paths=tuple(ps), soname=so, guard=g, each=e, init=i, unknown=u)
-                            for w, h, ps, so, g, e, i, u in rows]
+                    d.key: [NativeLoad(**dict(zip(_LOAD_FIELDS, row, strict=True))) for row in rows]
                     for d, rows in zip(self.dists, answer, strict=True)
                 }  # fmt: skip
             except (TypeError, ValueError):
@@ -688,7 +695,11 @@ class _NativeLoadsAhead:
 
 def _scan_native_loads(dists: list[Distribution]) -> list[list[tuple[object, ...]]]:
     """The child's answer: each distribution's loads as plain tuples (``marshal``)."""
-    return [[(x.where, x.how, tuple(x.paths), x.soname, x.guard, x.each) for x in find_native_loads(d)] for d in dists]
+    return [[tuple(getattr(x, f) for f in _LOAD_FIELDS) for x in find_native_loads(d)] for d in dists]
+
+
+_LOAD_FIELDS = tuple(f.name for f in fields(NativeLoad))
+"""A :class:`NativeLoad` as the child hands it back: its fields in order, every one plain data."""
 
 
 def predict(
@@ -883,7 +894,7 @@ def predict(
         proc = (torch_proc if after_torch and torch_proc is not None else base).clone()
         res = proc.dlopen(path)
         context = "dlopened on demand, after import torch" if after_torch else "dlopened alone, on demand"
-        if not res.ok and (found := on_demand.with_its_package(path, elf, dist)) is not None:
+        if not res.ok and (found := on_demand.with_its_package(path, elf, dist, res)) is not None:
             res, context = found
         pred.files.append(
             FilePrediction(
