@@ -738,38 +738,32 @@ def _companion_check(
     failures = import_failures(ctx, {key})
     loads = loads_evidence(ctx, {key}) if failures == () else None
     stable = _stable_abi_only(ctx, key) if loads and not (cv and tvar and cv != tvar) else None
-    if stable:
-        # the release table is for builds against libtorch's C++ ABI; one that binds to torch only
-        # through its stable C ABI is judged by what it imports alone (vllm 0.33 pins torch 2.14.0
-        # with torchaudio 2.11.0, and there is no torchaudio 2.14)
-        yield Finding(
-            code=code,
-            severity=Severity.INFO,
-            message=f"{name} {version} is built against torch's stable C ABI: the release table "
-            f"({why}) does not bind it to torch {torch.version}",
-            subject=key,
-            distribution=key,
-            evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})", stable)
-            + (f"info, not warning: {loads} against the installed torch",),
-        )
-        return
     minor = (
         _same_cuda_major(cv, tvar)
         if loads and cv and tvar and cv != tvar and len(problems) == 1 and name == "torchvision"
         else None
     )
-    if minor is not None:
+    told: tuple[str, tuple[str, ...]] | None = None
+    if stable:
+        # the release table is for builds against libtorch's C++ ABI; one that binds to torch only
+        # through its stable C ABI is judged by what it imports alone (vllm 0.33 pins torch 2.14.0
+        # with torchaudio 2.11.0, and there is no torchaudio 2.14)
+        told = (f"is built against torch's stable C ABI: the release table ({why}) does not bind it to torch "
+                f"{torch.version}", (stable,))  # fmt: skip
+    elif minor is not None:
         # torchvision's own import-time check (extension.py `_check_cuda_version`) compares the CUDA
         # major of its build with torch's and nothing else; PyPI pairs torchvision 0.29.2+cu132 with
         # torch 2.14.1+cu130. The loader, symbols and versions checked, says every module loads.
+        told = (f"is a {cv} build beside torch {torch.version}: the same CUDA major ({minor}), which is all "
+                f"{name}'s own check at import compares", ())  # fmt: skip
+    if told is not None:
         yield Finding(
             code=code,
             severity=Severity.INFO,
-            message=f"{name} {version} is a {cv} build beside torch {torch.version}: the same CUDA major "
-            f"({minor}), which is all {name}'s own check at import compares",
+            message=f"{name} {version} {told[0]}",
             subject=key,
             distribution=key,
-            evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})")
+            evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})", *told[1])
             + (f"info, not warning: {loads} against the installed torch",),
         )
         return
