@@ -56,6 +56,12 @@ def _wheels(tmp_path: Path) -> Path:
                          flags=(f"-L{b}", "-Wl,--no-as-needed"), libs=("-l:libgone.so",))  # fmt: skip
     gone.unlink()  # never shipped
     links = tmp_path / "links"
+    # a package that opens the C library by find_library's answer and ships a library that fails:
+    # the load is none of its files, and `import ffisys` works
+    make_wheel(links, "ffisys", "1.0", {
+        "ffisys/__init__.py": b"import ctypes, ctypes.util\n_C = ctypes.CDLL(ctypes.util.find_library('c'))\n",
+        "ffisys/libextra_cuda.so": extra.read_bytes(),
+    })  # fmt: skip
     for dist, libs in (
         ("ffibad", {"ffibad/libcore.so": bad}),
         ("ffiok", {"ffiok/libcore.so": good, "ffiok.libs/libdep.so": dep, "ffiok/libextra_cuda.so": extra}),
@@ -73,11 +79,12 @@ def _wheels(tmp_path: Path) -> Path:
 
 def test_a_ctypes_load_by_an_unknown_path_is_judged_by_the_libraries_nothing_needs(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "env")
-    pip_install(python, _wheels(tmp_path), "ffibad", "ffiok")
+    pip_install(python, _wheels(tmp_path), "ffibad", "ffiok", "ffisys")
     bad = subprocess.run(["env", "-i", str(python), "-c", "import ffibad"], capture_output=True, text=True, check=False)
     assert bad.returncode != 0 and "libgone.so" in bad.stderr, bad.stderr
-    ok = subprocess.run(["env", "-i", str(python), "-c", "import ffiok"], capture_output=True, text=True, check=False)
-    assert ok.returncode == 0, ok.stderr
+    for name in ("ffiok", "ffisys"):
+        ok = subprocess.run(["env", "-i", str(python), "-c", f"import {name}"], capture_output=True, text=True)
+        assert ok.returncode == 0, ok.stderr
 
     argv = [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
     out = subprocess.run([*argv, "-e", "LD_LIBRARY_PATH="], capture_output=True, text=True, timeout=300, check=False)

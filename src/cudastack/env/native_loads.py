@@ -708,7 +708,7 @@ def _load(
         if name and "*" not in name:  # the path is not known, the module's name is
             return NativeLoad(where=where, how=how, guard=g, init=name.rpartition(".")[2])
     if pattern is None or not pattern.replace("*", "").replace("/", ""):
-        if how == "ctypes" and (pattern is None or set(pattern) <= {"*"}) and record:
+        if how == "ctypes" and (pattern is None or set(pattern) <= {"*"}) and record and not _found(arg, names):
             return NativeLoad(where=where, how=how, guard=g, unknown=True)  # judged by the candidates
         return None  # nothing known of the name (a loop over LD_LIBRARY_PATH's directories)
     if "/" not in pattern:
@@ -717,6 +717,22 @@ def _load(
         return NativeLoad(where=where, how=how, soname=pattern, guard=g)
     hits = _matches(pattern, record)
     return NativeLoad(where=where, how=how, paths=hits, guard=g) if hits else None
+
+
+def _found(node: ast.expr, names: dict[str, ast.expr], depth: int = 0) -> bool:
+    """Whether ``node`` is what ``ctypes.util.find_library`` answered (directly, through names
+    assigned once, or indexed): a system library by name (``CDLL(find_library("c"))``), none of
+    the distribution's own files."""
+    if depth > 8:
+        return False
+    if isinstance(node, ast.Call):
+        func = node.func
+        return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == "find_library"
+    if isinstance(node, ast.Name) and node.id in names:
+        return _found(names[node.id], names, depth + 1)
+    if isinstance(node, ast.Subscript):
+        return _found(node.value, names, depth + 1)
+    return False
 
 
 def _matches(pattern: str, record: list[str]) -> tuple[str, ...]:
