@@ -36,8 +36,19 @@ except BaseException as exc:
 """
 
 
-NATIVE_WORDS = ("shared object", "undefined symbol", "ELF", "version `", ".so", "no kernel image", "libcuda",
-                "library not found", "shared library", "cannot load library", "failed to find lib")
+NATIVE_WORDS = (
+    "shared object",
+    "undefined symbol",
+    "ELF",
+    "version `",
+    ".so",
+    "no kernel image",
+    "libcuda",
+    "library not found",
+    "shared library",
+    "cannot load library",
+    "failed to find lib",
+)
 """A failure naming a library the loader or ``ctypes.util.find_library`` did not find is a native one
 (sounddevice: "PortAudio library not found"; python-magic: "failed to find libmagic"; pyzbar:
 "Unable to find zbar shared library"), though no ``.so`` is named."""
