@@ -428,9 +428,7 @@ def _is_loading_call(node: ast.AST, words: tuple[bytes, ...] = _CALL_WORDS) -> b
     """A call :func:`_load` may take for a load (by the called name alone), among ``words``."""
     if not isinstance(node, ast.Call):
         return False
-    func = node.func
-    fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    return fname.encode() in words
+    return _callee(node).encode() in words
 
 
 def _loading_functions(raw: bytes, tree: ast.Module, words: tuple[bytes, ...]) -> list[str]:
@@ -628,23 +626,15 @@ def _after_found_load(test: ast.expr, before: list[ast.stmt]) -> bool:
         return False
     if not isinstance(subject, ast.Name):
         return False
-    found: set[str] = set()
+    assigned: dict[str, ast.expr] = {}
     loaded = False
     for stmt in before:
         for node in _statements_breadth_first(stmt):
-            if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
-                continue
-            names = {t.id for t in node.targets if isinstance(t, ast.Name)}
-            call = node.value
-            fname = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-            if fname == "find_library":
-                found |= names
-            elif subject.id in names and fname in _LOADERS and call.args:
-                arg = call.args[0]
-                loaded = (isinstance(arg, ast.Name) and arg.id in found) or (
-                    isinstance(arg, ast.Call)
-                    and getattr(arg.func, "attr", getattr(arg.func, "id", "")) == "find_library"
-                )
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+                if subject.id in names and _callee(node.value) in _LOADERS and node.value.args:
+                    loaded = _found(node.value.args[0], assigned)
+                assigned.update(dict.fromkeys(names, node.value))
     return loaded
 
 
@@ -692,8 +682,7 @@ def _load(
     guard: str | None,
     funcs: dict[str, ast.FunctionDef],
 ) -> NativeLoad | None:
-    func = call.func
-    fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    fname = _callee(call)
     if fname == "spec_from_file_location" and len(call.args) >= 2:
         arg, how = call.args[1], "spec_from_file_location"
     elif fname in _LOADERS and call.args:
@@ -726,13 +715,18 @@ def _found(node: ast.expr, names: dict[str, ast.expr], depth: int = 0) -> bool:
     if depth > 8:
         return False
     if isinstance(node, ast.Call):
-        func = node.func
-        return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) == "find_library"
+        return _callee(node) == "find_library"
     if isinstance(node, ast.Name) and node.id in names:
         return _found(names[node.id], names, depth + 1)
     if isinstance(node, ast.Subscript):
         return _found(node.value, names, depth + 1)
     return False
+
+
+def _callee(call: ast.Call) -> str:
+    """The name a call calls: ``f`` of ``f(…)`` and of ``x.y.f(…)``, else ``""``."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _matches(pattern: str, record: list[str]) -> tuple[str, ...]:
@@ -778,7 +772,7 @@ def _evaluate(
         return _evaluate(node.value, path, names, depth + 1, funcs)  # a spec's file
     if isinstance(node, ast.Call):
         f = node.func
-        fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        fname = _callee(node)
         args = node.args
         if isinstance(f, ast.Name) and f.id in funcs:
             return _call_of(funcs[f.id], node, path, names, depth, funcs)
@@ -962,8 +956,7 @@ def _ops_named(node: ast.AST) -> list[tuple[str, int]]:
         if isinstance(n, ast.Lambda):
             continue
         if isinstance(n, ast.Call) and n.args:
-            f = n.func
-            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            name = _callee(n)
             first = n.args[0]
             if name in _OP_REGISTRARS and isinstance(first, ast.Constant) and isinstance(first.value, str):
                 ns, sep, op = first.value.partition("::")

@@ -605,7 +605,7 @@ class _OnDemand:
             for name in elf.needed:
                 self.needers.setdefault((dist.key, name), []).append(path)
         self.procs: dict[str, Process] = {}
-        self.loaded: dict[str, frozenset[str] | None] = {}  # file -> realpaths its dlopen maps, None: fails
+        self.loaded: dict[str, Process | None] = {}  # file -> the state once it is opened, None: it fails
 
     def _after_modules(self, dist: Distribution) -> Process:
         if dist.key not in self.procs:
@@ -615,11 +615,10 @@ class _OnDemand:
             self.procs[dist.key] = proc
         return self.procs[dist.key]
 
-    def _maps(self, path: str, dist: Distribution) -> frozenset[str] | None:
+    def _opened(self, path: str, dist: Distribution) -> Process | None:
         if path not in self.loaded:
             proc = self._after_modules(dist).clone()
-            ok = proc.dlopen(path).ok
-            self.loaded[path] = frozenset(self.cache.realpath(o.path) for o in proc.objects) if ok else None
+            self.loaded[path] = proc if proc.dlopen(path).ok else None
         return self.loaded[path]
 
     def _names(self, path: str) -> set[str]:
@@ -659,12 +658,10 @@ class _OnDemand:
             ancestors += nxt
             frontier = nxt
         for other in ancestors:
-            maps = self._maps(other, dist)
-            if maps is not None and real in maps:
-                proc = self._after_modules(dist).clone()
-                return proc.dlopen(
-                    other
-                ), f"loaded as a dependency of {os.path.basename(other)}, through its search path"
+            opened = self._opened(other, dist)
+            if opened is not None and real in opened.by_real:
+                how = f"loaded as a dependency of {os.path.basename(other)}, through its search path"
+                return opened.dlopen(path), how  # mapped already: the result names it, nothing changes
         return None
 
 
@@ -876,7 +873,8 @@ def predict(
     # libraries: those some module loads are "loads"; the others are judged alone, on demand (before
     # the loads by path below: one may be loaded at import, torchcodec's libtorchcodec_image.so)
     after_torch = torch_proc is not None and torch_block is None
-    on_demand = _OnDemand(pred, elfs, torch_proc if after_torch and torch_proc is not None else base, cache)
+    lib_start = torch_proc if after_torch and torch_proc is not None else base
+    on_demand = _OnDemand(pred, elfs, lib_start, cache)
     for path, (elf, dist) in elfs.items():
         if is_extension_module(path, target.extension_suffixes, elf, site_dirs):
             continue
@@ -891,8 +889,7 @@ def predict(
                 )
             )
             continue
-        proc = (torch_proc if after_torch and torch_proc is not None else base).clone()
-        res = proc.dlopen(path)
+        res = lib_start.clone().dlopen(path)
         context = "dlopened on demand, after import torch" if after_torch else "dlopened alone, on demand"
         if not res.ok and (found := on_demand.with_its_package(path, elf, dist, res)) is not None:
             res, context = found
