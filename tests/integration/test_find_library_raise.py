@@ -196,3 +196,19 @@ def test_an_import_that_raises_when_find_library_finds_nothing_is_an_error(
         assert any("finds nothing for 'cudastackfl'" in e for e in sd["evidence"]), sd
         [magic] = [f for f in report["findings"] if f["distribution"] == "magicshape"]
         assert any("nor does the loader find its fallback libcudastackfl.so.1" in e for e in magic["evidence"]), magic
+
+
+def test_find_library_is_not_judged_where_its_search_is_not_known(tmp_path: Path) -> None:
+    """A relative LD_LIBRARY_PATH entry is searched from where the import runs, and a gcc of
+    its own on PATH (a conda toolchain) searches directories cudastack does not know: no answer
+    is claimed, not even for a name nothing provides."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "gcc").write_text("#!/bin/sh\nexit 1\n")
+    (tools / "gcc").chmod(0o755)
+    base = _env(None)
+    assert find_library("cudastacknosuch", base).surely_none
+    relative = find_library("cudastacknosuch", {**base, "LD_LIBRARY_PATH": "libs"})
+    assert not relative.surely_none and relative.unknown and "relative" in relative.unknown, relative
+    toolchain = find_library("cudastacknosuch", {**base, "PATH": f"{tools}:{base.get('PATH', os.defpath)}"})
+    assert not toolchain.surely_none and toolchain.unknown and str(tools) in toolchain.unknown, toolchain
