@@ -42,12 +42,14 @@ from cudastack.env.dists import Distribution, shadowed_sources
 from cudastack.files import open_file, read_bytes
 
 _LOADERS = {"CDLL": "ctypes", "PyDLL": "ctypes", "LoadLibrary": "ctypes", "load_library": "torch.ops"}
-_CALL = re.compile(rb"\b(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location)\s*\(")
-_CALL_WORDS = (b"CDLL", b"PyDLL", b"LoadLibrary", b"load_library", b"spec_from_file_location")
+_CALL = re.compile(rb"\b_*(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location|find_library)\s*\(")
+_CALL_WORDS = (b"CDLL", b"PyDLL", b"LoadLibrary", b"load_library", b"spec_from_file_location", b"find_library")
 _CALL_PIECES = (b"DLL", b"ibrary", b"spec_from_file_location")
 """Each of :data:`_CALL_WORDS` holds one of these."""
-_SONAME_WORDS = tuple(w.encode() for w, how in _LOADERS.items() if how == "ctypes")
-"""The calls that may open a library by a bare soname (:func:`_load`)."""
+_SONAME_WORDS = (*(w.encode() for w, how in _LOADERS.items() if how == "ctypes"), b"find_library")
+"""The calls that may open a library by a bare soname (:func:`_load`), and ``find_library``,
+whose None the import may not survive (:func:`_unfound_raises`): what can find something in a
+distribution without a ``.so`` file."""
 _MAX_BYTES = 1 << 20
 
 
@@ -72,6 +74,10 @@ class NativeLoad:
     ``PyInit_<name>`` the file must export (CPython looks it up), so the files that can be it are
     those of the distribution exporting it (PyNvVideoCodec 2.2: ``_PyNvVideoCodec`` from the
     ``_121`` or ``_130`` build, picked by the driver's NVENC version)."""
+    finds: tuple[str, ...] = ()
+    """Names given to ``ctypes.util.find_library`` (``portaudio``): the import raises when it
+    answers None for each of them, and ``soname`` (a fallback opened by name after them, such as
+    python-magic's ``libmagic.so.1``), if set, is not found either (:func:`_unfound_raises`)."""
     unknown: bool = False
     """A ctypes load whose argument is not known at all (decord's ``ctypes.CDLL(
     libinfo.find_lib_path()[0])``, the path found by another module's search): the library is one
@@ -99,19 +105,19 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     if path is not None:
         store_blob(path, [
             (_relative(x.where, site), x.how, tuple(_relative(p, site) for p in x.paths), x.soname,
-             _relative(x.guard, site) if x.guard else x.guard, x.each, x.init, x.unknown)
+             _relative(x.guard, site) if x.guard else x.guard, x.each, x.init, x.finds, x.unknown)
             for x in found
         ])  # fmt: skip
     return found
 
 
-def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool, str | None, bool], site: str
-               ) -> NativeLoad:  # fmt: skip
-    where, how, paths, soname, guard, each, init, unknown = row
+def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool, str | None, tuple[str, ...], bool],
+               site: str) -> NativeLoad:  # fmt: skip
+    where, how, paths, soname, guard, each, init, finds, unknown = row
     paths = tuple(_rebase(p, site) for p in paths)
     guard = _rebase(guard, site) if guard else guard
     return NativeLoad(where=_rebase(where, site), how=how, paths=paths, soname=soname, guard=guard, each=each,
-                      init=init, unknown=unknown)  # fmt: skip
+                      init=init, finds=tuple(finds), unknown=unknown)  # fmt: skip
 
 
 _HERE = "\0site/"
@@ -126,7 +132,7 @@ def _rebase(path: str, site: str) -> str:
     return site + path[len(_HERE) :] if path.startswith(_HERE) else path
 
 
-_CACHE_VERSION = 4
+_CACHE_VERSION = 5
 
 
 def _cache_file(dist: Distribution) -> str | None:
@@ -226,13 +232,23 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
     given: dict[str, set[tuple[str, ...] | None]] = {}
     """Function name → the constant arguments of each module-level call (None: not constants)."""
     for n, t in trees.items():
+        # and ``module.f()`` of a module of the distribution the file imports (python-magic's
+        # ``from . import loader``, then ``libmagic = loader.load_lib()``)
+        package = n if files[n].endswith("__init__.py") else n.rpartition(".")[0]
+        modules = _own_modules(t, package, files)
         for stmt, guard in _statements(t.body, None):
             for c in ast.walk(stmt):
-                if isinstance(c, ast.Call) and isinstance(c.func, ast.Name):
+                if not isinstance(c, ast.Call):
+                    continue
+                f = c.func
+                if isinstance(f, ast.Name) or (
+                    isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules
+                ):
+                    fid = _callee(c)
                     g = f"{files[n]}:{guard}" if guard else None
-                    called[c.func.id] = g if called.get(c.func.id, g) is not None else None
+                    called[fid] = g if called.get(fid, g) is not None else None
                     consts = tuple(a.value for a in c.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
-                    given.setdefault(c.func.id, set()).add(consts if len(consts) == len(c.args) else None)
+                    given.setdefault(fid, set()).add(consts if len(consts) == len(c.args) else None)
     args = {f: next(iter(v)) for f, v in given.items() if len(v) == 1}
     out: list[NativeLoad] = []
     # each file read and parsed once: the files a hit imports functions from are often hits too,
@@ -243,6 +259,19 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
             package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
             foreign = functools.partial(_imported_functions, trees[name], package, files, known, raws[name])
             out.extend(_loads_in(trees[name], files[name], record, called, foreign, args))
+    return out
+
+
+def _own_modules(tree: ast.Module, package: str, files: dict[str, str]) -> set[str]:
+    """Names the file's module-level imports bind to modules of the distribution (``from .
+    import loader``, ``import pkg.loader as loader``)."""
+    out: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            base = _resolve("." * node.level + (node.module or ""), package)
+            out.update(a.asname or a.name for a in node.names if f"{base}.{a.name}" in files)
+        elif isinstance(node, ast.Import):
+            out.update(a.asname for a in node.names if a.asname and a.name in files)
     return out
 
 
@@ -516,13 +545,15 @@ def _loads_in(
     bodies: list[tuple[list[ast.stmt], ast.FunctionDef | None, str | None]] = [(module_body, None, None)]
     bodies += [(own[f].body, own[f], called[f]) for f in sorted(called.keys() & own.keys())]
     assigns: dict[str, ast.expr] | None = None
+    aliases = _find_library_aliases(tree)
     out: list[NativeLoad] = []
     for body, func, outer in bodies:
         names: dict[str, ast.expr] | None = None
         each: set[int] = set()
-        for stmt, guard in _statements(body, None):
+        statements = _statements(body, None)
+        for stmt, guard in statements:
             for call in (c for c in ast.walk(stmt) if isinstance(c, ast.Call)):
-                if not _is_loading_call(call):
+                if not _is_loading_call(call) and not (aliases and _is_find_library(call, aliases)):
                     continue  # _load takes none of these
                 if names is None:
                     assigns = _assignments(tree) if assigns is None else assigns
@@ -539,6 +570,10 @@ def _loads_in(
                     load = replace(load, each=True)
                 if load is not None:
                     out.append(load if load.guard or outer is None else replace(load, guard=outer))
+        if names is not None and funcs is not None:
+            heads = {id(s.value): g for s, g in statements if isinstance(s, ast.Expr)}
+            for load in _unfound_raises(body, path, names, funcs, aliases, heads):
+                out.append(load if load.guard or outer is None else replace(load, guard=outer))
     return out
 
 
@@ -585,7 +620,9 @@ def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt,
             out.extend((s, guard) for s, _g in _statements(node.body, guard))
             continue
         if isinstance(node, ast.Try | ast.TryStar):
-            catches = any(_catches(h) and not any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers)
+            # a handler that raises again on Linux guards nothing (sounddevice 0.5: ``except
+            # OSError:`` looks for a bundled library on macOS and Windows, ``else: raise``)
+            catches = any(_catches(h) and not _surely_raises(h.body) for h in node.handlers)
             out.extend(_statements(node.body, f"{node.lineno}" if catches else guard))
             for h in node.handlers:
                 out.extend(_statements(h.body, guard))
@@ -636,6 +673,453 @@ def _after_found_load(test: ast.expr, before: list[ast.stmt]) -> bool:
                     loaded = _found(node.value.args[0], assigned)
                 assigned.update(dict.fromkeys(names, node.value))
     return loaded
+
+
+# --- find_library answers None: code that raises on it -----------------------------------------
+
+
+def _unfound_raises(
+    body: list[ast.stmt],
+    path: str,
+    names: dict[str, ast.expr],
+    funcs: dict[str, ast.FunctionDef],
+    aliases: frozenset[str],
+    heads: dict[int, str | None],
+) -> list[NativeLoad]:
+    """Code of ``body`` that raises when ``ctypes.util.find_library`` finds nothing, as a load
+    with :attr:`NativeLoad.finds` (the loader judges the answer, :mod:`cudastack.loader.findlib`):
+
+    - ``if not x:`` / ``if x is None:`` / ``if not (x := f()):`` whose body raises, ``x`` what
+      find_library answered, directly or returned by a function of the package (psycopg's
+      ``find_libpq_full_path()``, its Linux branch read past ``sys.platform`` tests);
+    - ``for n in (names): x = find_library(n); if x is not None: break`` with an ``else:`` that
+      raises (sounddevice 0.5);
+    - a loop over candidates (a tuple, or a generator of the package yielding find_library
+      answers and sonames: python-magic's ``_lib_candidates()``) that skips a None
+      (``if lib is None: continue``), tries ``CDLL(lib)`` in a ``try`` that returns or breaks on
+      success, and raises after the loop. Without the skip ``CDLL(None)`` opens the process
+      itself and the loop ends there (python-vlc survives a None that way): nothing is claimed.
+
+    ``heads``: the guard of each ``if`` test and loop iterator (:func:`_statements`), a ``try``
+    that catches what is raised."""
+    out: list[NativeLoad] = []
+
+    def where(node: ast.stmt, finds: tuple[str, ...], soname: str | None = None) -> NativeLoad:
+        head = node.test if isinstance(node, ast.If) else node.iter if isinstance(node, ast.For) else None
+        guard = heads.get(id(head)) if head is not None else None
+        return NativeLoad(
+            where=f"{path}:{node.lineno}", how="find_library", finds=finds, soname=soname,
+            guard=f"{path}:{guard}" if guard else None,
+        )  # fmt: skip
+
+    for node in _statements_breadth_first(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.If) and _surely_raises(node.body):
+            subject = _none_tested(node.test)
+            name = _found_name(subject, names, funcs, aliases, path) if subject is not None else None
+            if name is not None and id(node.test) in heads:
+                out.append(where(node, (name,)))
+        elif isinstance(node, ast.For) and id(node.iter) in heads:
+            found = _first_found_loop(node, names, funcs, aliases, path)
+            if found is None:
+                found = _candidate_loop(node, body, names, funcs, aliases, path)
+            if found is not None:
+                out.append(where(node, *found))
+    return out
+
+
+def _none_tested(test: ast.expr) -> ast.expr | None:
+    """``x`` of ``not x``, ``x is None``, ``x == None`` (true when x is None)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is | ast.Eq)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return test.left
+    return None
+
+
+def _some_tested(test: ast.expr) -> ast.expr | None:
+    """``x`` of ``x``, ``x is not None``, ``x != None`` (true when x is not None)."""
+    if isinstance(test, ast.Name):
+        return test
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.IsNot | ast.NotEq)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return test.left
+    return None
+
+
+def _first_found_loop(
+    loop: ast.For, names: dict[str, ast.expr], funcs: dict[str, ast.FunctionDef], aliases: frozenset[str], path: str
+) -> tuple[tuple[str, ...], str | None] | None:
+    """The names of sounddevice's loop: ``for n in (names): x = find_library(n)``, ``if x is not
+    None: break``, ``else: raise`` (the only way out of the loop is that break)."""
+    if not (isinstance(loop.target, ast.Name) and loop.orelse and _surely_raises(loop.orelse)):
+        return None
+    consts = _constants(loop.iter, path, names, funcs)
+    if consts is None:
+        return None
+    var = loop.target.id
+    answer: str | None = None
+    exits = 0
+    for stmt in loop.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Call)
+            and _is_find_library(stmt.value, aliases)
+            and len(stmt.value.args) == 1
+            and isinstance(stmt.value.args[0], ast.Name)
+            and stmt.value.args[0].id == var
+        ):
+            answer = stmt.targets[0].id
+        elif isinstance(stmt, ast.If) and answer is not None and not stmt.orelse:
+            some = _some_tested(stmt.test)
+            if isinstance(some, ast.Name) and some.id == answer and [type(s) for s in stmt.body] == [ast.Break]:
+                exits += 1
+                continue
+    if answer is None or exits != 1 or _exits(loop.body) != 1:
+        return None
+    return tuple(consts), None
+
+
+def _candidate_loop(
+    loop: ast.For,
+    block: list[ast.stmt],
+    names: dict[str, ast.expr],
+    funcs: dict[str, ast.FunctionDef],
+    aliases: frozenset[str],
+    path: str,
+) -> tuple[tuple[str, ...], str | None] | None:
+    """``(find_library names, soname)`` of python-magic's loop over candidates (see
+    :func:`_unfound_raises`), or None."""
+    if not isinstance(loop.target, ast.Name):
+        return None
+    var = loop.target.id
+    after = _after(loop, block)
+    if not (_surely_raises(loop.orelse) if loop.orelse else after is not None and _surely_raises(after)):
+        return None
+    body = list(loop.body)
+    skips = False
+    while body and isinstance(body[0], ast.If) and not body[0].orelse:
+        tested = _none_tested(body[0].test)
+        if not (isinstance(tested, ast.Name) and tested.id == var):
+            return None
+        if [type(s) for s in body[0].body] != [ast.Continue]:
+            return None
+        skips = True
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Try):
+        return None
+    attempt = body[0]
+    opened = [
+        s for s in attempt.body
+        if isinstance(s, ast.Assign | ast.Expr | ast.Return) and isinstance(s.value, ast.Call) and _opens(s.value, var)
+    ]  # fmt: skip
+    last = attempt.body[-1]
+    # the loop is left on success only: by a break (then only an else: raises after it) or a return
+    if not opened or _exits(loop.body) != 1 or not isinstance(last, ast.Return | ast.Break):
+        return None
+    if isinstance(last, ast.Break) and not loop.orelse:
+        return None
+    if not all(_catches(h) and not _exits(h.body) and not _surely_raises(h.body) for h in attempt.handlers):
+        return None
+    if attempt.orelse or attempt.finalbody:
+        return None
+    candidates = _candidates(loop.iter, names, funcs, aliases, path)
+    if candidates is None:
+        return None
+    finds = tuple(c for kind, c in candidates if kind == "find")
+    sonames = [c for kind, c in candidates if kind == "soname"]
+    if not finds or len(sonames) > 1 or not skips:
+        return None  # without the skip, CDLL(None) opens the process: the loop ends there
+    return finds, (sonames[0] if sonames else None)
+
+
+def _after(node: ast.stmt, block: list[ast.stmt]) -> list[ast.stmt] | None:
+    for i, s in enumerate(block):
+        if s is node:
+            return block[i + 1 :]
+    return None
+
+
+def _opens(call: ast.Call, var: str) -> bool:
+    """``CDLL(var)``, ``cdll.LoadLibrary(var)``, ``ffi.dlopen(var)``."""
+    return (
+        ((_callee(call) in _LOADERS and _LOADERS[_callee(call)] == "ctypes") or _callee(call) == "dlopen")
+        and len(call.args) >= 1
+        and isinstance(call.args[0], ast.Name)
+        and call.args[0].id == var
+    )
+
+
+def _exits(body: list[ast.stmt]) -> int:
+    """How many ``break`` and ``return`` statements leave a loop with this body (not those of
+    nested loops and functions, whose ``break`` leaves only them)."""
+    count = 0
+    todo: list[tuple[ast.AST, bool]] = [(s, False) for s in body]
+    while todo:
+        node, nested = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Return) or (isinstance(node, ast.Break) and not nested):
+            count += 1
+        inner = nested or isinstance(node, ast.For | ast.While | ast.AsyncFor)
+        todo.extend((c, inner) for c in ast.iter_child_nodes(node))
+    return count
+
+
+def _constants(node: ast.expr, path: str, names: dict[str, ast.expr], funcs: dict[str, ast.FunctionDef]
+               ) -> list[str] | None:  # fmt: skip
+    """The strings of a tuple or list of constants (or a name assigned one once)."""
+    if isinstance(node, ast.Name) and node.id in names:
+        node = names[node.id]
+    if not isinstance(node, ast.Tuple | ast.List):
+        return None
+    out = [_evaluate(e, path, names, 0, funcs) for e in node.elts]
+    return [v for v in out if v is not None and "*" not in v] if all(v and "*" not in v for v in out) else None
+
+
+def _candidates(
+    node: ast.expr, names: dict[str, ast.expr], funcs: dict[str, ast.FunctionDef], aliases: frozenset[str], path: str
+) -> list[tuple[str, str]] | None:
+    """``("find", name)`` / ``("soname", soname)`` for each candidate of a loop's iterator, in
+    order: the items of a tuple or list, or what a generator function of the package yields on
+    Linux; None when one is not known."""
+    if isinstance(node, ast.Name) and node.id in names:
+        node = names[node.id]
+    if isinstance(node, ast.Tuple | ast.List):
+        items: list[ast.expr] | None = list(node.elts)
+        scope = names
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in funcs and not node.args:
+        func = funcs[node.func.id]
+        items = _linux_run(func.body, yields=True)
+        scope = {**names, **_assignments(func)}
+    else:
+        return None
+    if items is None:
+        return None
+    out: list[tuple[str, str]] = []
+    for item in items:
+        name = _found_name(item, scope, funcs, aliases, path)
+        if name is not None:
+            out.append(("find", name))
+            continue
+        value = _evaluate(item, path, scope, 0, funcs)
+        if value is None or "*" in value or "/" in value or ".so" not in value:
+            return None
+        out.append(("soname", value))
+    return out
+
+
+def _find_library_aliases(tree: ast.Module) -> frozenset[str]:
+    """Names the file binds to ``ctypes.util.find_library`` (``from ctypes.util import
+    find_library as _find_library``: sounddevice)."""
+    return frozenset(
+        a.asname
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module == "ctypes.util"
+        for a in node.names
+        if a.name == "find_library" and a.asname
+    )
+
+
+def _is_find_library(call: ast.Call, aliases: frozenset[str]) -> bool:
+    name = _callee(call)
+    return name == "find_library" or (isinstance(call.func, ast.Name) and name in aliases)
+
+
+def _found_name(
+    node: ast.expr,
+    names: dict[str, ast.expr],
+    funcs: dict[str, ast.FunctionDef],
+    aliases: frozenset[str],
+    path: str,
+    depth: int = 0,
+) -> str | None:
+    """The argument ``n`` when ``node`` is surely what ``find_library(n)`` answered on Linux:
+    the call itself, a walrus or a name assigned it once, or the call of a function of the
+    package that returns it (read along its Linux branches)."""
+    if depth > 8:
+        return None
+    if isinstance(node, ast.NamedExpr):
+        return _found_name(node.value, names, funcs, aliases, path, depth + 1)
+    if isinstance(node, ast.Name) and node.id in names:
+        return _found_name(names[node.id], names, funcs, aliases, path, depth + 1)
+    if not isinstance(node, ast.Call):
+        return None
+    if _is_find_library(node, aliases) and len(node.args) == 1 and not node.keywords:
+        value = _evaluate(node.args[0], path, names, 0, funcs)
+        return value if value and "*" not in value else None
+    if isinstance(node.func, ast.Name) and node.func.id in funcs and not node.args and not node.keywords:
+        func = funcs[node.func.id]
+        returned = _linux_run(func.body, yields=False)
+        if returned is None or len(returned) != 1:
+            return None
+        scope = {**names, **_assignments(func), **_linux_assignments(func.body)}
+        return _found_name(
+            returned[0], scope, {k: v for k, v in funcs.items() if v is not func}, aliases, path, depth + 1
+        )
+    return None
+
+
+def _linux_run(body: list[ast.stmt], *, yields: bool) -> list[ast.expr] | None:
+    """What a function body yields (``yields``), in order, or returns (one value), run along the
+    branches its ``sys.platform`` / ``platform.system()`` / ``os.name`` tests take on Linux;
+    None when that depends on anything else (a branch not decided that yields or returns, a
+    loop or ``try`` that does)."""
+    out: list[ast.expr] = []
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            decided = _on_linux(stmt.test)
+            if decided is None:
+                if _yields_or_returns(stmt):
+                    return None
+                continue
+            inner = _linux_run(stmt.body if decided else stmt.orelse, yields=yields)
+            if inner is None:
+                return None
+            out.extend(inner)
+            if not yields and inner:
+                return out
+            continue
+        if yields and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Yield):
+            if stmt.value.value is None:
+                return None
+            out.append(stmt.value.value)
+            continue
+        if not yields and isinstance(stmt, ast.Return):
+            return [stmt.value] if stmt.value is not None else None
+        if isinstance(stmt, ast.Return | ast.Raise) or _yields_or_returns(stmt):
+            return None
+    return out  # without a yield or return here: nothing (the caller reads on)
+
+
+def _yields_or_returns(node: ast.stmt) -> bool:
+    return any(isinstance(n, ast.Yield | ast.YieldFrom | ast.Return) for n in ast.walk(node))
+
+
+def _linux_assignments(body: list[ast.stmt]) -> dict[str, ast.expr]:
+    """The last value each name is assigned along the Linux branches of ``body`` (only simple
+    assignments at the top of those branches; psycopg's ``libname = find_library("pq")``)."""
+    out: dict[str, ast.expr] = {}
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            out[stmt.targets[0].id] = stmt.value
+        elif isinstance(stmt, ast.If) and (decided := _on_linux(stmt.test)) is not None:
+            out.update(_linux_assignments(stmt.body if decided else stmt.orelse))
+        elif isinstance(stmt, ast.Return):
+            break
+        else:
+            for n in ast.walk(stmt):  # assigned somewhere not followed: not known
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    out.pop(n.id, None)
+    return out
+
+
+def _surely_raises(body: list[ast.stmt]) -> bool:
+    """Whether running ``body`` on Linux surely ends in a ``raise``: one at its top level, or in
+    the branch a platform test takes (:func:`_on_linux`), or in both branches of another test,
+    with nothing before it that leaves the block."""
+    for stmt in body:
+        if isinstance(stmt, ast.Raise):
+            return True
+        if isinstance(stmt, ast.If):
+            decided = _on_linux(stmt.test)
+            if decided is not None:
+                if _surely_raises(stmt.body if decided else stmt.orelse):
+                    return True
+                if _leaves(stmt.body if decided else stmt.orelse):
+                    return False
+                continue
+            if _surely_raises(stmt.body) and _surely_raises(stmt.orelse):
+                return True
+        if isinstance(stmt, ast.Return | ast.Break | ast.Continue) or _leaves([stmt]):
+            return False
+    return False
+
+
+def _leaves(body: list[ast.stmt]) -> bool:
+    """Whether a ``return``, ``break`` or ``continue`` sits in ``body`` (outside nested functions)."""
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Return | ast.Break | ast.Continue):
+            return True
+        todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+_PLATFORM = {"sys.platform": "linux", "platform.system()": "Linux", "os.name": "posix"}
+"""What each platform probe answers on Linux."""
+
+
+def _platform_probe(node: ast.expr) -> str | None:
+    """``sys.platform``, ``platform.system()`` or ``os.name`` (also under a private alias:
+    sounddevice's ``_platform.system()``) as the key of :data:`_PLATFORM`, else None."""
+    if isinstance(node, ast.Call) and not node.args:
+        inner = node.func
+        if isinstance(inner, ast.Attribute) and inner.attr == "system" and isinstance(inner.value, ast.Name):
+            return "platform.system()" if inner.value.id.lstrip("_") == "platform" else None
+        return None
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        key = f"{node.value.id.lstrip('_')}.{node.attr}"
+        return key if key in ("sys.platform", "os.name") else None
+    return None
+
+
+def _on_linux(test: ast.expr) -> bool | None:
+    """The value of an ``if`` test on Linux when it tests only the platform (``sys.platform ==
+    "darwin"``, ``sys.platform in ("win32", "cygwin")``, ``sys.platform.startswith("linux")``,
+    ``platform.system() == "Windows"``, ``os.name == "nt"``, with ``not``/``and``/``or``), else
+    None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _on_linux(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_on_linux(v) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)
+        if decisive in values:
+            return decisive
+        return None if None in values else not decisive
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr == "startswith":
+        probe = _platform_probe(test.func.value)
+        arg = test.args[0] if len(test.args) == 1 else None
+        if probe is None or arg is None:
+            return None
+        elts = arg.elts if isinstance(arg, ast.Tuple) else [arg]
+        prefixes = [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if not prefixes or len(prefixes) != len(elts):
+            return None
+        return _PLATFORM[probe].startswith(tuple(prefixes))
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        probe = _platform_probe(test.left)
+        right = test.comparators[0]
+        if probe is None:
+            return None
+        value = _PLATFORM[probe]
+        op = test.ops[0]
+        if isinstance(op, ast.Eq | ast.NotEq) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+            return (value == right.value) is isinstance(op, ast.Eq)
+        if isinstance(op, ast.In | ast.NotIn) and isinstance(right, ast.Tuple | ast.List | ast.Set):
+            items = [e.value for e in right.elts if isinstance(e, ast.Constant)]
+            if len(items) != len(right.elts):
+                return None
+            return (value in items) is isinstance(op, ast.In)
+    return None
 
 
 def _catches(handler: ast.ExceptHandler) -> bool:

@@ -248,6 +248,10 @@ def _loaded_without_import(
             if failing and len(failing) == len(judged):
                 for i in failing:
                     pred.files[i] = replace(pred.files[i], predicted="fails", context=why)
+            if load.finds:  # raises when find_library finds nothing (sounddevice, python-magic)
+                if base.main is not None and not load.guard and (fails := _finds_nothing(load, base, dist.key, why)):
+                    pred.files.append(fails)
+                continue
             if load.soname and base.main is not None and not load.guard:
                 hit = base.searcher.search(load.soname, base.main)
                 if hit.path is None:
@@ -264,6 +268,36 @@ def _loaded_without_import(
                             context=why,
                         )
                     )
+
+
+def _finds_nothing(load: NativeLoad, base: Process, dist: str, why: str) -> FilePrediction | None:
+    """The failing module when ``ctypes.util.find_library`` surely answers None for each of
+    ``load.finds`` in the target's process (:mod:`cudastack.loader.findlib`) and the fallback
+    soname it opens then, if any, is not found either: the code raises on it."""
+    from cudastack.loader.findlib import find_library
+
+    assert base.main is not None
+    cache = base.config.cache.path if base.config.cache.path.startswith("/") else "/etc/ld.so.cache"
+    answers = [find_library(n, base.environ, cache) for n in load.finds]
+    if not all(a.surely_none for a in answers):
+        return None
+    tried = tuple(dict.fromkeys(t for a in answers for t in a.tried))
+    said = ", ".join(repr(n) for n in load.finds)
+    why += f": find_library finds nothing for {said} (ld.so.cache and the linker's directories searched)"
+    if load.soname:
+        hit = base.searcher.search(load.soname, base.main)
+        if hit.path is not None:
+            return None
+        tried += hit.tried
+        why += f", nor does the loader find its fallback {load.soname}"
+    py = load.where.rpartition(":")[0]
+    name = f"find_library({load.finds[0]!r})"
+    msg = f"{name} answers None, and the import raises"
+    problem = LoadProblem("missing", py, name, msg, tried)
+    why += ", and the import raises"
+    return FilePrediction(
+        path=py, distribution=dist, kind="module", predicted="fails", problems=(problem,), context=why
+    )
 
 
 def _root_libraries(pred: Prediction, dist: str) -> list[int]:
