@@ -194,6 +194,10 @@ def test_an_import_that_raises_when_find_library_finds_nothing_is_an_error(
         [sd] = [f for f in report["findings"] if f["distribution"] == "sdshape"]
         assert sd["subject"] == "find_library('cudastackfl')", sd
         assert any("finds nothing for 'cudastackfl'" in e for e in sd["evidence"]), sd
+        assert sd["message"].startswith("find_library('cudastackfl') finds no libcudastackfl ("), sd
+        assert "libcudastackfl" in sd["fix"]["summary"] and "ldconfig -p" in sd["fix"]["summary"], sd
+        looked = [e for e in sd["evidence"] if e.startswith("looked up as ctypes.util.find_library does")]
+        assert looked and "ld.so.cache" in looked[0] and "hwcaps" not in looked[0], sd
         [magic] = [f for f in report["findings"] if f["distribution"] == "magicshape"]
         assert any("nor does the loader find its fallback libcudastackfl.so.1" in e for e in magic["evidence"]), magic
 

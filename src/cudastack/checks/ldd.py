@@ -68,7 +68,10 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
     LD_LIBRARY_PATH, DT_RUNPATH, ld.so.cache, default directories, with hwcaps subdirectories).
     One finding per missing library and distribution whose modules need it (each distribution
     whose import fails gets its error), naming every module that needs it and where the loader
-    looked, in order.
+    looked, in order. A package whose import raises when `ctypes.util.find_library` finds
+    nothing (sounddevice, python-magic) fails the same way: that answer is worked out from
+    `/etc/ld.so.cache` and the directories the compiler and linker search, and said only when
+    nothing there could be found.
 
     ## Why is this bad?
     `import` fails with `ImportError: libnvrtc.so.13: cannot open shared object file: No such
@@ -112,23 +115,33 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
             fix = Fix(summary=f"{name} comes with the NVIDIA driver: install the driver, or run where it is")
         elif provider:
             fix = ctx.install_fix(f"Install {provider}, which ships {name}", [provider])
+        elif (lib := _found_by_name(name)) is not None:
+            fix = Fix(
+                summary=f"Install the system library {lib} (on Debian or Ubuntu, `apt-file search {lib}.so` names "
+                f"its package), so that `ldconfig -p` lists it: ctypes.util.find_library looks there first"
+            )
         else:
             fix = Fix(
                 summary=f"Install the package that provides {name}, or put its directory on the "
                 "runpath of the module that needs it"
             )
+        lib = _found_by_name(name)
+        needed = os.path.basename(requesters[0]) + (f" and {len(requesters) - 1} more" if len(requesters) > 1 else "")
         yield Finding(
             code="LDD001",
             severity=Severity.ERROR,
-            message=f"{name} is not found (needed by {os.path.basename(requesters[0])}"
-            + (f" and {len(requesters) - 1} more" if len(requesters) > 1 else "")
-            + f"); {n_modules} module(s) fail",
+            message=(
+                f"{name} finds no {lib} ({needed} raises then)"
+                if lib is not None
+                else f"{name} is not found (needed by {needed})"
+            )
+            + f"; {n_modules} module(s) fail",
             subject=name,
             distribution=items[0][0].distribution,
             path=requesters[0],
             evidence=tuple(f"needed by {r}" for r in requesters[:10])
             + _loaded_by_path(f for f, _ in items)
-            + (_searched(first.tried),)
+            + (_searched(first.tried) if lib is None else _looked_up(first.tried),)
             + (f"{provider} provides it" if provider else "no known distribution provides it",),
             fix=fix,
             hints=_degraded(ctx, dists),
@@ -346,6 +359,23 @@ def preload_ignored(ctx: Context) -> Iterator[Finding]:
             evidence=(p.message, *((_searched(p.tried),) if p.tried and "/" not in p.name else ())),
             fix=Fix(summary=f"Correct or remove {p.name} from LD_PRELOAD or /etc/ld.so.preload"),
         )
+
+
+def _found_by_name(name: str) -> str | None:
+    """``libportaudio`` for the subject ``find_library('portaudio')`` of a module that raises when
+    ``ctypes.util.find_library`` finds nothing (:func:`cudastack.loader.predict._finds_nothing`)."""
+    m = re.fullmatch(r"find_library\('(.+)'\)", name)
+    return f"lib{m.group(1)}" if m else None
+
+
+def _looked_up(tried: tuple[str, ...], limit: int = 12) -> str:
+    """Where ``find_library`` looks, in order: the loader cache that ``ldconfig -p`` lists, then the
+    directories the compiler and linker search (:mod:`cudastack.loader.findlib`)."""
+    dirs = list(
+        dict.fromkeys(t.split(" (", 1)[0] if t.endswith("(ld.so.cache)") else os.path.dirname(t) for t in tried)
+    )
+    more = f" … and {len(dirs) - limit} more" if len(dirs) > limit else ""
+    return "looked up as ctypes.util.find_library does, in order: " + ", ".join(dirs[:limit]) + more
 
 
 def _searched(tried: tuple[str, ...], limit: int = 12) -> str:

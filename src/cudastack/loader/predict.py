@@ -281,7 +281,7 @@ def _finds_nothing(load: NativeLoad, base: Process, dist: str, why: str) -> File
     answers = [find_library(n, base.environ, cache) for n in load.finds]
     if not all(a.surely_none for a in answers):
         return None
-    tried = tuple(dict.fromkeys(t for a in answers for t in a.tried))
+    tried = answers[0].tried  # the first name's search (another's, sounddevice's 'lib/libportaudio.dylib', reads oddly)
     said = ", ".join(repr(n) for n in load.finds)
     why += f": find_library finds nothing for {said} (ld.so.cache and the linker's directories searched)"
     if load.soname:
