@@ -75,6 +75,8 @@ def shadowed_sources(record_paths: Iterable[str], site_dir: str) -> set[str]:
     tag = f"cpython-{m.group(1)}{m.group(2)}-" if m else "cpython-"
     stems: set[str] = set()
     for p in paths:
+        if ".so" not in p:
+            continue  # most paths (a substring test costs a tenth of the cutting below)
         head, _, base = p.rpartition("/")
         stem, dot, rest = base.partition(".")
         if dot and (rest in ("so", "abi3.so") or (rest.startswith(tag) and rest.endswith(".so"))):

@@ -237,9 +237,7 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
         package = n if files[n].endswith("__init__.py") else n.rpartition(".")[0]
         modules = _own_modules(t, package, files)
         for stmt, guard in _statements(t.body, None):
-            for c in ast.walk(stmt):
-                if not isinstance(c, ast.Call):
-                    continue
+            for c in _calls(stmt):
                 f = c.func
                 if isinstance(f, ast.Name) or (
                     isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules
@@ -552,7 +550,7 @@ def _loads_in(
         each: set[int] = set()
         statements = _statements(body, None)
         for stmt, guard in statements:
-            for call in (c for c in ast.walk(stmt) if isinstance(c, ast.Call)):
+            for call in _calls(stmt):
                 if not _is_loading_call(call) and not (aliases and _is_find_library(call, aliases)):
                     continue  # _load takes none of these
                 if names is None:
@@ -574,6 +572,30 @@ def _loads_in(
             heads = {id(s.value): g for s, g in statements if isinstance(s, ast.Expr)}
             for load in _unfound_raises(body, path, names, funcs, aliases, heads):
                 out.append(load if load.guard or outer is None else replace(load, guard=outer))
+    return out
+
+
+def _calls(stmt: ast.stmt) -> list[ast.Call]:
+    """The calls in a statement, in ``ast.walk``'s order (breadth first, children in field order),
+    found by a walk of its own: ``ast.walk`` goes through two generators per node
+    (``iter_child_nodes``, ``iter_fields``), ~1.6x the time on transformers' files, and the scan
+    walks every module-level statement of every file it parses. An import holds no call."""
+    if type(stmt) is ast.Import or type(stmt) is ast.ImportFrom:
+        return []
+    out: list[ast.Call] = []
+    todo: deque[ast.AST] = deque([stmt])
+    pop, push, more = todo.popleft, todo.append, todo.extend
+    node_type = ast.AST
+    while todo:
+        node = pop()
+        if type(node) is ast.Call:
+            out.append(node)
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                more(v for v in value if isinstance(v, node_type))
+            elif isinstance(value, node_type):
+                push(value)
     return out
 
 
