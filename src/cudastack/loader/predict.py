@@ -204,10 +204,12 @@ def _loaded_without_import(
     index = {f.path: i for i, f in enumerate(pred.files)}
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
         uses: list[OpUse] | None = None
+        reach: dict[str, tuple[bool, str | None]] = {}
         for load in native_loads.get(dist.key, ()):
             if load.guard and load.how != "torch.ops":
                 continue
             why = f"loaded at import by {load.how} ({load.where})"
+            py = load.where.rpartition(":")[0]
             judged = [i for path in load.paths if (i := index.get(path)) is not None]
             if load.init is not None and not load.paths:
                 # the path is not known: the file is one of those of the distribution that export
@@ -246,28 +248,57 @@ def _loaded_without_import(
                     continue
                 why += f", inside the try at {load.guard}; then {need.where} needs {need.op}, which it defines"
             if failing and len(failing) == len(judged):
-                for i in failing:
-                    pred.files[i] = replace(pred.files[i], predicted="fails", context=why)
+                at, guard = _reached(reach, dist, py)
+                for i in failing if at else ():
+                    pred.files[i] = replace(pred.files[i], predicted="fails", context=why, optional=guard)
             if load.finds:  # raises when find_library finds nothing (sounddevice, python-magic)
                 if base.main is not None and not load.guard and (fails := _finds_nothing(load, base, dist.key, why)):
-                    pred.files.append(fails)
+                    pred.files.append(_as_reached(fails, *_reached(reach, dist, py)))
                 continue
             if load.soname and base.main is not None and not load.guard:
                 hit = base.searcher.search(load.soname, base.main)
                 if hit.path is None:
-                    py = load.where.rpartition(":")[0]
                     msg = f"{load.soname}: cannot open shared object file: No such file or directory"
                     problem = LoadProblem("missing", py, load.soname, msg, hit.tried)
-                    pred.files.append(
-                        FilePrediction(
-                            path=py,
-                            distribution=dist.key,
-                            kind="module",
-                            predicted="fails",
-                            problems=(problem,),
-                            context=why,
-                        )
+                    fails = FilePrediction(
+                        path=py,
+                        distribution=dist.key,
+                        kind="module",
+                        predicted="fails",
+                        problems=(problem,),
+                        context=why,
                     )
+                    pred.files.append(_as_reached(fails, *_reached(reach, dist, py)))
+
+
+def _reached(memo: dict[str, tuple[bool, str | None]], dist: Distribution, py: str) -> tuple[bool, str | None]:
+    """Whether importing the distribution's packages runs the file ``py`` that makes a failing load,
+    and the ``try`` that survives its failure if one guards every import of it
+    (:func:`cudastack.env.imports.import_verdict`). The scan finds loads two imports deep, and
+    those imports may sit in a ``try`` (``try: from . import _enc except (ImportError, OSError):``)
+    or in a function nobody calls at import: ``import`` then works, and the failure is the
+    submodule's alone. A top-level module or package is what its import runs."""
+    from cudastack.env.imports import find_import_guard, import_time
+
+    if py not in memo:
+        name = module_name(py, dist.site_dir)
+        run = import_time(dist) if name and "." in name else None
+        if run is None:
+            memo[py] = (True, None)  # a top-level module, or no Python to follow: its import runs it
+        else:
+            while run.advance():
+                pass
+            at = os.path.normpath(py) in {os.path.normpath(p) for p in run.order}
+            memo[py] = (at, find_import_guard(dist, py) if at else None)
+    return memo[py]
+
+
+def _as_reached(f: FilePrediction, at: bool, guard: str | None) -> FilePrediction:
+    """A file whose load fails, as its import reaches it (:func:`_reached`): not at import, it
+    fails on demand; under a ``try`` that survives it, it is optional."""
+    if not at:
+        return replace(f, predicted="on-demand", context=f"{f.context}; no code that runs at import imports it")
+    return replace(f, optional=guard) if guard else f
 
 
 def _finds_nothing(load: NativeLoad, base: Process, dist: str, why: str) -> FilePrediction | None:
