@@ -4,7 +4,14 @@
   ``importlib.util.spec_from_file_location(name, path)`` load a file of the package by path
   (sgl-flash-mla's ``_loader.py``; such a file needs no importable suffix);
 - ``ctypes.CDLL("libnvidia-encode.so.1")`` / ``cdll.LoadLibrary`` open a library by soname
-  (PyNvVideoCodec's ``__init__``): on a host without it, ``import`` fails.
+  (PyNvVideoCodec's ``__init__``): on a host without it, ``import`` fails;
+- code that raises when ``ctypes.util.find_library`` finds nothing (sounddevice's loop over
+  names with a ``for``-``else: raise``, python-magic's candidates ending in a ``raise``): a load
+  with :attr:`NativeLoad.finds`, whose answer the loader works out (:mod:`cudastack.loader.findlib`)
+  and judges only where it is surely None (:func:`_unfound_raises`).
+
+A load found in a submodule fails the package's ``import`` only where that import runs the
+submodule outside a ``try`` that survives it (:func:`cudastack.loader.predict._reached`).
 
 Where: the top-level ``__init__.py`` of each of the distribution's packages and the modules of the
 same package it imports (``from .x import``, ``from . import x``), and the modules those import:
