@@ -193,7 +193,12 @@ def _lazy_attributes(
 
 
 def _loaded_without_import(
-    pred: Prediction, inventory: Inventory, base: Process, native_loads: dict[str, list[NativeLoad]]
+    pred: Prediction,
+    inventory: Inventory,
+    base: Process,
+    native_loads: dict[str, list[NativeLoad]],
+    torch_proc: Process | None = None,
+    uses_torch: Callable[[Distribution, tuple[str, ...]], bool] | None = None,
 ) -> None:
     """Native files a package loads at import by path or soname (:mod:`cudastack.env.native_loads`):
     a file of the package that fails there fails ``import`` (it was judged on demand), and a
@@ -205,6 +210,7 @@ def _loaded_without_import(
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
         uses: list[OpUse] | None = None
         reach: dict[str, tuple[bool, str | None]] = {}
+        _after_own_loads(pred, dist, native_loads.get(dist.key, []), index, reach, base, torch_proc, uses_torch)
         for load in native_loads.get(dist.key, ()):
             if load.guard and load.how != "torch.ops":
                 continue
@@ -269,6 +275,66 @@ def _loaded_without_import(
                         context=why,
                     )
                     pred.files.append(_as_reached(fails, *_reached(reach, dist, py)))
+
+
+def _after_own_loads(
+    pred: Prediction,
+    dist: Distribution,
+    loads: list[NativeLoad],
+    index: dict[str, int],
+    reach: dict[str, tuple[bool, str | None]],
+    base: Process,
+    torch_proc: Process | None,
+    uses_torch: Callable[[Distribution, tuple[str, ...]], bool] | None,
+) -> None:
+    """A module of ``dist`` that fails for a library its package loads by path at import is judged
+    again, after those loads: torchaudio 2.9's ``_extension/__init__.py`` runs
+    ``torch.ops.load_library(<pkg>/lib/libtorchaudio.so)``, then imports ``_torchaudio.so``, whose
+    DT_NEEDED ``libtorchaudio.so`` (no search path leads there) glibc finds among the loaded
+    objects by soname; judged alone it failed (the s32 hunt: LDD001 on torchaudio 2.9.1, LDD009 on
+    two packages importing it). Only libraries that load are taken, from loads that run at import
+    (:func:`_reached`); the model does not check that the load comes before the import (a package
+    that imports the module first would be missed: none seen)."""
+    libs: list[tuple[str, str]] = []  # (path, where the load is)
+    for load in loads:
+        if load.how not in ("ctypes", "torch.ops") or not load.paths:
+            continue
+        opened = [
+            p for p in load.paths
+            if (i := index.get(p)) is not None and pred.files[i].kind == "library" and not pred.files[i].problems
+        ]  # fmt: skip
+        if opened and _reached(reach, dist, load.where.rpartition(":")[0])[0]:
+            libs.extend((p, load.where) for p in opened)
+    if not libs:
+        return
+    names: set[str] = set()
+    for path, _where in libs:
+        elf = pred.elf_cache.get(path)
+        names.add(os.path.basename(path))
+        if not isinstance(elf, str) and elf.soname:
+            names.add(elf.soname)
+    for i, f in enumerate(pred.files):
+        if f.distribution != dist.key or f.kind != "module" or f.predicted not in ("fails", "on-demand"):
+            continue
+        if f.blocked_by or not f.problems or not any(p.kind == "missing" and p.name in names for p in f.problems):
+            continue
+        elf = pred.elf_cache.get(f.path)
+        needs = (
+            not isinstance(elf, str)
+            and torch_proc is not None
+            and uses_torch is not None
+            and uses_torch(dist, elf.needed)
+        )
+        proc = (torch_proc if needs and torch_proc is not None else base).clone()
+        for path, _where in libs:
+            proc.dlopen(path)
+        res = proc.dlopen(f.path)
+        if res.ok:
+            said = ", ".join(f"{os.path.basename(p)} ({w})" for p, w in libs)
+            pred.files[i] = replace(
+                f, predicted="loads" if f.predicted == "fails" else f.predicted, problems=(), result=res,
+                context=f"{f.context}; after {dist.key}'s import loads {said}",
+            )  # fmt: skip
 
 
 def _reached(memo: dict[str, tuple[bool, str | None]], dist: Distribution, py: str) -> tuple[bool, str | None]:
@@ -973,7 +1039,7 @@ def predict(
     for (i, _dist, _path), (at_import, guard) in zip(failing, verdicts, strict=True):
         pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
     _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
-    _loaded_without_import(pred, inventory, base, native_loads)
+    _loaded_without_import(pred, inventory, base, native_loads, torch_proc, uses_torch)
     _loaded_by_requirers(pred, inventory)
     _block_pure_imports(pred, inventory, _block_dependents(pred, inventory))
     pred.files.extend(_stdlib_modules(target, base, config, cache))
