@@ -525,7 +525,7 @@ def _block_dependents(pred: Prediction, inventory: Inventory) -> dict[str, tuple
         if f.kind == "module" and f.predicted == "fails" and not f.optional and not f.blocked_by and f.distribution:
             dist = inventory.dists.get(f.distribution)
             name = module_name(f.path, dist.site_dir) if dist else None
-            if name and "." in name:  # a top-level extension module is not a package others import
+            if name:  # a top-level extension module too: `import pyodbc` is what aioodbc runs (s32 hunt)
                 broken.setdefault(f.distribution, (name.split(".", 1)[0], f.path))
     if not broken:
         return broken
