@@ -69,7 +69,7 @@ def probe(python: str, root: str) -> str | None:
 
 
 def main() -> None:
-    from cudastack.env.imports import ImportTime
+    from cudastack.env.imports import ImportTime, module_name
     from cudastack.env.inventory import read_inventory
     from cudastack.target import build_target
 
@@ -89,6 +89,13 @@ def main() -> None:
     for dist in inventory.dists.values():
         roots = [r for r in ImportTime(dist).roots
                  if all(p.isidentifier() for p in r.split(".")) and not r.endswith("__main__")]  # fmt: skip
+        # a single-file top-level extension module is a root too (pyodbc: no Python file at all)
+        tops = {
+            module_name(p, dist.site_dir)
+            for p in dist.native_files()
+            if p.endswith(".so") and not os.path.basename(p).startswith("lib")
+        }
+        roots += sorted(t for t in tops if t and t.isidentifier() and t not in roots)
         jobs += [(dist.key, r) for r in roots]
     with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2) - 1)) as pool:
         real = dict(zip(jobs, pool.map(lambda j: probe(python, j[1]), jobs), strict=True))
