@@ -1003,7 +1003,10 @@ def xformers_build(ctx: Context) -> Iterator[Finding]:
 def torchao_torch(ctx: Context) -> Iterator[Finding]:
     """## What it checks
     The installed torchao and torch against torchao's compatibility table (kept as data in
-    `cudastack/data/families.py`, from pytorch/ao#2919).
+    `cudastack/data/families.py`, from pytorch/ao#2919). From 0.17, torchao builds on torch's
+    stable ABI and checks at import that torch is at least the version its
+    `torchao/__init__.py` names (`min_torch_version`): that check is read from the installed
+    file, not from a table.
 
     ## Why is this bad?
     torchao prints `Skipping import of cpp extensions due to incompatible torch version` and runs
@@ -1025,10 +1028,34 @@ def torchao_torch(ctx: Context) -> Iterator[Finding]:
     torch = ctx.inventory.torch
     if torch is None:
         raise SkipCheck("torch is not installed")
+    tv = _v(torch.version)
+    floor = _torchao_floor(ao)
+    if floor is not None:  # 0.17 on: torch's stable ABI, any torch from the one it names
+        least, where = floor
+        if tv is None or _v(least) is None or tv.release >= (_v(least) or tv).release:
+            return
+        yield Finding(
+            code="PKG007",
+            severity=Severity.WARNING,
+            message=f"torchao {ao.version} needs torch >= {least} for its C++ extensions; torch {torch.version} "
+            "is installed",
+            subject=ao.key,
+            distribution=ao.key,
+            evidence=(
+                f"torchao {ao.version} ({ao.meta_dir})",
+                f"torch {torch.version} ({torch.source})",
+                f"{where}: min_torch_version = {least}, torchao's own check at import (read, not run)",
+            ),
+            fix=Fix(summary=f"Install torch >= {least}, or a torchao release built for torch {torch.version}"),
+            hints=(
+                "torchao skips its C++ extensions with a warning ('Skipping import of cpp extensions due to "
+                "incompatible torch version'); its Python may need the newer torch too",
+            ),
+        )
+        return
     built = next((t for prefix, t in fam.TORCHAO_BUILT_FOR if ao.public_version.startswith(prefix)), None)
     if built is None:
         raise SkipCheck(f"torchao {ao.version} is not in the compatibility table ({fam.TORCHAO_ISSUE})")
-    tv = _v(torch.version)
     if tv is not None and tv.base_version in built:
         return
     yield Finding(
@@ -1049,6 +1076,28 @@ def torchao_torch(ctx: Context) -> Iterator[Finding]:
         ),
         hints=("the import succeeds with a warning and the package runs degraded",),
     )
+
+
+_TORCHAO_FLOOR = re.compile(rb"min_torch_version\s*=\s*_parse_version\(\s*[\"']([0-9][0-9.]*)[\"']\s*\)")
+
+
+def _torchao_floor(ao: Distribution) -> tuple[str, str] | None:
+    """``(torch version, file:line)`` of the lowest torch that the installed torchao's own import-time
+    check accepts (``min_torch_version = _parse_version("2.11.0")`` in ``torchao/__init__.py``,
+    from 0.17: built on torch's stable ABI, a newer torch is accepted); None for a release that
+    has no such check (it pins one torch: the table in ``data/families.py``)."""
+    path = next((ao.abspath(e.path) for e in ao.record or () if e.path == "torchao/__init__.py"), None)
+    if path is None:
+        return None
+    try:
+        raw = read_bytes(path, 4 << 20).data
+    except OSError:
+        return None
+    m = _TORCHAO_FLOOR.search(raw)
+    if m is None:
+        return None
+    line = raw.count(b"\n", 0, m.start()) + 1
+    return m.group(1).decode(), f"{path}:{line}"
 
 
 @rule(
