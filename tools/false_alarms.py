@@ -48,10 +48,13 @@ NATIVE_WORDS = (
     "shared library",
     "cannot load library",
     "failed to find lib",
+    "Unable to find lib",
+    "unable to find lib",
 )
 """A failure naming a library the loader or ``ctypes.util.find_library`` did not find is a native one
 (sounddevice: "PortAudio library not found"; python-magic: "failed to find libmagic"; pyzbar:
-"Unable to find zbar shared library"), though no ``.so`` is named."""
+"Unable to find zbar shared library"; fusepy: "Unable to find libfuse"), though no ``.so`` is
+named."""
 
 
 def probe(python: str, root: str) -> str | None:

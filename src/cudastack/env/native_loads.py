@@ -6,9 +6,10 @@
 - ``ctypes.CDLL("libnvidia-encode.so.1")`` / ``cdll.LoadLibrary`` open a library by soname
   (PyNvVideoCodec's ``__init__``): on a host without it, ``import`` fails;
 - code that raises when ``ctypes.util.find_library`` finds nothing (sounddevice's loop over
-  names with a ``for``-``else: raise``, python-magic's candidates ending in a ``raise``): a load
-  with :attr:`NativeLoad.finds`, whose answer the loader works out (:mod:`cudastack.loader.findlib`)
-  and judges only where it is surely None (:func:`_unfound_raises`).
+  names with a ``for``-``else: raise``, python-magic's candidates ending in a ``raise``, fusepy's
+  ``if not _libfuse_path: raise`` after a variable's value and branches on a stored
+  ``platform.system()``): a load with :attr:`NativeLoad.finds`, whose answer the loader works out
+  (:mod:`cudastack.loader.findlib`) and judges only where it is surely None (:func:`_unfound_raises`).
 
 A load found in a submodule fails the package's ``import`` only where that import runs the
 submodule outside a ``try`` that survives it (:func:`cudastack.loader.predict._reached`).
@@ -90,6 +91,10 @@ class NativeLoad:
     libinfo.find_lib_path()[0])``, the path found by another module's search): the library is one
     of the distribution's own that no file of it needs (its dependencies are not what a package
     opens), and the import fails for sure only when every one of those fails."""
+    unless_set: tuple[str, ...] = ()
+    """Environment variables read before ``find_library`` is asked (fusepy's
+    ``os.environ.get('FUSE_LIBRARY_PATH')``, then ``if not x: x = find_library('fuse')``): where
+    the target's environment sets one, the code opens what it names and nothing is claimed."""
 
 
 def find_native_loads(dist: Distribution) -> list[NativeLoad]:
@@ -112,19 +117,20 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     if path is not None:
         store_blob(path, [
             (_relative(x.where, site), x.how, tuple(_relative(p, site) for p in x.paths), x.soname,
-             _relative(x.guard, site) if x.guard else x.guard, x.each, x.init, x.finds, x.unknown)
+             _relative(x.guard, site) if x.guard else x.guard, x.each, x.init, x.finds, x.unknown, x.unless_set)
             for x in found
         ])  # fmt: skip
     return found
 
 
-def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool, str | None, tuple[str, ...], bool],
+def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool, str | None, tuple[str, ...], bool,
+                          tuple[str, ...]],
                site: str) -> NativeLoad:  # fmt: skip
-    where, how, paths, soname, guard, each, init, finds, unknown = row
+    where, how, paths, soname, guard, each, init, finds, unknown, unless_set = row
     paths = tuple(_rebase(p, site) for p in paths)
     guard = _rebase(guard, site) if guard else guard
     return NativeLoad(where=_rebase(where, site), how=how, paths=paths, soname=soname, guard=guard, each=each,
-                      init=init, finds=tuple(finds), unknown=unknown)  # fmt: skip
+                      init=init, finds=tuple(finds), unknown=unknown, unless_set=tuple(unless_set))  # fmt: skip
 
 
 _HERE = "\0site/"
@@ -139,7 +145,7 @@ def _rebase(path: str, site: str) -> str:
     return site + path[len(_HERE) :] if path.startswith(_HERE) else path
 
 
-_CACHE_VERSION = 5
+_CACHE_VERSION = 6
 
 
 def _cache_file(dist: Distribution) -> str | None:
@@ -720,7 +726,11 @@ def _unfound_raises(
 
     - ``if not x:`` / ``if x is None:`` / ``if not (x := f()):`` whose body raises, ``x`` what
       find_library answered, directly or returned by a function of the package (psycopg's
-      ``find_libpq_full_path()``, its Linux branch read past ``sys.platform`` tests);
+      ``find_libpq_full_path()``, its Linux branch read past ``sys.platform`` tests); or, where
+      ``x`` is assigned more than once, what the statements before the test leave in it on Linux
+      (:func:`_reaching`): fusepy 3's ``os.environ.get('FUSE_LIBRARY_PATH')``, then ``if not x:``
+      branches on ``_system = system()`` whose Linux one asks ``find_library('fuse')`` (the load
+      names the variable, :attr:`NativeLoad.unless_set`);
     - ``for n in (names): x = find_library(n); if x is not None: break`` with an ``else:`` that
       raises (sounddevice 0.5);
     - a loop over candidates (a tuple, or a generator of the package yielding find_library
@@ -733,22 +743,44 @@ def _unfound_raises(
     that catches what is raised."""
     out: list[NativeLoad] = []
 
-    def where(node: ast.stmt, finds: tuple[str, ...], soname: str | None = None) -> NativeLoad:
+    def where(node: ast.stmt, finds: tuple[str, ...], soname: str | None = None, unless: tuple[str, ...] = ()
+              ) -> NativeLoad:  # fmt: skip
         head = node.test if isinstance(node, ast.If) else node.iter if isinstance(node, ast.For) else None
         guard = heads.get(id(head)) if head is not None else None
         return NativeLoad(
             where=f"{path}:{node.lineno}", how="find_library", finds=finds, soname=soname,
-            guard=f"{path}:{guard}" if guard else None,
+            guard=f"{path}:{guard}" if guard else None, unless_set=unless,
         )  # fmt: skip
 
+    def answer(node: ast.expr) -> str | None:
+        if not (isinstance(node, ast.Call) and _is_find_library(node, aliases) and len(node.args) == 1):
+            return None
+        value = _evaluate(node.args[0], path, names, 0, funcs) if not node.keywords else None
+        return value if value and "*" not in value else None
+
+    assigned: set[str] | None = None
+    """Names assigned a value that holds a find_library call, but not declared ``global`` in a
+    function (which may assign them when called): those :func:`_reaching` may tell."""
     for node in _statements_breadth_first(ast.Module(body=body, type_ignores=[])):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
             continue
-        if isinstance(node, ast.If) and _surely_raises(node.body):
+        if isinstance(node, ast.If) and _surely_raises(node.body) and id(node.test) in heads:
             subject = _none_tested(node.test)
             name = _found_name(subject, names, funcs, aliases, path) if subject is not None else None
-            if name is not None and id(node.test) in heads:
+            if name is not None:
                 out.append(where(node, (name,)))
+                continue
+            if not isinstance(subject, ast.Name):
+                continue
+            if assigned is None:
+                assigned = _found_targets(body, aliases) - {
+                    n for f in funcs.values() for g in ast.walk(f) if isinstance(g, ast.Global) for n in g.names
+                }
+            values: dict[str, _Value] = {}
+            if subject.id in assigned and _reaching(body, node, values, answer):
+                value = values.get(subject.id)
+                if value is not None and value.kind == "found":
+                    out.append(where(node, value.what, unless=value.unless))
         elif isinstance(node, ast.For) and id(node.iter) in heads:
             found = _first_found_loop(node, names, funcs, aliases, path)
             if found is None:
@@ -756,6 +788,16 @@ def _unfound_raises(
             if found is not None:
                 out.append(where(node, *found))
     return out
+
+
+def _found_targets(body: list[ast.stmt], aliases: frozenset[str]) -> set[str]:
+    """Names ``body`` assigns a value holding a ``find_library`` call."""
+    return {
+        node.targets[0].id
+        for node in _statements_breadth_first(ast.Module(body=body, type_ignores=[]))
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        and any(isinstance(c, ast.Call) and _is_find_library(c, aliases) for c in ast.walk(node.value))
+    }  # fmt: skip
 
 
 def _none_tested(test: ast.expr) -> ast.expr | None:
@@ -1003,6 +1045,193 @@ def _found_name(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Value:
+    """What a name holds on Linux at a point of the code, as far as :func:`_reaching` knows."""
+
+    kind: str
+    """``found``: what ``find_library`` answers for ``what``, each asked while the ones before
+    answered None; ``env``: ``os.environ.get(what[0])`` (None where unset); ``probe``: a platform
+    probe's answer (``what[0]``, a key of :data:`_PLATFORM`); ``system``: ``platform.system``
+    itself; ``environ``: ``os.environ``; ``getenv``: ``os.getenv``."""
+    what: tuple[str, ...] = ()
+    unless: tuple[str, ...] = ()
+    """``found``: variables which, set in the environment, make the name what they hold instead."""
+
+
+_IMPORTED = {
+    ("platform", "system"): _Value("system"),
+    ("sys", "platform"): _Value("probe", ("sys.platform",)),
+    ("os", "name"): _Value("probe", ("os.name",)),
+    ("os", "environ"): _Value("environ"),
+    ("os", "getenv"): _Value("getenv"),
+}
+"""What ``from module import name`` binds, for :func:`_step`."""
+
+
+def _reaching(
+    block: list[ast.stmt], target: ast.stmt, values: dict[str, _Value], answer: Callable[[ast.expr], str | None]
+) -> bool:
+    """Steps ``values`` (:func:`_step`) through what runs on Linux before ``target``, a statement
+    of ``block`` or of a statement of it: fusepy's ``_system = system()`` and
+    ``os.environ.get('FUSE_LIBRARY_PATH')`` before the ``if not _libfuse_path:`` whose Linux branch
+    asks ``find_library('fuse')``. False when ``target`` is not reached on Linux or not found.
+    ``answer``: the name given to ``find_library`` when a node is its call."""
+    for stmt in block:
+        if stmt is target:
+            return True
+        inside = [b for b in _sub_blocks(stmt) if any(n is target for s in b for n in _statements_breadth_first(s))]
+        if not inside:
+            _step(stmt, values, answer)
+            continue
+        if isinstance(stmt, ast.If):
+            decided = _on_linux(stmt.test, _probes(values))
+            if decided is not None and (inside[0] is stmt.body) is not decided:
+                return False  # in the branch Linux does not take
+            for name in _bound_names(stmt.test):
+                values.pop(name, None)
+        else:  # a loop, try or with: a name it binds may hold anything at the target
+            for name in _bound_names(stmt):
+                values.pop(name, None)
+        return _reaching(inside[0], target, values, answer)
+    return False
+
+
+def _sub_blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    blocks = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
+    blocks += [h.body for h in getattr(stmt, "handlers", ())] + [c.body for c in getattr(stmt, "cases", ())]
+    return [b for b in blocks if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+
+
+def _step(stmt: ast.stmt, values: dict[str, _Value], answer: Callable[[ast.expr], str | None]) -> None:
+    """``values`` after ``stmt`` runs on Linux: an assignment of a value :func:`_value` knows, an
+    import of a name of :data:`_IMPORTED`, the branch a platform test takes, and ``if not x:``
+    (the value of ``x`` joined with what the body assigns it, :func:`_when_none`). Any other
+    binding of a name makes it unknown (removed)."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        value = _value(stmt.value, values, answer)
+        for name in _bound_names(stmt):
+            values.pop(name, None)
+        if value is not None:
+            values[stmt.targets[0].id] = value
+        return
+    if isinstance(stmt, ast.ImportFrom) and not stmt.level:
+        for a in stmt.names:
+            imported = _IMPORTED.get((stmt.module or "", a.name))
+            if imported is None:
+                values.pop(a.asname or a.name, None)
+            else:
+                values[a.asname or a.name] = imported
+        return
+    if isinstance(stmt, ast.If):
+        decided = _on_linux(stmt.test, _probes(values))
+        if decided is not None:
+            for s in stmt.body if decided else stmt.orelse:
+                _step(s, values, answer)
+            return
+        tested = _none_tested(stmt.test)
+        if isinstance(tested, ast.Name) and not _bound_names(stmt.test) and not any(map(_bound_names, stmt.orelse)):
+            inner = dict(values)
+            for s in stmt.body:
+                _step(s, inner, answer)
+            joined = _when_none(values.get(tested.id), inner.get(tested.id))
+            for name in values.keys() | inner.keys():
+                if values.get(name) is not inner.get(name):
+                    values.pop(name, None)
+            if joined is not None:
+                values[tested.id] = joined
+            return
+    for name in _bound_names(stmt):
+        values.pop(name, None)
+
+
+def _value(node: ast.expr, values: dict[str, _Value], answer: Callable[[ast.expr], str | None]) -> _Value | None:
+    """What ``node`` evaluates to on Linux, as a :class:`_Value`, or None when not known."""
+    if isinstance(node, ast.Name):
+        return values.get(node.id)
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):  # ``a or b``: b where a is falsy
+        acc = _value(node.values[0], values, answer)
+        for v in node.values[1:]:
+            acc = _when_none(acc, _value(v, values, answer))
+        return acc
+    if (name := answer(node)) is not None:
+        return _Value("found", (name,))
+    if (probe := _platform_probe(node, _probes(values))) is not None:
+        return _Value("probe", (probe,))
+    if isinstance(node, ast.Call) and (var := _environ_read(node, values)) is not None:
+        return _Value("env", (var,))
+    return None
+
+
+def _environ_read(call: ast.Call, values: dict[str, _Value]) -> str | None:
+    """``VAR`` of ``os.environ.get("VAR")`` and ``os.getenv("VAR")`` (None where unset: no
+    default, or a default of None), else None."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "get":
+        inner = func.value
+        is_read = (
+            isinstance(inner, ast.Attribute)
+            and inner.attr == "environ"
+            and isinstance(inner.value, ast.Name)
+            and inner.value.id.lstrip("_") == "os"
+        ) or (isinstance(inner, ast.Name) and values.get(inner.id) == _Value("environ"))
+    elif isinstance(func, ast.Attribute) and func.attr == "getenv":
+        is_read = isinstance(func.value, ast.Name) and func.value.id.lstrip("_") == "os"
+    else:
+        is_read = isinstance(func, ast.Name) and values.get(func.id) == _Value("getenv")
+    args = call.args
+    if not is_read or call.keywords or not 1 <= len(args) <= 2:
+        return None
+    if len(args) == 2 and not (isinstance(args[1], ast.Constant) and args[1].value is None):
+        return None
+    key = args[0]
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+
+
+def _when_none(before: _Value | None, after: _Value | None) -> _Value | None:
+    """A name's value after ``if not x: <x becomes after>`` (and of ``before or after``): where
+    ``before`` is what find_library answered or a variable's value, ``after`` what find_library
+    answers; else None (not known)."""
+    if after is before:
+        return before
+    if before is None or after is None or after.kind != "found":
+        return None
+    if before.kind == "env":
+        return _Value("found", after.what, (*after.unless, *before.what))
+    if before.kind == "found":
+        return _Value("found", (*before.what, *after.what), (*before.unless, *after.unless))
+    return None
+
+
+def _probes(values: dict[str, _Value]) -> dict[str, str]:
+    """The names holding a platform probe's answer (or ``platform.system``), for
+    :func:`_platform_probe`."""
+    return {
+        k: v.what[0] if v.kind == "probe" else "platform.system"
+        for k, v in values.items()
+        if v.kind in ("probe", "system")
+    }
+
+
+def _bound_names(node: ast.AST) -> set[str]:
+    """Every name ``node`` may bind or unbind, nested functions and classes included."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            out.add(n.id)
+        elif isinstance(n, ast.alias):
+            out.add(n.asname or n.name.partition(".")[0])
+        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(n.name)
+        elif isinstance(n, ast.Global | ast.Nonlocal):
+            out.update(n.names)
+        elif isinstance(n, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and n.name:
+            out.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            out.add(n.rest)
+    return out
+
+
 def _linux_run(body: list[ast.stmt], *, yields: bool) -> list[ast.expr] | None:
     """What a function body yields (``yields``), in order, or returns (one value), run along the
     branches its ``sys.platform`` / ``platform.system()`` / ``os.name`` tests take on Linux;
@@ -1096,11 +1325,19 @@ _PLATFORM = {"sys.platform": "linux", "platform.system()": "Linux", "os.name": "
 """What each platform probe answers on Linux."""
 
 
-def _platform_probe(node: ast.expr) -> str | None:
+def _platform_probe(node: ast.expr, probes: dict[str, str] | None = None) -> str | None:
     """``sys.platform``, ``platform.system()`` or ``os.name`` (also under a private alias:
-    sounddevice's ``_platform.system()``) as the key of :data:`_PLATFORM`, else None."""
+    sounddevice's ``_platform.system()``) as the key of :data:`_PLATFORM`, else None.
+    ``probes``: names known to hold one's answer (fusepy's ``_system = system()``) or to be
+    ``platform.system`` itself (:func:`_probes`)."""
+    probes = probes or {}
+    if isinstance(node, ast.Name):
+        key = probes.get(node.id)
+        return key if key in _PLATFORM else None
     if isinstance(node, ast.Call) and not node.args:
         inner = node.func
+        if isinstance(inner, ast.Name):
+            return "platform.system()" if probes.get(inner.id) == "platform.system" else None
         if isinstance(inner, ast.Attribute) and inner.attr == "system" and isinstance(inner.value, ast.Name):
             return "platform.system()" if inner.value.id.lstrip("_") == "platform" else None
         return None
@@ -1110,22 +1347,22 @@ def _platform_probe(node: ast.expr) -> str | None:
     return None
 
 
-def _on_linux(test: ast.expr) -> bool | None:
+def _on_linux(test: ast.expr, probes: dict[str, str] | None = None) -> bool | None:
     """The value of an ``if`` test on Linux when it tests only the platform (``sys.platform ==
     "darwin"``, ``sys.platform in ("win32", "cygwin")``, ``sys.platform.startswith("linux")``,
     ``platform.system() == "Windows"``, ``os.name == "nt"``, with ``not``/``and``/``or``), else
-    None."""
+    None. ``probes``: as for :func:`_platform_probe`."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _on_linux(test.operand)
+        inner = _on_linux(test.operand, probes)
         return None if inner is None else not inner
     if isinstance(test, ast.BoolOp):
-        values = [_on_linux(v) for v in test.values]
+        values = [_on_linux(v, probes) for v in test.values]
         decisive = isinstance(test.op, ast.Or)
         if decisive in values:
             return decisive
         return None if None in values else not decisive
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr == "startswith":
-        probe = _platform_probe(test.func.value)
+        probe = _platform_probe(test.func.value, probes)
         arg = test.args[0] if len(test.args) == 1 else None
         if probe is None or arg is None:
             return None
@@ -1135,7 +1372,7 @@ def _on_linux(test: ast.expr) -> bool | None:
             return None
         return _PLATFORM[probe].startswith(tuple(prefixes))
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        probe = _platform_probe(test.left)
+        probe = _platform_probe(test.left, probes)
         right = test.comparators[0]
         if probe is None:
             return None

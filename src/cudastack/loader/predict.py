@@ -370,10 +370,14 @@ def _as_reached(f: FilePrediction, at: bool, guard: str | None) -> FilePredictio
 def _finds_nothing(load: NativeLoad, base: Process, dist: str, why: str) -> FilePrediction | None:
     """The failing module when ``ctypes.util.find_library`` surely answers None for each of
     ``load.finds`` in the target's process (:mod:`cudastack.loader.findlib`) and the fallback
-    soname it opens then, if any, is not found either: the code raises on it."""
+    soname it opens then, if any, is not found either: the code raises on it. Where the target's
+    environment sets a variable of ``load.unless_set`` (fusepy's ``FUSE_LIBRARY_PATH``), the
+    code opens what that names instead, and nothing is claimed."""
     from cudastack.loader.findlib import find_library
 
     assert base.main is not None
+    if any(v in base.environ for v in load.unless_set):
+        return None
     cache = base.config.cache.path if base.config.cache.path.startswith("/") else "/etc/ld.so.cache"
     answers = [find_library(n, base.environ, cache) for n in load.finds]
     if not all(a.surely_none for a in answers):
@@ -381,6 +385,8 @@ def _finds_nothing(load: NativeLoad, base: Process, dist: str, why: str) -> File
     tried = answers[0].tried  # the first name's search (another's, sounddevice's 'lib/libportaudio.dylib', reads oddly)
     said = ", ".join(repr(n) for n in load.finds)
     why += f": find_library finds nothing for {said} (ld.so.cache and the linker's directories searched)"
+    if load.unless_set:
+        why += f", and {' nor '.join(load.unless_set)} is not set in the target's environment to name it instead"
     if load.soname:
         hit = base.searcher.search(load.soname, base.main)
         if hit.path is not None:
