@@ -157,6 +157,27 @@ CASES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         (),
         (),
     ),
+    "assigned-once-then-a-loop-target": (
+        """
+        x = find_library('fuse')
+        for x in ('libc.so.6',):
+            pass
+        if not x:
+            raise OSError('Unable to find libfuse')
+        """,
+        (),
+        (),
+    ),
+    "assigned-once-then-unpacked": (
+        """
+        x = find_library('fuse')
+        x, y = 'libc.so.6', None
+        if not x:
+            raise OSError('Unable to find libfuse')
+        """,
+        (),
+        (),
+    ),
     "a-try-assigns-it": (
         f"""
         try:

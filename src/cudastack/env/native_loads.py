@@ -1397,12 +1397,58 @@ def _catches(handler: ast.ExceptHandler) -> bool:
 
 
 def _assignments(scope: ast.Module | ast.FunctionDef) -> dict[str, ast.expr]:
-    """Names assigned exactly once in the scope (not in nested functions)."""
+    """Names assigned exactly once in the scope and its nested blocks and functions, and bound by
+    no other statement of the scope itself: a ``for`` target, ``+=``, an annotated or unpacking
+    assignment, ``with … as``, ``except … as``, an import or a ``def`` of the same name makes its
+    one ``=`` not the value it holds (``x = find_library("a")`` then ``for x in names:``); in a
+    nested function only a name it declares ``global`` is the scope's. One breadth-first walk of
+    the statements (:func:`_statements_breadth_first`'s order)."""
     seen: dict[str, list[ast.expr]] = {}
-    for node in _statements_breadth_first(scope):
+    rebound: set[str] = set()
+    module = isinstance(scope, ast.Module)
+    todo: deque[tuple[ast.AST, bool]] = deque([(scope, False)])
+    while todo:
+        node, nested = todo.popleft()
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             seen.setdefault(node.targets[0].id, []).append(node.value)
-    return {k: v[0] for k, v in seen.items() if len(v) == 1}
+        elif nested:
+            if module and isinstance(node, ast.Global):
+                rebound.update(node.names)
+        elif isinstance(node, ast.Assign):
+            rebound.update(_stored(node.targets))
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign | ast.For | ast.AsyncFor):
+            rebound.update(_stored([node.target]))
+        elif isinstance(node, ast.With | ast.AsyncWith):
+            rebound.update(_stored([i.optional_vars for i in node.items if i.optional_vars is not None]))
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            rebound.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            rebound.update((a.asname or a.name.split(".")[0]) for a in node.names)
+        inner = nested
+        if node is not scope and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if not nested:
+                rebound.add(node.name)
+            inner = True
+        for name in _BLOCKS:
+            block = getattr(node, name, None)
+            if type(block) is list:
+                todo.extend((child, inner) for child in block)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1 and k not in rebound}
+
+
+def _stored(targets: list[ast.expr]) -> set[str]:
+    """The names an assignment's targets bind (``a, (b, c)``, ``*d``)."""
+    out: set[str] = set()
+    todo = list(targets)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Tuple | ast.List):
+            todo.extend(n.elts)
+        elif isinstance(n, ast.Starred):
+            todo.append(n.value)
+    return out
 
 
 _BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")
