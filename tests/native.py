@@ -62,3 +62,13 @@ def real_dlopen(paths: list[str], env: dict[str, str] | None = None) -> list[tup
     )
     assert proc.returncode == 0, proc.stderr
     return [tuple(x) for x in json.loads(proc.stdout)]  # type: ignore[misc]
+
+
+def findable_library(d: Path) -> Path:
+    """``libcudastackfl.so.1`` (its soname) and the ``libcudastackfl.so`` link that ``-l`` (so
+    ``ctypes.util.find_library("cudastackfl")``) looks for, in ``d``; returns ``d``."""
+    d.mkdir(parents=True, exist_ok=True)
+    soname = "libcudastackfl.so.1"
+    build(d / soname, "int cudastackfl(void) { return 1; }\n", flags=(f"-Wl,-soname,{soname}",))
+    (d / "libcudastackfl.so").symlink_to(soname)
+    return d

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.native import build
+from tests.native import findable_library
 from tests.venvs import make_venv
 from tests.wheels import make_wheel, pip_install
 
@@ -114,13 +114,7 @@ PACKAGES = {
 
 @pytest.fixture(scope="module")
 def libdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``libcudastackfl.so.1`` (its soname) and the ``libcudastackfl.so`` link ``-l`` looks for."""
-    d = tmp_path_factory.mktemp("libs")
-    build(
-        d / "libcudastackfl.so.1", "int cudastackfl(void) { return 1; }\n", flags=("-Wl,-soname,libcudastackfl.so.1",)
-    )
-    (d / "libcudastackfl.so").symlink_to("libcudastackfl.so.1")
-    return d
+    return findable_library(tmp_path_factory.mktemp("libs"))
 
 
 @pytest.fixture(scope="module")

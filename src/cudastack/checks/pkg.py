@@ -1034,47 +1034,32 @@ def torchao_torch(ctx: Context) -> Iterator[Finding]:
         least, where = floor
         if tv is None or _v(least) is None or tv.release >= (_v(least) or tv).release:
             return
-        yield Finding(
-            code="PKG007",
-            severity=Severity.WARNING,
-            message=f"torchao {ao.version} needs torch >= {least} for its C++ extensions; torch {torch.version} "
-            "is installed",
-            subject=ao.key,
-            distribution=ao.key,
-            evidence=(
-                f"torchao {ao.version} ({ao.meta_dir})",
-                f"torch {torch.version} ({torch.source})",
-                f"{where}: min_torch_version = {least}, torchao's own check at import (read, not run)",
-            ),
-            fix=Fix(summary=f"Install torch >= {least}, or a torchao release built for torch {torch.version}"),
-            hints=(
-                "torchao skips its C++ extensions with a warning ('Skipping import of cpp extensions due to "
-                "incompatible torch version'); its Python may need the newer torch too",
-            ),
+        message = f"torchao {ao.version} needs torch >= {least} for its C++ extensions"
+        basis = f"{where}: min_torch_version = {least}, torchao's own check at import (read, not run)"
+        fix = f"Install torch >= {least}, or a torchao release built for torch {torch.version}"
+        hint = (
+            "torchao skips its C++ extensions with a warning ('Skipping import of cpp extensions due to "
+            "incompatible torch version'); its Python may need the newer torch too"
         )
-        return
-    built = next((t for prefix, t in fam.TORCHAO_BUILT_FOR if ao.public_version.startswith(prefix)), None)
-    if built is None:
-        raise SkipCheck(f"torchao {ao.version} is not in the compatibility table ({fam.TORCHAO_ISSUE})")
-    if tv is not None and tv.base_version in built:
-        return
+    else:
+        built = next((t for prefix, t in fam.TORCHAO_BUILT_FOR if ao.public_version.startswith(prefix)), None)
+        if built is None:
+            raise SkipCheck(f"torchao {ao.version} is not in the compatibility table ({fam.TORCHAO_ISSUE})")
+        if tv is not None and tv.base_version in built:
+            return
+        message = f"torchao {ao.version} C++ extensions are built for torch {', '.join(built)}"
+        basis = f"table: {fam.TORCHAO_ISSUE}"
+        fix = f"Install the torchao release whose row in the table names the installed torch ({fam.TORCHAO_ISSUE})"
+        hint = "the import succeeds with a warning and the package runs degraded"
     yield Finding(
         code="PKG007",
         severity=Severity.WARNING,
-        message=f"torchao {ao.version} C++ extensions are built for torch {', '.join(built)}; "
-        f"torch {torch.version} is installed",
+        message=f"{message}; torch {torch.version} is installed",
         subject=ao.key,
         distribution=ao.key,
-        evidence=(
-            f"torchao {ao.version} ({ao.meta_dir})",
-            f"torch {torch.version} ({torch.source})",
-            f"table: {fam.TORCHAO_ISSUE}",
-        ),
-        fix=Fix(
-            summary="Install the torchao release whose row in the table names the installed torch "
-            f"({fam.TORCHAO_ISSUE})"
-        ),
-        hints=("the import succeeds with a warning and the package runs degraded",),
+        evidence=(f"torchao {ao.version} ({ao.meta_dir})", f"torch {torch.version} ({torch.source})", basis),
+        fix=Fix(summary=fix),
+        hints=(hint,),
     )
 
 

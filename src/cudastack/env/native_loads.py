@@ -804,25 +804,22 @@ def _none_tested(test: ast.expr) -> ast.expr | None:
     """``x`` of ``not x``, ``x is None``, ``x == None`` (true when x is None)."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return test.operand
-    if (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], ast.Is | ast.Eq)
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
-    ):
-        return test.left
-    return None
+    return _compared_to_none(test, ast.Is | ast.Eq)
 
 
 def _some_tested(test: ast.expr) -> ast.expr | None:
     """``x`` of ``x``, ``x is not None``, ``x != None`` (true when x is not None)."""
     if isinstance(test, ast.Name):
         return test
+    return _compared_to_none(test, ast.IsNot | ast.NotEq)
+
+
+def _compared_to_none(test: ast.expr, ops: Any) -> ast.expr | None:
+    """``x`` of ``x <op> None`` for one of ``ops``."""
     if (
         isinstance(test, ast.Compare)
         and len(test.ops) == 1
-        and isinstance(test.ops[0], ast.IsNot | ast.NotEq)
+        and isinstance(test.ops[0], ops)
         and isinstance(test.comparators[0], ast.Constant)
         and test.comparators[0].value is None
     ):
