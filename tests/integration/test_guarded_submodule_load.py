@@ -36,7 +36,13 @@ PACKAGES = {
     },
     "plainenc": {"plainenc/__init__.py": b"from . import _enc\n", "plainenc/_enc.py": ENC},
     "plainfinds": {"plainfinds/__init__.py": b"from . import _enc\n", "plainfinds/_enc.py": FINDS},
-}
+    # the guard one import further out: `a` imports `_enc` plainly, `__init__` guards `a`
+    "chainenc": {"chainenc/__init__.py": GUARDED.replace(b"_enc", b"a"), "chainenc/a.py": b"from . import _enc\n",
+                 "chainenc/_enc.py": ENC},
+    # ... and one that re-raises: the import fails
+    "chainraise": {"chainraise/__init__.py": b"try:\n    from . import a\nexcept OSError:\n    raise\n",
+                   "chainraise/a.py": b"from . import _enc\n", "chainraise/_enc.py": ENC},
+}  # fmt: skip
 
 
 def test_a_failing_load_in_a_submodule_the_import_guards_or_never_runs_is_not_an_error(tmp_path: Path) -> None:
@@ -50,7 +56,7 @@ def test_a_failing_load_in_a_submodule_the_import_guards_or_never_runs_is_not_an
         for m in PACKAGES
     }
     fails = sorted(m for m, r in real.items() if r.returncode != 0)
-    assert fails == ["plainenc", "plainfinds"], {m: r.stderr[-300:] for m, r in real.items()}
+    assert fails == ["chainraise", "plainenc", "plainfinds"], {m: r.stderr[-300:] for m, r in real.items()}
     # the submodules themselves fail, each of them: what the doctor still says, as info
     for m in PACKAGES:
         alone = subprocess.run(["env", "-i", str(python), "-c", f"import {m}._enc"], capture_output=True, check=False)
@@ -63,8 +69,54 @@ def test_a_failing_load_in_a_submodule_the_import_guards_or_never_runs_is_not_an
     assert errors == [("LDD001", m) for m in fails], report["findings"]
     assert out.returncode == 1
     infos = {(f["code"], f["distribution"]) for f in report["findings"] if f["severity"] == "info"}
-    assert {("LDD006", "guardedenc"), ("LDD006", "guardedfinds")} <= infos, report["findings"]
+    assert {("LDD006", "guardedenc"), ("LDD006", "guardedfinds"), ("LDD006", "chainenc")} <= infos, report["findings"]
     by_path = {Path(m["path"]).parent.name: m for m in report["modules"] if m["path"].endswith("_enc.py")}
     assert by_path["lazyenc"]["predicted"] == "on-demand", by_path["lazyenc"]
     assert by_path["guardedenc"]["optional"] and by_path["guardedenc"]["optional"].endswith("guardedenc/__init__.py:1")
     assert by_path["plainenc"]["predicted"] == "fails" and not by_path["plainenc"]["optional"]
+
+
+EXT = """#define Py_LIMITED_API 0x03080000
+#include <Python.h>
+extern int gone(void);
+static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_ext", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit__ext(void) { if (gone() != 0) return NULL; return PyModule_Create(&m); }
+"""
+
+
+def test_an_extension_module_guarded_one_import_further_out_is_optional(tmp_path: Path) -> None:
+    """The same chain for an extension module that fails to load (the import verdict's guard):
+    ``__init__`` guards ``a``, and ``a`` imports ``_ext`` plainly; ``import chainext`` works."""
+    import sysconfig
+
+    from tests import native
+
+    b = tmp_path / "build"
+    gone = native.build(b / "libcsgone2.so", "int gone(void) { return 0; }\n", flags=("-Wl,-soname,libcsgone2.so",))
+    inc = sysconfig.get_paths()["include"]
+    ext = native.build(b / "_ext.abi3.so", EXT, libs=("-l:libcsgone2.so",), flags=(f"-I{inc}", f"-L{b}"))
+    gone.unlink()
+    links = tmp_path / "links"
+    for name, init in (("chainext", GUARDED.replace(b"_enc", b"a")), ("plainext", b"from . import a\n")):
+        files = {
+            f"{name}/__init__.py": init,
+            f"{name}/a.py": b"from . import _ext\n",
+            f"{name}/_ext.abi3.so": ext.read_bytes(),
+        }
+        make_wheel(links, name, "1.0", files)
+    python = make_venv(tmp_path / "env")
+    pip_install(python, links, "chainext", "plainext")
+    real = {
+        m: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True, check=False)
+        for m in ("chainext", "plainext")
+    }
+    assert real["chainext"].returncode == 0, real["chainext"].stderr
+    assert real["plainext"].returncode != 0 and "libcsgone2.so" in real["plainext"].stderr, real["plainext"].stderr
+
+    argv = [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
+    out = subprocess.run([*argv, "-e", "LD_LIBRARY_PATH="], capture_output=True, text=True, timeout=300, check=False)
+    report = json.loads(out.stdout)
+    errors = sorted((f["code"], f["distribution"]) for f in report["findings"] if f["severity"] == "error")
+    assert errors == [("LDD001", "plainext")], report["findings"]
+    [opt] = [m for m in report["modules"] if m["path"].endswith("chainext/_ext.abi3.so")]
+    assert opt["optional"] and opt["optional"].endswith("chainext/__init__.py:1"), opt

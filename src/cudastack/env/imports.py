@@ -239,19 +239,37 @@ def _running_import_sites(
             return
 
 
-def find_import_guard(dist: Distribution, module_path: str) -> str | None:
+def find_import_guard(dist: Distribution, module_path: str, _seen: frozenset[str] = frozenset()) -> str | None:
     """``file:line`` of a ``try`` that imports the module and swallows its ImportError, in code that
     runs at import, provided no such code imports it unguarded; else None. Files are taken in
-    the order the import runs them and the search stops at the first unguarded import."""
+    the order the import runs them and the search stops at the first unguarded import in a
+    top-level module. An unguarded import in a submodule is guarded in turn where that submodule
+    is imported: ``__init__``'s ``try: from . import a except Exception:`` guards ``a``'s own
+    ``from . import _enc`` (the import survives ``_enc``'s failure)."""
     name = module_name(module_path, dist.site_dir)
     run = import_time(dist) if name else None
     if not name or run is None:
         return None
     running: list[tuple[str, int | None, ast.AST]] = []
     for running in _running_import_sites(run, name.rsplit(".", 1)[-1]):
-        if any(guard is None for _p, guard, _n in running):
+        if any(guard is None and _is_root(dist, path) for path, guard, _n in running):
             return None  # an unguarded import runs anyway: the package's import fails
-    return next((f"{path}:{guard}" for path, guard, _n in running), None)
+    guards: list[str] = []
+    for path, guard, _n in running:
+        if guard is not None:
+            guards.append(f"{path}:{guard}")
+            continue
+        outer = None if path in _seen or len(_seen) > 32 else find_import_guard(dist, path, _seen | {module_path})
+        if outer is None:
+            return None  # imported unguarded by a file its package's import runs unguarded
+        guards.append(outer)
+    return guards[0] if guards else None
+
+
+def _is_root(dist: Distribution, path: str) -> bool:
+    """A top-level module or package ``__init__`` (what ``import <top>`` itself runs)."""
+    name = module_name(path, dist.site_dir)
+    return not name or "." not in name
 
 
 def unguarded_import(run: ImportTime, top: str, max_files: int | None = None) -> str | None:
