@@ -279,7 +279,8 @@ def test_the_executables_rpath_is_searched_once_for_its_own_needed(tmp_path: Pat
     hl = Loaded(str(h), read_elf(str(h)), f"rpath of {main.path}", loader=main)
     res = Searcher(detect_loader({}), {}, ElfCache(), main).search("libnowhere.so", hl)
     assert res.path is None and res.how == "not found"
-    assert sum(t.startswith(f"{d}/") for t in res.tried) == len(detect_loader({}).subdirs) + 1, res.tried
+    subdirs = set(detect_loader({}).subdirs)  # ld.so lists some twice (x86_64 as platform and HWCAP)
+    assert sum(t.startswith(f"{d}/") for t in res.tried) == len(subdirs) + 1, res.tried
     assert len(set(res.tried)) == len(res.tried), res.tried
 
 

@@ -90,10 +90,13 @@ class Searcher:
         self.main = main
         llp = environ.get("LD_LIBRARY_PATH", "")
         self.ld_library_path = tuple(p for p in llp.replace(";", ":").split(":")) if llp else ()
+        # ld.so probes some legacy subdirectories twice (system.legacy_subdirs); a second probe of
+        # the same path finds what the first did, so each is probed, and listed as tried, once
+        self._subdirs = [f"{s}/" for s in dict.fromkeys(config.subdirs)] + [""]
 
     def _probe(self, dirs: list[str], name: str, want: ElfFile, tried: list[str]) -> tuple[str, ElfFile] | None:
         listing = self.elf_cache.listing
-        subdirs = [f"{s}/" for s in self.config.subdirs] + [""]
+        subdirs = self._subdirs
         for d in dirs:
             d = d or "."  # an empty entry means the current directory
             base = d if d.endswith("/") else d + "/"  # os.path.join's result, without its cost

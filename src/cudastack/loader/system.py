@@ -77,16 +77,16 @@ def legacy_subdirs(entries: list[tuple[str, str]]) -> tuple[str, ...]:
     """The legacy HWCAP subdirectories glibc (≤ 2.36) probes under each search directory, in its
     order: every combination of ``tls``, the platform and the other HWCAP names (in that order),
     the longest first, e.g. ``tls/haswell/avx512_1/x86_64`` … ``x86_64`` (``LD_DEBUG=libs``); a
-    platform that is also a HWCAP name gives ``x86_64/x86_64``. Pure."""
+    platform that is also a HWCAP name gives ``x86_64/x86_64``, and ``tls/x86_64`` and ``x86_64``
+    twice each, as ld.so probes them (an x86-64-v4 machine whose AT_PLATFORM is ``x86_64``: the
+    model's own de-duplication made its search path differ from ld.so's). Pure."""
     platform = [n for n, note in entries if "AT_PLATFORM" in note][:1]
     rest = [n for n, note in entries if n != "tls" and "AT_PLATFORM" not in note]
     order = ["tls"] * any(n == "tls" for n, _ in entries) + platform + rest
-    out: list[str] = []
-    for mask in range((1 << len(order)) - 1, 0, -1):
-        sub = "/".join(n for i, n in enumerate(order) if mask & (1 << (len(order) - 1 - i)))
-        if sub not in out:
-            out.append(sub)
-    return tuple(out)
+    return tuple(
+        "/".join(n for i, n in enumerate(order) if mask & (1 << (len(order) - 1 - i)))
+        for mask in range((1 << len(order)) - 1, 0, -1)
+    )
 
 
 def detect_loader(environ: dict[str, str] | None = None) -> LoaderConfig:
