@@ -60,7 +60,19 @@ def test_a_module_needing_a_library_its_package_loads_first_loads(tmp_path: Path
     inc = sysconfig.get_paths()["include"]
     ext = native.build(b / "_ext.abi3.so", EXT, libs=("-l:libcore.so",), flags=(f"-I{inc}", f"-L{b}"))
     links = tmp_path / "links"
-    for pkg, init in (("preloads", INIT), ("nopreload", b"from {pkg}.lib import _ext\n")):
+    # torchtext 0.18's shape (s32 hunt): the load and the import inside a function that module-level
+    # code calls, the load itself one call further down (_init_extension() -> _load_lib(...))
+    infunc = b"""from .utils import _load_lib
+
+
+def _init_extension():
+    _load_lib("libcore")
+    from {pkg}.lib import _ext  # noqa: F401
+
+
+_init_extension()
+"""
+    for pkg, init in (("preloads", INIT), ("nopreload", b"from {pkg}.lib import _ext\n"), ("infunc", infunc)):
         make_wheel(links, pkg, "1.0", {
             f"{pkg}/__init__.py": b"from . import _extension\n",
             f"{pkg}/_extension/__init__.py": init.replace(b"{pkg}", pkg.encode()),
@@ -70,12 +82,13 @@ def test_a_module_needing_a_library_its_package_loads_first_loads(tmp_path: Path
             f"{pkg}/lib/_ext.abi3.so": ext.read_bytes(),
         })  # fmt: skip
     python = make_venv(tmp_path / "env")
-    pip_install(python, links, "preloads", "nopreload")
+    pip_install(python, links, "preloads", "nopreload", "infunc")
     real = {
         m: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True, check=False)
-        for m in ("preloads", "nopreload")
+        for m in ("preloads", "nopreload", "infunc")
     }
     assert real["preloads"].returncode == 0, real["preloads"].stderr
+    assert real["infunc"].returncode == 0, real["infunc"].stderr
     assert real["nopreload"].returncode != 0 and "libcore.so" in real["nopreload"].stderr, real["nopreload"].stderr
 
     argv = [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
@@ -83,6 +96,7 @@ def test_a_module_needing_a_library_its_package_loads_first_loads(tmp_path: Path
     report = json.loads(out.stdout)
     errors = sorted((f["code"], f["distribution"]) for f in report["findings"] if f["severity"] == "error")
     assert errors == [("LDD001", "nopreload")], report["findings"]
-    [mod] = [m for m in report["modules"] if m["path"].endswith("preloads/lib/_ext.abi3.so")]
-    assert mod["predicted"] == "loads", mod
-    assert "libcore.so" in mod["context"] and "utils.py" in mod["context"], mod
+    for pkg in ("preloads", "infunc"):
+        [mod] = [m for m in report["modules"] if m["path"].endswith(f"/{pkg}/lib/_ext.abi3.so")]
+        assert mod["predicted"] == "loads", mod
+        assert "libcore.so" in mod["context"] and "utils.py" in mod["context"], mod

@@ -260,6 +260,7 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
                     called[fid] = g if called.get(fid, g) is not None else None
                     consts = tuple(a.value for a in c.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
                     given.setdefault(fid, set()).add(consts if len(consts) == len(c.args) else None)
+    _called_within(trees, files, called, given)
     args = {f: next(iter(v)) for f, v in given.items() if len(v) == 1}
     out: list[NativeLoad] = []
     # each file read and parsed once: the files a hit imports functions from are often hits too,
@@ -271,6 +272,48 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
             foreign = functools.partial(_imported_functions, trees[name], package, files, known, raws[name])
             out.extend(_loads_in(trees[name], files[name], record, called, foreign, args))
     return out
+
+
+_CALL_DEPTH = 2
+"""How many calls further down than module level a function's body still counts as run at import."""
+
+
+def _called_within(
+    trees: dict[str, ast.Module],
+    files: dict[str, str],
+    called: dict[str, str | None],
+    given: dict[str, set[tuple[str, ...] | None]],
+) -> None:
+    """Add to ``called`` the functions of the parsed files that the bodies of functions in it call
+    by name, :data:`_CALL_DEPTH` calls down: torchtext 0.18's ``_init_extension()``, called at
+    module level, calls ``_load_lib("libtorchtext")``, whose body loads the library (the s32 hunt:
+    that load was not seen, and ``_torchtext.so``, judged alone, was a false LDD001). A call inside
+    a ``try`` that catches is guarded there; else it has the guard of the call of the function
+    that makes it. A name already called at module level keeps its own (closer) guard."""
+    defs: dict[str, tuple[str, ast.FunctionDef]] = {}
+    for n, t in trees.items():
+        for f in t.body:
+            if isinstance(f, ast.FunctionDef):
+                defs.setdefault(f.name, (n, f))
+    frontier = sorted(name for name in called if name in defs)
+    seen = set(frontier)
+    for _depth in range(_CALL_DEPTH):
+        reached: list[str] = []
+        for name in frontier:
+            n, func = defs[name]
+            outer = called[name]
+            for stmt, guard in _statements(func.body, None):
+                for c in _calls(stmt):
+                    if not isinstance(c.func, ast.Name) or c.func.id not in defs or c.func.id in called:
+                        continue
+                    fid = c.func.id
+                    called[fid] = f"{files[n]}:{guard}" if guard else outer
+                    consts = tuple(a.value for a in c.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+                    given.setdefault(fid, set()).add(consts if len(consts) == len(c.args) else None)
+                    if fid not in seen:
+                        seen.add(fid)
+                        reached.append(fid)
+        frontier = sorted(reached)
 
 
 def _own_modules(tree: ast.Module, package: str, files: dict[str, str]) -> set[str]:
