@@ -72,6 +72,19 @@ def _init_extension():
 
 _init_extension()
 """
+    # and all of it in one module that __init__ imports by its absolute name (torchtext 0.18 itself:
+    # `from torchtext import _extension`)
+    one_file = UTILS.replace(b'Path(__file__).parent.parent / "lib"', b'Path(__file__).parent / "lib"') + (
+        b'\n\ndef _init_extension():\n    _load_lib("libcore")\n    from absinit.lib import _ext  # noqa: F401\n'
+        b"\n\n_init_extension()\n"
+    )
+    make_wheel(links, "absinit", "1.0", {
+        "absinit/__init__.py": b"from absinit import _extension  # noqa: F401\n",
+        "absinit/_extension.py": one_file,
+        "absinit/lib/__init__.py": b"",
+        "absinit/lib/libcore.so": core.read_bytes(),
+        "absinit/lib/_ext.abi3.so": ext.read_bytes(),
+    })  # fmt: skip
     for pkg, init in (("preloads", INIT), ("nopreload", b"from {pkg}.lib import _ext\n"), ("infunc", infunc)):
         make_wheel(links, pkg, "1.0", {
             f"{pkg}/__init__.py": b"from . import _extension\n",
@@ -82,11 +95,12 @@ _init_extension()
             f"{pkg}/lib/_ext.abi3.so": ext.read_bytes(),
         })  # fmt: skip
     python = make_venv(tmp_path / "env")
-    pip_install(python, links, "preloads", "nopreload", "infunc")
+    pip_install(python, links, "preloads", "nopreload", "infunc", "absinit")
     real = {
         m: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True, check=False)
-        for m in ("preloads", "nopreload", "infunc")
+        for m in ("preloads", "nopreload", "infunc", "absinit")
     }
+    assert real["absinit"].returncode == 0, real["absinit"].stderr
     assert real["preloads"].returncode == 0, real["preloads"].stderr
     assert real["infunc"].returncode == 0, real["infunc"].stderr
     assert real["nopreload"].returncode != 0 and "libcore.so" in real["nopreload"].stderr, real["nopreload"].stderr
@@ -96,7 +110,7 @@ _init_extension()
     report = json.loads(out.stdout)
     errors = sorted((f["code"], f["distribution"]) for f in report["findings"] if f["severity"] == "error")
     assert errors == [("LDD001", "nopreload")], report["findings"]
-    for pkg in ("preloads", "infunc"):
+    for pkg, where in (("preloads", "utils.py"), ("infunc", "utils.py"), ("absinit", "_extension.py")):
         [mod] = [m for m in report["modules"] if m["path"].endswith(f"/{pkg}/lib/_ext.abi3.so")]
         assert mod["predicted"] == "loads", mod
-        assert "libcore.so" in mod["context"] and "utils.py" in mod["context"], mod
+        assert "libcore.so" in mod["context"] and where in mod["context"], mod

@@ -444,13 +444,15 @@ _CALLED_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)[\s\\]*\(|\(\s*([A-Za-z_]\w
 # never ends just past a newline (``import(?=\s)`` looks at the separator without taking it), so
 # each line start is tried exactly where ``^`` would try it.
 _RELATIVE = re.compile(rb"\n\s*from\s+(\.+\w*(?:\.\w+)*|\w+(?:\.\w+)+)\s+import(?=\s)")
-_FROM_PACKAGE = re.compile(rb"\n\s*from\s+(\.+\w*(?:\.\w+)*)\s+import\s+\(?\s*(\w+(?:\s*,\s*\w+)*)")
+_FROM_PACKAGE = re.compile(rb"\n\s*from\s+(\.+\w*(?:\.\w+)*|\w+(?:\.\w+)*)\s+import\s+\(?\s*(\w+(?:\s*,\s*\w+)*)")
 _HOPS = 2
 
 
 def _imported(raw: bytes, package: str) -> list[str]:
     """Modules a file names in ``from X import`` (X itself) and ``from . import a, b`` (the
-    submodules ``a`` and ``b``): torchaudio's ``__init__`` does ``from . import _extension``."""
+    submodules ``a`` and ``b``): torchaudio's ``__init__`` does ``from . import _extension``, and
+    torchtext 0.18's ``from torchtext import _extension`` (absolute; a name that is no module of
+    the distribution is dropped by the caller)."""
     lines = b"\n" + raw
     relative, from_package = _findall_from((_RELATIVE, _FROM_PACKAGE), lines)
     out = [_resolve(mod.decode(), package) for mod in relative]
