@@ -86,6 +86,10 @@ def shadowed_sources(record_paths: Iterable[str], site_dir: str) -> set[str]:
     return {p for p in paths if p.endswith(".py") and p[:-3] in stems and not p.endswith("/__init__.py")}
 
 
+_NORMAL_SITES: dict[str, str] = {}
+"""Site directory → its normalized form with one slash after it (:meth:`Distribution.abspath`)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Distribution:
     """One installed distribution."""
@@ -149,7 +153,15 @@ class Distribution:
         return None
 
     def abspath(self, rel: str) -> str:
-        """Absolute path of a RECORD entry."""
+        """Absolute path of a RECORD entry: ``os.path.normpath(os.path.join(site_dir, rel))``, and
+        for a plain relative path (no ``.`` component, no doubled or trailing slash: nearly every
+        entry) the normalized site directory joined to it, which is the same string (ImportTime
+        asked this of vllm 0.33's 41,809 Python files, ~0.1 s through ``normpath``)."""
+        if rel and rel[0] not in "./" and rel[-1] != "/" and "/." not in rel and "//" not in rel:
+            site = _NORMAL_SITES.get(self.site_dir)
+            if site is None:
+                site = _NORMAL_SITES[self.site_dir] = os.path.normpath(self.site_dir).rstrip("/") + "/"
+            return site + rel
         return os.path.normpath(os.path.join(self.site_dir, rel))
 
     def top_level_names(self) -> list[str]:

@@ -917,6 +917,18 @@ def _scope_of(body: list[ast.stmt], package: str, params: Iterable[str] = ()) ->
     return _Scope(names=names, stars=stars, strings=strings, loops=outer)
 
 
+def _is_top(name: str, files: Container[str]) -> bool:
+    """No package above ``name`` is among ``files`` (``not any(p in files for p in
+    _parents(name))``, the shortest first and without building the list: most names of a
+    distribution sit below its top-level package, found at the first look)."""
+    i = name.find(".")
+    while i >= 0:
+        if name[:i] in files:
+            return False
+        i = name.find(".", i + 1)
+    return True
+
+
 def _parents(name: str) -> list[str]:
     """``a.b.c`` → ``a``, ``a.b``."""
     parts = name.split(".")
@@ -1151,7 +1163,7 @@ class ImportTime:
         # namespace package without __init__ (cuda-core's cuda/core) the first packages that have one
         # (a directory without __init__ inside a regular package, as vllm/third_party, is not one:
         # `import vllm` never imports it)
-        self._queue = sorted(n for n in self._files if not any(p in self._files for p in _parents(n)))
+        self._queue = sorted(n for n in self._files if _is_top(n, self._files))
         if roots is not None:  # importing these packages (and so their parents) instead
             self._queue = sorted(r for r in roots if r in self._files)
         self.roots = sorted(self._queue)
