@@ -68,7 +68,7 @@ def _swallows(handler: ast.ExceptHandler, base: str, knowns: Iterable[dict[str, 
         return True
     from cudastack.env.native_loads import handler_reraises
 
-    return not handler_reraises(handler.body, knowns)
+    return not handler_reraises(handler.body, knowns, handler.name)
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)

@@ -947,7 +947,7 @@ def _statements(
             # a handler that may raise again guards nothing (sounddevice 0.5: ``except OSError:``
             # looks for a bundled library on macOS and Windows, ``else: raise``; fbgemm-gpu 1.4:
             # ``if not no_throw: raise error``)
-            catches = any(_catches(h) and not handler_reraises(h.body, knowns) for h in node.handlers)
+            catches = any(_catches(h) and not handler_reraises(h.body, knowns, h.name) for h in node.handlers)
             out.extend(_statements(node.body, f"{node.lineno}" if catches else guard, knowns))
             for h in node.handlers:
                 out.extend(_statements(h.body, guard, knowns))
@@ -1595,7 +1595,9 @@ def _surely_raises(body: list[ast.stmt]) -> bool:
     return False
 
 
-def handler_reraises(body: list[ast.stmt], knowns: Iterable[dict[str, object] | None] = (None,)) -> bool:
+def handler_reraises(
+    body: list[ast.stmt], knowns: Iterable[dict[str, object] | None] = (None,), caught: str | None = None
+) -> bool:
     """Whether the body of an ``except`` handler may raise again, so that the ``try`` does not
     make what fails in it survivable. A ``raise`` counts unless the test of each ``if`` around it
     is known to skip it: a platform test decided on Linux (:func:`_on_linux`; sounddevice 0.5's
@@ -1607,8 +1609,22 @@ def handler_reraises(body: list[ast.stmt], knowns: Iterable[dict[str, object] | 
     ``_load_library(filename, version, no_throw=False)`` ends its handler in ``if not no_throw:
     raise error`` and is called with ``info["variant"] == "docs"``, unknown here and False in
     every wheel: ``import fbgemm_gpu`` raises when a library fails to load. A ``return``,
-    ``break`` or ``continue`` that surely runs before the ``raise`` ends the search."""
+    ``break`` or ``continue`` that surely runs before the ``raise`` ends the search.
+
+    An ``if`` that tests the error being handled (``caught``, the handler's ``as`` name, or
+    ``sys.exc_info()``: ``if e.errno != errno.ENOENT: raise``, ``if "undefined symbol" in
+    str(e): raise``) filters the expected failure from the others, and which one this is depends
+    on the error's text: it counts only when both of its branches surely raise (as before the
+    rule above), so a filter never turns a guard into a failure the model cannot show."""
     from cudastack.env.imports import _static_test
+
+    def on_error(test: ast.expr) -> bool:
+        for n in ast.walk(test):
+            if isinstance(n, ast.Name) and caught is not None and n.id == caught:
+                return True
+            if isinstance(n, ast.Attribute) and n.attr == "exc_info":
+                return True
+        return False
 
     def decide(test: ast.expr, known: dict[str, object] | None) -> bool | None:
         on_linux = _on_linux(test)
@@ -1626,6 +1642,9 @@ def handler_reraises(body: list[ast.stmt], knowns: Iterable[dict[str, object] | 
                 value = decide(stmt.test, known)
                 if value is not None:  # the branch taken runs in its place
                     todo.extend(reversed(stmt.body if value else stmt.orelse))
+                elif on_error(stmt.test):
+                    if _surely_raises(stmt.body) and _surely_raises(stmt.orelse):
+                        return True
                 elif may_raise(stmt.body, known) or may_raise(stmt.orelse, known):
                     return True
             elif isinstance(stmt, ast.With | ast.AsyncWith | ast.For | ast.AsyncFor | ast.While):
