@@ -1961,7 +1961,12 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
     works. A `warning` as well when the distribution declares the provider only under an extra
     (`Requires-Dist: adbc-driver-manager; extra == "all"`) and has another top-level package whose
     import does not fail: duckdb 2.0 ships `adbc_driver_duckdb` beside `duckdb`; the fix installs
-    the extra.
+    the extra. And a `warning` when the failing package is a second top-level package of the
+    distribution, not named like it, beside a package of its own that imports without it, and
+    no distribution that requires this one names it in an import statement: fbgemm-gpu-cpu 1.4
+    ships `list_versions/` (a CI helper importing click and pandas) beside `fbgemm_gpu`; `import
+    fbgemm_gpu` works. The error stands when the distribution's own package fails or another
+    installed distribution imports the stray one.
 
     ## Why is this bad?
     `import matplotlib_inline` (and so IPython's inline backend, and every notebook that sets it)
@@ -2020,6 +2025,11 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
         ) is not None:
             severity = Severity.WARNING
             evidence.append(f"warning, not error: {extra[2]}")
+        elif (
+            second := _second_package(ctx, dist, first.root, {u.root for u in found if u.distribution == key})
+        ) is not None:
+            severity = Severity.WARNING
+            evidence.append(f"warning, not error: {second}")
         yield Finding(
             code="PKG017",
             severity=severity,
@@ -2037,6 +2047,63 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
             ),
             caused_by=Cause(code="PKG001", subject=cause) if cause else None,
         )
+
+
+_IMPORT_OF = r"^[ \t]*(?:import[ \t]+(?:[\w.]+[ \t]*(?:as[ \t]+\w+)?[ \t]*,[ \t]*)*|from[ \t]+){}\b"
+
+
+def _second_package(ctx: Context, dist: Distribution, root: str, failing: set[str]) -> str | None:
+    """Why ``import root`` failing is not the distribution failing, when ``root`` is a second
+    top-level package (an ``__init__``) the distribution ships beside its own: not named like the distribution
+    (:func:`_namesake`), another package of the distribution (an ``__init__``) imports without
+    running it, and nothing installed imports it (no distribution that requires this one names
+    it in an import statement of its Python files). fbgemm-gpu-cpu 1.4 and 1.8 ship
+    ``list_versions/``, a CI helper importing click and pandas, beside ``fbgemm_gpu``: ``import
+    fbgemm_gpu`` works, and an error made every fresh install with a matching torch exit 1.
+    None otherwise (an error stands: the distribution's own package fails, or another's import
+    may reach it)."""
+    from cudastack.env.imports import import_time
+
+    top = root.partition(".")[0]
+    run = import_time(dist)
+    if run is None or _namesake(dist.name, top) or not run.modules.get(root, "").endswith("__init__.py"):
+        return None  # a top-level single-file module stays an error unless a command runs it (_command_module)
+    packages = [
+        r
+        for r in run.roots
+        if r.partition(".")[0] != top and r not in failing and run.modules.get(r, "").endswith("__init__.py")
+    ]
+    if not packages:
+        return None
+    own = sorted(packages, key=lambda r: (not _namesake(dist.name, r.partition(".")[0]), r))[0]
+    pattern = re.compile(_IMPORT_OF.format(re.escape(top)).encode(), re.MULTILINE)
+    for other in ctx.inventory.dists.values():
+        if other.key == dist.key or not any(_names(line, dist.key) for line in other.requires):
+            continue
+        for entry in other.record or ():
+            if entry.path.endswith(".py") and not entry.path.startswith(".."):
+                try:
+                    if pattern.search(read_bytes(other.abspath(entry.path), 4 << 20).data):
+                        return None
+                except OSError:
+                    continue
+    return (
+        f"{top} is a second top-level package of {dist.name}; import {own} does not run it; "
+        "nothing installed imports it"
+    )
+
+
+def _namesake(dist_name: str, top: str) -> bool:
+    """Whether the top-level package ``top`` is named like the distribution: the same normalized
+    name, or one the distribution's name extends (``fbgemm_gpu`` of fbgemm-gpu-cpu)."""
+    name, mine = canonicalize_name(dist_name), canonicalize_name(top)
+    return name == mine or name.startswith(mine + "-") or mine.startswith(name + "-")
+
+
+def _names(line: str, key: str) -> bool:
+    """Whether the ``Requires-Dist`` line names the distribution ``key``."""
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+    return m is not None and canonicalize_name(m.group(1)) == key
 
 
 def _extra_provider(dist: Distribution, module: str, root: str, failing: set[str]) -> tuple[str, str, str] | None:

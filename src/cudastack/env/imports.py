@@ -56,13 +56,19 @@ def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
     return False
 
 
-def _swallows(handler: ast.ExceptHandler, base: str) -> bool:
-    """A handler that carries on without the module: it catches ImportError and neither re-raises
-    nor imports the module again (torch's ``except ImportError: import torch._C`` re-raises the
-    same error with a better message)."""
-    return _catches_import_errors(handler) and not any(
-        isinstance(stmt, ast.Raise) or _imports_module(stmt, base) for stmt in handler.body
-    )
+def _swallows(handler: ast.ExceptHandler, base: str, knowns: Iterable[dict[str, object] | None] = (None,)) -> bool:
+    """A handler that carries on without the module: it catches ImportError, cannot raise again
+    (:func:`cudastack.env.native_loads.handler_reraises`: a ``raise`` under ``if not no_throw:``
+    counts unless ``knowns``, the parameter values of each call of the enclosing function or the
+    module's switches, decide it away) and does not import the module again (torch's ``except
+    ImportError: import torch._C`` re-raises the same error with a better message)."""
+    if not _catches_import_errors(handler) or any(_imports_module(stmt, base) for stmt in handler.body):
+        return False
+    if not any(type(n) is ast.Raise for stmt in handler.body for n in ast.walk(stmt)):
+        return True
+    from cudastack.env.native_loads import handler_reraises
+
+    return not handler_reraises(handler.body, knowns, handler.name)
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -147,19 +153,54 @@ def _survives(handler: ast.ExceptHandler, after: Sequence[Sequence[ast.stmt]], b
     return True
 
 
+class _Lazy:
+    """The values ``make(arg)`` gives, worked out when first iterated (a handler with no ``raise``
+    never asks for them)."""
+
+    __slots__ = ("_arg", "_make")
+
+    def __init__(self, make: Callable[[Any], Iterable[Any]], arg: Any) -> None:
+        self._make, self._arg = make, arg
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._make(self._arg))
+
+
 @functools.lru_cache(maxsize=64)
 def _line_starts(raw: bytes) -> list[int]:
     """Offset of each line's first byte, then the length (line ``n`` is ``raw[s[n-1]:s[n]]``)."""
     return [0, *itertools.accumulate(len(line) + 1 for line in raw.split(b"\n"))]
 
 
-def _import_sites(tree: ast.Module, base: str, raw: bytes | None = None) -> list[tuple[int | None, ast.AST]]:
+def _import_sites(
+    tree: ast.Module,
+    base: str,
+    raw: bytes | None = None,
+    passes: Callable[[Any], tuple[dict[str, object] | None, ...]] | None = None,
+    asked: list[bool] | None = None,
+) -> list[tuple[int | None, ast.AST]]:
     """``(guard, node)`` for every statement of ``tree`` that imports ``base``: guard is the line of
     the innermost enclosing ``try`` whose handler swallows its ImportError, else None. Given the
-    file's ``raw`` bytes, statements whose lines do not contain ``base`` are skipped unread."""
+    file's ``raw`` bytes, statements whose lines do not contain ``base`` are skipped unread.
+    ``passes``: the parameter values of each call so far of a function (:meth:`ImportTime.passes`),
+    by which a handler in its body that raises under a condition is judged (module level: the
+    module's switches); ``asked`` gets True appended when a judgment asked it."""
     sites: list[tuple[int | None, ast.AST]] = []
     needle = base.rstrip(".").encode()
     starts = _line_starts(raw) if raw is not None else []
+    switches: list[dict[str, object]] = []
+
+    def knowns(scope: Any) -> tuple[dict[str, object] | None, ...]:
+        if not switches:
+            switches.append(module_switches(tree) or {})
+        if scope is None:
+            return (switches[0] or None,)
+        if asked is not None:
+            asked.append(True)
+        mine = set(_params(scope))
+        outer = {k: v for k, v in switches[0].items() if k not in mine}
+        given = passes(scope) if passes is not None else (None,)
+        return tuple({**outer, **(k or {})} or None for k in given)
 
     def mentions(node: ast.stmt) -> bool:
         if raw is None:
@@ -167,9 +208,10 @@ def _import_sites(tree: ast.Module, base: str, raw: bytes | None = None) -> list
         end = node.end_lineno or node.lineno
         return needle in raw[starts[node.lineno - 1] : starts[min(end, len(starts) - 1)]]
 
-    def visit(body: list[ast.stmt], guard: int | None, after: tuple[list[ast.stmt], ...]) -> None:
+    def visit(body: list[ast.stmt], guard: int | None, after: tuple[list[ast.stmt], ...], scope: Any = None) -> None:
         # ``after``: the blocks that run once ``body`` is done, innermost first, to the end of the
-        # function or module (what a swallowing handler falls through to)
+        # function or module (what a swallowing handler falls through to); ``scope``: the function
+        # whose body this is (None: the module's)
         for i, node in enumerate(body):
             if not mentions(node):
                 continue
@@ -177,21 +219,23 @@ def _import_sites(tree: ast.Module, base: str, raw: bytes | None = None) -> list
             if isinstance(node, ast.Try | ast.TryStar):
                 inner = (
                     node.lineno
-                    if any(_swallows(h, base) and _survives(h, rest, base) for h in node.handlers)
+                    if any(_swallows(h, base, _Lazy(knowns, scope)) and _survives(h, rest, base) for h in node.handlers)
                     else guard
                 )
-                visit(node.body, inner, rest)
+                visit(node.body, inner, rest, scope)
                 for h in node.handlers:
                     if not _never_raises_import_error(node.body) or not _only_import_errors(h):
-                        visit(h.body, guard, rest)
-                visit(node.orelse, guard, rest)
-                visit(node.finalbody, guard, rest)
+                        visit(h.body, guard, rest, scope)
+                visit(node.orelse, guard, rest, scope)
+                visit(node.finalbody, guard, rest, scope)
                 continue
             if isinstance(node, ast.With | ast.AsyncWith) and any(_suppresses_import_errors(i) for i in node.items):
-                visit(node.body, node.lineno, rest)  # ``with contextlib.suppress(ImportError):``
+                visit(node.body, node.lineno, rest, scope)  # ``with contextlib.suppress(ImportError):``
                 continue
+            inner_scope = scope
             if isinstance(node, _SCOPES):
                 rest = ()  # a function's body ends in a return, whatever follows its definition
+                inner_scope = node if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None
             children = [getattr(node, f, None) for f in ("body", "orelse", "handlers", "cases")]
             blocks = [c for c in children if isinstance(c, list) and c and isinstance(c[0], ast.stmt)]
             if isinstance(node, ast.Match):
@@ -207,7 +251,7 @@ def _import_sites(tree: ast.Module, base: str, raw: bytes | None = None) -> list
                 loop_else = node.orelse if isinstance(node, ast.For | ast.AsyncFor | ast.While) else []
                 for b in blocks:
                     # a loop's body, once the loop ends, goes on to its ``else`` (for-else: raise)
-                    visit(b, guard, (loop_else, *rest) if b is not loop_else else rest)
+                    visit(b, guard, (loop_else, *rest) if b is not loop_else else rest, inner_scope)
             elif isinstance(node, ast.AnnAssign):  # ``x: "sympy.Expr" = …``: its annotation imports nothing
                 if node.value is not None and _imports_module(node.value, base, bare_words=guard is not None):
                     sites.append((guard, node))
@@ -227,12 +271,28 @@ def _running_import_sites(
     traversal, or once it has run more than ``max_files`` files."""
     needle = base.rstrip(".").encode()
     sites: list[tuple[str, int | None, ast.AST]] = []
+    again: dict[str, ast.Module] = {}
+    """Files whose guards depend on what the calls of their functions pass: judged again each
+    round, as more calls run."""
     done = 0
     while True:
         for path in run.order[done:]:
             tree = run.tree(path, needle)
             if tree is not None:
-                sites.extend((path, guard, node) for guard, node in _import_sites(tree, base, run.raw(path)))
+                asked: list[bool] = []
+                found = _import_sites(tree, base, run.raw(path), run.passes, asked)
+                sites.extend((path, guard, node) for guard, node in found)
+                if asked:
+                    again[path] = tree
+        if again and done:
+            redone = {
+                path: {id(node): guard for guard, node in _import_sites(tree, base, run.raw(path), run.passes)}
+                for path, tree in again.items()
+            }
+            sites = [
+                (path, redone[path].get(id(node), guard) if path in redone else guard, node)
+                for path, guard, node in sites
+            ]
         done = len(run.order)
         yield [(path, guard, node) for path, guard, node in sites if id(node) in run.running.get(path, ())]
         if (max_files is not None and done > max_files) or not run.advance():
@@ -1093,6 +1153,10 @@ class ImportTime:
         self.order: list[str] = []
         """The files run so far, in the order the traversal reached them."""
         self.running: dict[str, set[int]] = {}
+        self._passes: dict[int, list[dict[str, object] | None]] = {}
+        self._run_unknown: set[int] = set()
+        """id of a function → the parameter values each call of it that ran passes (the constants,
+        the constant defaults of what it leaves out; None: not known)."""
         self.named: set[str] = set()
         self._named_as: dict[str, set[str]] = {}
         """Base name → the absolute names the import statements that run give it."""
@@ -1413,9 +1477,14 @@ class ImportTime:
             for i, (p, m) in enumerate(self._methods(path, cls, name)):  # own first, then the bases'
                 self._expand(p, m, known=_constant_args(m, call, skip_first=True) if i == 0 else None)
 
-    def _expand(self, path: str, f: Any, factory: bool = False, known: dict[str, object] | None = None) -> None:
+    def _expand(
+        self, path: str, f: Any, factory: bool = False, known: dict[str, object] | None = None, counted: bool = False
+    ) -> None:
         """Run a function's body (once; once more for each set of constant arguments that prunes
-        its branches, unless it already ran whole)."""
+        its branches, unless it already ran whole). ``counted``: the call's parameter values are in
+        :meth:`passes`; else the function counts as run with values not known."""
+        if not counted:
+            self._run_unknown.add(id(f))
         key: Any = id(f) if not known else (id(f), repr(sorted(known.items(), key=lambda kv: kv[0])))
         if id(f) not in self._expanded and key not in self._expanded:
             self._expanded.add(key)
@@ -1439,6 +1508,12 @@ class ImportTime:
                     if b[0] == "def" and type(b[1]) is not ast.ClassDef:
                         self._expand(path, b[1])
 
+    def passes(self, f: Any) -> tuple[dict[str, object] | None, ...]:
+        """The parameter values of ``f`` at each call of it run so far; ``(None,)`` (nothing
+        known) for a function run otherwise (a method on an object of unknown type)."""
+        found = self._passes.get(id(f))
+        return tuple(found) if found and id(f) not in self._run_unknown else (None,)
+
     def _call(
         self, targets: list[_Target], factory: bool = False, classes: bool = True, call: ast.Call | None = None
     ) -> None:
@@ -1448,9 +1523,13 @@ class ImportTime:
                 first = (a.posonlyargs or a.args or [None])[0] if type(node) is not ast.Lambda else None
                 plain = call is not None and (type(call.func) is ast.Name or getattr(first, "arg", "") not in _SELF)
                 known = _constant_args(node, call, False) if plain else None
+                counted = plain and call is not None and type(node) is not ast.Lambda
+                if counted and call is not None:
+                    passed = {**_defaults(node, call), **(known or {})}
+                    self._passes.setdefault(id(node), []).append(passed or None)
                 if factory and plain and call is not None:  # ``@torch._disable_dynamo(recursive=False)``
                     known = {**_defaults(node, call), **(known or {})} or None  # prunes ``if fn is not None:``
-                self._expand(path, node, factory, known)
+                self._expand(path, node, factory, known, counted)
             elif kind == "class" and classes:
                 self._instantiate(path, node, call, factory)
 

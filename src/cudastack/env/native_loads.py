@@ -42,7 +42,7 @@ import mmap
 import os
 import re
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -244,12 +244,13 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
     called: dict[str, str | None] = {}
     given: dict[str, set[tuple[str, ...] | None]] = {}
     """Function name → the constant arguments of each module-level call (None: not constants)."""
+    passes = _Passes()
     for n, t in trees.items():
         # and ``module.f()`` of a module of the distribution the file imports (python-magic's
         # ``from . import loader``, then ``libmagic = loader.load_lib()``)
         package = n if files[n].endswith("__init__.py") else n.rpartition(".")[0]
         modules = _own_modules(t, package, files)
-        for stmt, guard in _statements(t.body, None):
+        for stmt, guard in _statements(t.body, None, passes.module(t)):
             for c in _calls(stmt):
                 f = c.func
                 if isinstance(f, ast.Name) or (
@@ -260,7 +261,9 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
                     called[fid] = g if called.get(fid, g) is not None else None
                     consts = tuple(a.value for a in c.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
                     given.setdefault(fid, set()).add(consts if len(consts) == len(c.args) else None)
-    _called_within(trees, files, called, given)
+                    passes.add(fid, c)
+                    passes.add_values(fid, c, t)
+    _called_within(trees, files, called, given, passes)
     args = {f: next(iter(v)) for f, v in given.items() if len(v) == 1}
     out: list[NativeLoad] = []
     # each file read and parsed once: the files a hit imports functions from are often hits too,
@@ -270,8 +273,85 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
         if name in trees:
             package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
             foreign = functools.partial(_imported_functions, trees[name], package, files, known, raws[name])
-            out.extend(_loads_in(trees[name], files[name], record, called, foreign, args))
+            out.extend(_loads_in(trees[name], files[name], record, called, foreign, args, passes))
     return out
+
+
+class _Passes:
+    """The calls, by the called function's name, that code run at import makes: what the
+    parameters of a function hold when it runs (:meth:`of`), by which a handler of its body is
+    judged (:func:`handler_reraises`)."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, list[ast.Call]] = {}
+        self._switches: dict[int, dict[str, object]] = {}
+        self._values: dict[str, list[tuple[tuple[str, ...] | None, ...]]] = {}
+        self._loops: dict[int, dict[int, dict[str, tuple[str, ...]]]] = {}
+
+    def add(self, name: str, call: ast.Call) -> None:
+        self.calls.setdefault(name, []).append(call)
+
+    def add_values(self, name: str, call: ast.Call, tree: ast.Module) -> None:
+        """Note the strings each positional argument of a module-level ``call`` may be, where a
+        ``for`` loop over strings the module spells out makes them (:func:`_loop_values`)."""
+        if not any(isinstance(a, ast.Name | ast.JoinedStr) for a in call.args):
+            self._values.setdefault(name, []).append(tuple(_alternatives(a, {}) for a in call.args))
+            return
+        loops = self._loops.get(id(tree))
+        if loops is None:
+            loops = self._loops[id(tree)] = _loop_values(tree)
+        env = loops.get(id(call), {})
+        self._values.setdefault(name, []).append(tuple(_alternatives(a, env) for a in call.args))
+
+    def values(self, func: ast.FunctionDef) -> tuple[str, tuple[str, ...]] | None:
+        """``(parameter, strings)`` when every module-level call of ``func`` seen passes that
+        positional parameter one of a few known strings, more than one in all, and the calls
+        pass no other parameter more than one (fbgemm-gpu's ``_load_library(f"{library}.so",
+        …)`` in ``for library in libraries_to_load.get(target, []):``): the function runs once
+        for each."""
+        rows = self._values.get(func.name)
+        if not rows or len(rows) != len(self.calls.get(func.name, ())):
+            return None
+        params = [p.arg for p in (*func.args.posonlyargs, *func.args.args)]
+        found: list[tuple[str, tuple[str, ...]]] = []
+        for i, param in enumerate(params):
+            each = [row[i] if i < len(row) else None for row in rows]
+            if any(v is None for v in each):
+                continue
+            union = tuple(dict.fromkeys(v for vs in each for v in vs or ()))
+            if len(union) > 1:
+                found.append((param, union))
+        return found[0] if len(found) == 1 else None
+
+    def module(self, tree: ast.Module) -> tuple[dict[str, object] | None]:
+        """What module-level code of ``tree`` knows: its environment switches
+        (:func:`cudastack.env.imports.module_switches`)."""
+        return (self._switches_of(tree) or None,)
+
+    def of(self, func: ast.FunctionDef, tree: ast.Module) -> tuple[dict[str, object] | None, ...]:
+        """The parameter values of ``func`` (a function of ``tree``) at each call seen, as
+        :func:`handler_reraises` takes them: the constants the call passes, the constant defaults of
+        what it leaves out (``no_throw: bool = False``), and the module's switches its parameters do
+        not shadow. Without a call seen, only the switches."""
+        from cudastack.env.imports import _constant_args, _defaults
+
+        a = func.args
+        params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p is not None}
+        switches = {k: v for k, v in self._switches_of(tree).items() if k not in params}
+        calls = self.calls.get(func.name)
+        if not calls:
+            return (switches or None,)
+        return tuple(
+            {**switches, **_defaults(func, c), **(_constant_args(func, c, False) or {})} or None for c in calls
+        )
+
+    def _switches_of(self, tree: ast.Module) -> dict[str, object]:
+        from cudastack.env.imports import module_switches
+
+        found = self._switches.get(id(tree))
+        if found is None:
+            found = self._switches[id(tree)] = module_switches(tree) or {}
+        return found
 
 
 _CALL_DEPTH = 2
@@ -283,6 +363,7 @@ def _called_within(
     files: dict[str, str],
     called: dict[str, str | None],
     given: dict[str, set[tuple[str, ...] | None]],
+    passes: _Passes,
 ) -> None:
     """Add to ``called`` the functions of the parsed files that the bodies of functions in it call
     by name, :data:`_CALL_DEPTH` calls down: torchtext 0.18's ``_init_extension()``, called at
@@ -302,9 +383,12 @@ def _called_within(
         for name in frontier:
             n, func = defs[name]
             outer = called[name]
-            for stmt, guard in _statements(func.body, None):
+            for stmt, guard in _statements(func.body, None, passes.of(func, trees[n])):
                 for c in _calls(stmt):
-                    if not isinstance(c.func, ast.Name) or c.func.id not in defs or c.func.id in called:
+                    if not isinstance(c.func, ast.Name) or c.func.id not in defs:
+                        continue
+                    passes.add(c.func.id, c)
+                    if c.func.id in called:
                         continue
                     fid = c.func.id
                     called[fid] = f"{files[n]}:{guard}" if guard else outer
@@ -586,6 +670,7 @@ def _loads_in(
     called: dict[str, str | None],
     foreign: dict[str, ast.FunctionDef] | Callable[[], dict[str, ast.FunctionDef]] | None = None,
     args: dict[str, tuple[str, ...] | None] | None = None,
+    passes: _Passes | None = None,
 ) -> list[NativeLoad]:
     """The loading calls that run when the file is imported: module level, and the bodies of its
     functions that module-level code of the files read calls by name (one level). ``foreign``:
@@ -600,13 +685,15 @@ def _loads_in(
     module_body = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
     bodies: list[tuple[list[ast.stmt], ast.FunctionDef | None, str | None]] = [(module_body, None, None)]
     bodies += [(own[f].body, own[f], called[f]) for f in sorted(called.keys() & own.keys())]
+    passes = passes or _Passes()
     assigns: dict[str, ast.expr] | None = None
     aliases = _find_library_aliases(tree)
     out: list[NativeLoad] = []
     for body, func, outer in bodies:
         names: dict[str, ast.expr] | None = None
         each: set[int] = set()
-        statements = _statements(body, None)
+        varies = passes.values(func) if func is not None else None
+        statements = _statements(body, None, passes.module(tree) if func is None else passes.of(func, tree))
         for stmt, guard in statements:
             for call in _calls(stmt):
                 if not _is_loading_call(call) and not (aliases and _is_find_library(call, aliases)):
@@ -621,11 +708,18 @@ def _loads_in(
                     each = _in_fallback_loops(body)
                 if funcs is None:
                     funcs = {**((foreign() if callable(foreign) else foreign) or {}), **own}
-                load = _load(call, path, names, record, guard, funcs)
-                if load is not None and id(call) in each:
-                    load = replace(load, each=True)
-                if load is not None:
-                    out.append(load if load.guard or outer is None else replace(load, guard=outer))
+                loads = [_load(call, path, names, record, guard, funcs)]
+                if varies is not None:  # run once for each string a parameter may be: a load of each
+                    param, strings = varies
+                    ones = [_load(call, path, {**names, param: ast.Constant(value=v)}, record, guard, funcs)
+                            for v in strings]  # fmt: skip
+                    if len({x.paths for x in ones if x is not None}) > 1:
+                        loads = list(dict.fromkeys(ones))
+                for load in loads:
+                    if load is not None and id(call) in each:
+                        load = replace(load, each=True)
+                    if load is not None:
+                        out.append(load if load.guard or outer is None else replace(load, guard=outer))
         if names is not None and funcs is not None:
             heads = {id(s.value): g for s, g in statements if isinstance(s, ast.Expr)}
             for load in _unfound_raises(body, path, names, funcs, aliases, heads):
@@ -683,11 +777,160 @@ def _in_fallback_loops(body: list[ast.stmt]) -> set[int]:
     return out
 
 
-def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt, str | None]]:
+_MAX_VALUES = 256
+"""How many strings a loop variable may take (a longer list is not spelled out)."""
+
+
+def _loop_values(tree: ast.Module) -> dict[int, dict[str, tuple[str, ...]]]:
+    """For each call in a module-level ``for NAME in X:`` loop (nested ones too) whose ``X`` is
+    strings the module spells out (:func:`_strings`), the strings each such loop variable takes."""
+    bound = _module_bindings(tree)
+    out: dict[int, dict[str, tuple[str, ...]]] = {}
+
+    def walk(body: list[ast.stmt], env: dict[str, tuple[str, ...]]) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            if isinstance(node, ast.For | ast.AsyncFor):
+                inner = {k: v for k, v in env.items() if k not in _bound_names(node.target)}
+                values = _strings(node.iter, bound, 0) if isinstance(node.target, ast.Name) else None
+                if isinstance(node.target, ast.Name) and values:
+                    inner[node.target.id] = values
+                walk(node.body, inner)
+                walk(node.orelse, env)
+                continue
+            blocks = [getattr(node, f, None) for f in ("body", "orelse", "finalbody")]
+            blocks += [h.body for h in getattr(node, "handlers", ())]
+            subs = [b for b in blocks if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+            if subs:
+                for b in subs:
+                    walk(b, env)
+            elif env:
+                for c in _calls(node):
+                    out[id(c)] = env
+
+    walk(tree.body, {})
+    return out
+
+
+_MUTATORS = frozenset({"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "__setitem__"})
+
+
+def _module_bindings(tree: ast.Module) -> dict[str, list[ast.expr] | None]:
+    """The values module-level ``NAME = value`` statements (in any block, not in functions) give
+    each name; None for a name bound otherwise too (a loop, ``+=``, an import, ``global`` in a
+    function) or changed in place (``NAME.append(…)``, ``NAME[k] = …``, ``del NAME[…]``)."""
+    out: dict[str, list[ast.expr] | None] = {}
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            for n in ast.walk(node):
+                if isinstance(n, ast.Global):
+                    out.update(dict.fromkeys(n.names))
+                elif isinstance(n, ast.Attribute) and n.attr in _MUTATORS and isinstance(n.value, ast.Name):
+                    out[n.value.id] = None
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name not in out or out[name] is not None:
+                out.setdefault(name, []).append(node.value)  # type: ignore[union-attr]
+            todo.append(node.value)
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            out[node.id] = None
+        elif isinstance(node, ast.alias):
+            out[node.asname or node.name.partition(".")[0]] = None
+        elif isinstance(node, ast.Attribute | ast.Subscript) and isinstance(node.value, ast.Name):
+            changed = node.attr in _MUTATORS if isinstance(node, ast.Attribute) else not isinstance(node.ctx, ast.Load)
+            if changed:
+                out[node.value.id] = None
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _strings(node: ast.expr, bound: dict[str, list[ast.expr] | None], depth: int) -> tuple[str, ...] | None:
+    """The strings iterating ``node`` may give, where the module spells them out: a list, tuple or
+    set of string constants; a name every module-level assignment of which is such (fbgemm-gpu's
+    ``fbgemm_genai_libraries``, emptied under an ``if``); ``D.get(k, default)`` or ``D[k]`` of a
+    dict whose values are such, whatever ``k`` is (fbgemm-gpu's ``libraries_to_load``). None
+    otherwise."""
+    if depth > 8:
+        return None
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        out: list[str] = []
+        for e in node.elts:
+            if not (isinstance(e, ast.Constant) and isinstance(e.value, str)):
+                return None
+            out.append(e.value)
+        return tuple(dict.fromkeys(out))
+    if isinstance(node, ast.Name):
+        assigned = bound.get(node.id)
+        if not assigned:
+            return None
+        each = [_strings(v, bound, depth + 1) for v in assigned]
+        return None if any(v is None for v in each) else tuple(dict.fromkeys(s for v in each for s in v or ()))
+    dicts: ast.expr | None = None
+    default: tuple[str, ...] = ()
+    if isinstance(node, ast.Subscript):
+        dicts = node.value
+    elif (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+        and not node.keywords and 1 <= len(node.args) <= 2
+    ):  # fmt: skip
+        dicts = node.func.value
+        if len(node.args) == 2:
+            fallback = _strings(node.args[1], bound, depth + 1)
+            if fallback is None:
+                return None
+            default = fallback
+    if dicts is None:
+        return None
+    literals = [dicts] if isinstance(dicts, ast.Dict) else bound.get(dicts.id) if isinstance(dicts, ast.Name) else None
+    if not literals or not all(isinstance(d, ast.Dict) for d in literals):
+        return None
+    found: list[str] = list(default)
+    for literal in literals:
+        for v in literal.values:  # type: ignore[attr-defined]
+            if v is None or (got := _strings(v, bound, depth + 1)) is None:
+                return None
+            found.extend(got)
+    strings = tuple(dict.fromkeys(found))
+    return strings if len(strings) <= _MAX_VALUES else None
+
+
+def _alternatives(node: ast.expr, env: dict[str, tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The strings an argument may be: a string constant, a loop variable of ``env``, or an
+    f-string of those (``f"{library}.so"``); None otherwise."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return (node.value,)
+    if isinstance(node, ast.Name):
+        return env.get(node.id)
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    out = [""]
+    for piece in node.values:
+        if isinstance(piece, ast.Constant) and isinstance(piece.value, str):
+            options: tuple[str, ...] | None = (piece.value,)
+        elif isinstance(piece, ast.FormattedValue) and piece.conversion == -1 and piece.format_spec is None:
+            options = _alternatives(piece.value, env)
+        else:
+            options = None
+        if options is None or len(out) * len(options) > _MAX_VALUES:
+            return None
+        out = [a + b for a in out for b in options]
+    return tuple(dict.fromkeys(out))
+
+
+def _statements(
+    body: list[ast.stmt], guard: str | None, knowns: Iterable[dict[str, object] | None] = (None,)
+) -> list[tuple[ast.stmt, str | None]]:
     """Each simple statement with the innermost ``try`` whose handler catches OSError (or
-    broader) and does not re-raise. Branches and loops are entered (a ``try`` inside an ``else:``
-    guards its calls: nvidia-cudnn-frontend's soname fallbacks); their headers count as
-    statements of the enclosing guard."""
+    broader) and cannot raise again (:func:`handler_reraises`, given ``knowns``: the parameter
+    values of each call of the function whose body this is, or the module's constants). Branches
+    and loops are entered (a ``try`` inside an ``else:`` guards its calls: nvidia-cudnn-frontend's
+    soname fallbacks); their headers count as statements of the enclosing guard."""
+    knowns = tuple(knowns)
     out: list[tuple[ast.stmt, str | None]] = []
     for i, node in enumerate(body):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or _is_main_guard(node):
@@ -696,17 +939,19 @@ def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt,
             # fallbacks tried in a loop, then a raise when none worked (sgl-kernel's common_ops,
             # torchcodec's FFmpeg versions): a try inside catches one candidate's failure, not the
             # package's; the loop's loads count as unguarded here
-            out.extend(_statements([ast.Expr(value=node.iter if isinstance(node, ast.For) else node.test)], guard))
-            out.extend((s, guard) for s, _g in _statements(node.body, guard))
+            head = ast.Expr(value=node.iter if isinstance(node, ast.For) else node.test)
+            out.extend(_statements([head], guard, knowns))
+            out.extend((s, guard) for s, _g in _statements(node.body, guard, knowns))
             continue
         if isinstance(node, ast.Try | ast.TryStar):
-            # a handler that raises again on Linux guards nothing (sounddevice 0.5: ``except
-            # OSError:`` looks for a bundled library on macOS and Windows, ``else: raise``)
-            catches = any(_catches(h) and not _surely_raises(h.body) for h in node.handlers)
-            out.extend(_statements(node.body, f"{node.lineno}" if catches else guard))
+            # a handler that may raise again guards nothing (sounddevice 0.5: ``except OSError:``
+            # looks for a bundled library on macOS and Windows, ``else: raise``; fbgemm-gpu 1.4:
+            # ``if not no_throw: raise error``)
+            catches = any(_catches(h) and not handler_reraises(h.body, knowns, h.name) for h in node.handlers)
+            out.extend(_statements(node.body, f"{node.lineno}" if catches else guard, knowns))
             for h in node.handlers:
-                out.extend(_statements(h.body, guard))
-            out.extend(_statements(node.orelse + node.finalbody, guard))
+                out.extend(_statements(h.body, guard, knowns))
+            out.extend(_statements(node.orelse + node.finalbody, guard, knowns))
         elif isinstance(node, ast.If | ast.While | ast.For | ast.AsyncFor | ast.With | ast.AsyncWith):
             if isinstance(node, ast.If | ast.While):
                 heads = [node.test]
@@ -718,9 +963,9 @@ def _statements(body: list[ast.stmt], guard: str | None) -> list[tuple[ast.stmt,
             inner = guard
             if isinstance(node, ast.If) and _after_found_load(node.test, body[:i]):
                 inner = f"{node.lineno}"  # a fallback that runs only when a found library fails to load
-            out.extend(_statements(node.body, inner))
+            out.extend(_statements(node.body, inner, knowns))
             if isinstance(node, ast.If | ast.While | ast.For | ast.AsyncFor):
-                out.extend(_statements(node.orelse, guard))
+                out.extend(_statements(node.orelse, guard, knowns))
         else:
             out.append((node, guard))  # any other compound statement counts whole: its calls may run
     return out
@@ -1348,6 +1593,70 @@ def _surely_raises(body: list[ast.stmt]) -> bool:
         if isinstance(stmt, ast.Return | ast.Break | ast.Continue) or _leaves([stmt]):
             return False
     return False
+
+
+def handler_reraises(
+    body: list[ast.stmt], knowns: Iterable[dict[str, object] | None] = (None,), caught: str | None = None
+) -> bool:
+    """Whether the body of an ``except`` handler may raise again, so that the ``try`` does not
+    make what fails in it survivable. A ``raise`` counts unless the test of each ``if`` around it
+    is known to skip it: a platform test decided on Linux (:func:`_on_linux`; sounddevice 0.5's
+    ``else: raise`` off macOS and Windows) or a test decided whatever runs it
+    (:func:`cudastack.env.imports._static_test`: ``TYPE_CHECKING``, a switch of the target's
+    environment, a parameter's value in ``knowns``). ``knowns``: the parameter values of each call
+    of the enclosing function (the constants it passes, the defaults of what it leaves out), or
+    module constants; one of them under which the ``raise`` may run is enough. fbgemm-gpu 1.4's
+    ``_load_library(filename, version, no_throw=False)`` ends its handler in ``if not no_throw:
+    raise error`` and is called with ``info["variant"] == "docs"``, unknown here and False in
+    every wheel: ``import fbgemm_gpu`` raises when a library fails to load. A ``return``,
+    ``break`` or ``continue`` that surely runs before the ``raise`` ends the search.
+
+    An ``if`` that tests the error being handled (``caught``, the handler's ``as`` name, or
+    ``sys.exc_info()``: ``if e.errno != errno.ENOENT: raise``, ``if "undefined symbol" in
+    str(e): raise``) filters the expected failure from the others, and which one this is depends
+    on the error's text: it counts only when both of its branches surely raise (as before the
+    rule above), so a filter never turns a guard into a failure the model cannot show."""
+    from cudastack.env.imports import _static_test
+
+    def on_error(test: ast.expr) -> bool:
+        for n in ast.walk(test):
+            if isinstance(n, ast.Name) and caught is not None and n.id == caught:
+                return True
+            if isinstance(n, ast.Attribute) and n.attr == "exc_info":
+                return True
+        return False
+
+    def decide(test: ast.expr, known: dict[str, object] | None) -> bool | None:
+        on_linux = _on_linux(test)
+        return on_linux if on_linux is not None else _static_test(test, known)
+
+    def may_raise(block: list[ast.stmt], known: dict[str, object] | None) -> bool:
+        todo = list(reversed(block))
+        while todo:
+            stmt = todo.pop()
+            if isinstance(stmt, ast.Raise):
+                return True
+            if isinstance(stmt, ast.Return | ast.Break | ast.Continue):
+                return False
+            if isinstance(stmt, ast.If):
+                value = decide(stmt.test, known)
+                if value is not None:  # the branch taken runs in its place
+                    todo.extend(reversed(stmt.body if value else stmt.orelse))
+                elif on_error(stmt.test):
+                    if _surely_raises(stmt.body) and _surely_raises(stmt.orelse):
+                        return True
+                elif may_raise(stmt.body, known) or may_raise(stmt.orelse, known):
+                    return True
+            elif isinstance(stmt, ast.With | ast.AsyncWith | ast.For | ast.AsyncFor | ast.While):
+                if may_raise(stmt.body, known) or may_raise(getattr(stmt, "orelse", []), known):
+                    return True
+            elif isinstance(stmt, ast.Try | ast.TryStar):
+                if any(may_raise(b, known) for b in (stmt.body, *(h.body for h in stmt.handlers), stmt.orelse,
+                                                     stmt.finalbody)):  # fmt: skip
+                    return True
+        return False
+
+    return any(may_raise(body, known) for known in knowns)
 
 
 def _leaves(body: list[ast.stmt]) -> bool:
