@@ -126,11 +126,17 @@ def read_bytes(path: str, limit: int, *, follow_symlinks: bool = True) -> FileBy
             # ask for what fstat says is left (+1 to see growth): os.read allocates what it is asked
             # for; past that size (a growing file), 64 KiB at a time
             want = st.st_size - (limit - left)
-            chunk = os.read(fd, min(left, want + 1 if want > 0 else 1 << 16, 1 << 24))
+            asked = min(left, want + 1 if want > 0 else 1 << 16, 1 << 24)
+            chunk = os.read(fd, asked)
             if not chunk:
                 break
             chunks.append(chunk)
             left -= len(chunk)
+            if want > 0 and asked == want + 1 and len(chunk) == want:
+                # all fstat said there is, and one byte less than asked: the end of the file, with
+                # no second read() to learn it (the doctor reads ~17,000 Python files on vllm 0.33).
+                # Not for a size of 0: procfs hands /proc/self/maps out a page per read()
+                break
     finally:
         os.close(fd)
     data = b"".join(chunks)
