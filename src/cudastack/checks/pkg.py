@@ -67,6 +67,10 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
       distribution predicted not to load, a module built against NumPy 1's C API under NumPy 2
       (NumPy refuses it at import), or an import-time check in its top-level `__init__.py` that
       raises `ImportError` naming the dependency (numba: "Numba needs NumPy 2.3 or less");
+      or a pin of torch to another minor (`torch==2.8.0` beside 2.9.1) by a distribution whose
+      native files register operators through `torch::Library` (C++): torch keeps no C++ ABI
+      across minor releases, so its extension fails though the loader analysis predicts it loads
+      (PKG004 says why);
       otherwise a `warning` (a bare cap that pip knows only as metadata), which says so;
     - a missing distribution is an `error`, except a missing `nvidia-*` library distribution
       while the loader analysis predicts every native module of its requirers loads (the host
@@ -117,7 +121,7 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
             if req.marker is not None:
                 evidence.append(f"marker `{req.marker}` is true for the target")
             evidence.append(f"{dep.name} {dep.version} is installed ({dep.meta_dir})")
-            breaks = _shown_break(ctx, dist, dep)
+            breaks = _shown_break(ctx, dist, dep) or _torch_pin_break(ctx, dist, req, dep)
             if breaks:
                 evidence.extend(breaks)
             else:
@@ -262,6 +266,22 @@ def _shown_break(ctx: Context, dist: Distribution, dep: Distribution) -> list[st
         ]
     shown += _import_checks(dist, dep)
     return shown
+
+
+def _torch_pin_break(ctx: Context, dist: Distribution, req: Requirement, dep: Distribution) -> list[str]:
+    """Evidence that ``dist``, pinned to another torch minor (``torch==2.8.0`` beside 2.9.1), fails
+    though the run's loader analysis predicts its modules load: its native files take libtorch's
+    C++ ABI, which torch does not keep across minor releases (see :func:`_across_minors`). Empty
+    otherwise, or when the prediction shows no module of it or the pin names the installed minor."""
+    have = dep.parsed_version
+    pins = [_v(s.version) for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
+    if dep.key != "torch" or have is None or not pins:
+        return []
+    if any(p is None or p.release[:2] == have.release[:2] for p in pins):
+        return []
+    loads = loads_evidence(ctx, {dist.key})
+    cxx = _torch_op_registration(ctx, dist.key) if loads else None
+    return [cxx, _across_minors(loads)] if loads and cxx else []
 
 
 def _numpy1_modules(dist: Distribution) -> list[str]:
@@ -743,6 +763,10 @@ def _companion_check(
         if loads and cv and tvar and cv != tvar and len(problems) == 1 and name == "torchvision"
         else None
     )
+    other_minor = bool(expected_torch_minor is not None and tv and (tv.major, tv.minor) != (2, expected_torch_minor))
+    # every symbol resolving is not loading for operators registered through libtorch's C++ API by
+    # a build for another minor
+    cxx = _torch_op_registration(ctx, key) if loads and other_minor and not stable else None
     told: tuple[str, tuple[str, ...]] | None = None
     if stable:
         # the release table is for builds against libtorch's C++ ABI; one that binds to torch only
@@ -767,15 +791,23 @@ def _companion_check(
             + (f"info, not warning: {loads} against the installed torch",),
         )
         return
+    if cxx and loads:
+        message = (
+            f"{name} {version} is built for torch 2.{expected_torch_minor}; this environment has torch "
+            f"{torch.version}: {_NO_CXX_ABI}" + "".join(f"; {p}" for p in problems[1:])
+        )
+        judged: tuple[str, ...] = (cxx, _across_minors(loads + " against the installed torch"))
+    else:
+        message = f"{name} {version} does not fit torch {torch.version}: " + "; ".join(problems)
+        judged = (failures or ()) + ((f"warning, not error: {loads} against the installed torch",) if loads else ())
     yield Finding(
         code=code,
-        severity=Severity.WARNING if loads else Severity.ERROR,
-        message=f"{name} {version} does not fit torch {torch.version}: " + "; ".join(problems),
+        severity=Severity.WARNING if loads and not cxx else Severity.ERROR,
+        message=message,
         subject=key,
         distribution=key,
         evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})")
-        + (failures or ())
-        + ((f"warning, not error: {loads} against the installed torch",) if loads else ())
+        + judged
         + ((alone,) if failures is None and (alone := unjudged(ctx, {key})) else ()),
         fix=ctx.install_fix(
             f"Reinstall {name} from the same index and variant as torch",
@@ -818,6 +850,61 @@ def _stable_abi_only(ctx: Context, key: str) -> str | None:
     )
 
 
+_TORCH_LIBRARY = re.compile(r"_ZN[KR]*5torch7Library")
+"""A member of ``torch::Library`` (its constructor, ``_def``, ``_impl``, ``_fallback``; ``R`` and ``K``
+qualify a ``&`` or ``const`` one): what ``TORCH_LIBRARY``/``TORCH_LIBRARY_IMPL`` call from a static
+initialiser to register operators with torch's dispatcher when the library is loaded."""
+
+
+def _torch_op_registration(ctx: Context, key: str) -> str | None:
+    """The evidence that native files of ``key`` register operators with torch's dispatcher when
+    loaded: they take members of ``torch::Library`` (C++, not the stable C ABI's shims). Both
+    crashes of a build for another torch minor with every symbol resolved were there
+    (torchvision 0.23.0's ``_C.so``: ``torch::Library::_impl`` -> ``Dispatcher::registerImpl``;
+    fbgemm-gpu-cpu 1.3.0's ``fbgemm_gpu_config.so``: ``torch::Library::_def`` ->
+    ``FunctionSchema::cloneWithRealTypes``, beside torch 2.9.1). None when no file does, or when a
+    file cannot be read."""
+    dist = ctx.inventory.dists.get(key)
+    if dist is None:
+        return None
+    files = symbols = 0
+    for path in dist.native_files():
+        if ".so" not in os.path.basename(path):
+            continue
+        elf = ctx.elf_cache.get(path)
+        if isinstance(elf, str):
+            return None
+        if n := sum(1 for name in elf.import_names if _TORCH_LIBRARY.match(name)):
+            files += 1
+            symbols += n
+    if not files:
+        return None
+    return (
+        f"its {files} native file(s) register operators with torch's dispatcher when loaded: they take "
+        f"{symbols} symbols of torch::Library (C++, from libtorch), whose schemas and kernel tables change "
+        "between torch minor releases"
+    )
+
+
+_NO_CXX_ABI = (
+    "torch keeps no C++ ABI across minor releases, and its extension does not load even where its symbols resolve"
+)
+
+
+def _across_minors(loads: str) -> str:
+    """The evidence line that makes a torch C++ extension of another torch minor an ``error`` though
+    the loader analysis predicts it loads (``loads``, :func:`loads_evidence`'s words)."""
+    return (
+        f"error, not warning, though {loads}: that proves only that symbols resolve. torch keeps no C++ ABI "
+        "across minor releases (a class layout or an operator schema changes under the same symbol), and "
+        "every such build of another minor measured fails: beside torch 2.9.1, torchvision 0.23.0 (built "
+        "for 2.8) dies of SIGSEGV registering its operators (torch::Library::_impl) and fbgemm-gpu-cpu "
+        "1.2.0/1.3.0 abort (std::length_error under torch::Library::_def), all symbols resolved; 15 other "
+        "pairs of torch 2.9.1, 2.13.0 and 2.14.1 with torchvision, torchaudio and fbgemm-gpu-cpu one or two "
+        "minors off fail with an undefined symbol. Only builds on torch's stable C ABI load across minors"
+    )
+
+
 def _paired_version(name: str, torch_version: Version) -> str | None:
     if name == "torchvision":
         return f"0.{torch_version.minor + fam.TORCHVISION_MINOR_OFFSET}.*"
@@ -845,9 +932,15 @@ def torchvision_torch(ctx: Context) -> Iterator[Finding]:
     `torchvision 0.29.1+cu128 does not fit torch 2.14.1+cu130`
 
     Severity: judged by what it imports. An `error` when a native module of it is predicted not
-    to load (the break shown), or when there is no loader prediction (no `--python`); a `warning`
-    when the same run predicts every native module of it loads against the installed torch: the
-    table is then contradicted, and says so. `info`, with no fix, when besides every module of
+    to load (the break shown), or when there is no loader prediction (no `--python`). An `error`
+    too when it pairs with another torch minor and every module is predicted to load but its
+    native files register operators with torch's dispatcher through `torch::Library` (C++, what
+    `TORCH_LIBRARY` calls when the library loads): torch keeps no C++ ABI across minor releases,
+    and resolving symbols is not loading (torchvision 0.23.0, built for torch 2.8, beside torch
+    2.9.1: SIGSEGV in `torch::Library::_impl` from `_C.so`'s static initialisers, every symbol
+    resolved). A `warning` when the same run predicts every native module of it loads and only
+    the variant differs, or none of its files registers operators that way: the table is then
+    contradicted, and says so. `info`, with no fix, when besides every module of
     it linked against libtorch takes only torch's C shims (`aoti_torch_*`, `torch_*`) and no C++
     symbol of `c10::`/`at::`/`torch::`: a build against torch's stable C ABI, which the release
     table does not bind (torchaudio 2.11.0 with torch 2.14.0, as vllm 0.33.0 pins them). `info`,
@@ -889,9 +982,14 @@ def torchaudio_torch(ctx: Context) -> Iterator[Finding]:
     `torchaudio 2.8.0+cu128 does not fit torch 2.9.1+cu130`
 
     Severity: judged by what it imports. An `error` when a native module of it is predicted not
-    to load (the break shown), or when there is no loader prediction (no `--python`); a `warning`
-    when the same run predicts every native module of it loads against the installed torch: the
-    table is then contradicted, and says so. `info`, with no fix, when besides every module of
+    to load (the break shown), or when there is no loader prediction (no `--python`). An `error`
+    too when it pairs with another torch minor and every module is predicted to load but its
+    native files register operators through `torch::Library` (C++): torch keeps no C++ ABI across
+    minor releases, and resolving symbols is not loading (as PKG004 says for torchvision). A
+    `warning` when the same run predicts every native module of it loads and only the variant
+    differs, or none of its files registers operators that way (torchaudio 2.11.1+cu132 beside
+    torch 2.14.1+cu130 imports): the table is then contradicted, and says so. `info`, with no fix, when
+    besides every module of
     it linked against libtorch takes only torch's C shims (`aoti_torch_*`, `torch_*`) and no C++
     symbol of `c10::`/`at::`/`torch::`: a build against torch's stable C ABI, which the release
     table does not bind (torchaudio 2.11.0 with torch 2.14.0, as vllm 0.33.0 pins them).
