@@ -2287,3 +2287,168 @@ def _unprovided_fix(ctx: Context, dist: Distribution, module: str, cause: str | 
         "it; which one that is, is not known here (a distribution's name need not be its module's), or move "
         f"{dist.name} to a release that declares or guards the import"
     )
+
+
+@rule(
+    code="PKG018",
+    name="fbgemm-torch-mismatch",
+    severity=Severity.ERROR,
+    summary="fbgemm_gpu was built for another torch release",
+)
+def fbgemm_torch(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The torch release each installed `fbgemm-gpu`, `fbgemm-gpu-cpu` or `fbgemm-gpu-genai` is built
+    for against the installed torch's major.minor. The build is read, not run: the row of
+    `_fbgemm_torch_compat_table` in the installed `fbgemm_gpu/__init__.py` whose key the
+    distribution's version starts with (`"1.3": "2.8"`), the same lookup fbgemm_gpu makes at import;
+    a release whose own table lacks its row (1.2 and 1.3 have no table, 1.6 and 1.7 stop at 1.5)
+    is looked up in a copy of the newest table (`cudastack/data/families.py`). Nightly (date) and
+    local (`+git`) versions, which fbgemm_gpu itself does not check, are not judged.
+
+    Severity: an `error` when a native module of it is predicted not to load, when there is no
+    loader prediction, or when it loads in the prediction but its native files register operators
+    through `torch::Library` (C++): torch keeps no C++ ABI across minor releases, and every such
+    pairing measured fails (fbgemm-gpu-cpu 1.2.0 and 1.3.0 beside torch 2.9.1 abort with all
+    symbols resolved; 1.4.2 to 1.9.0 one or more minors off torch 2.13.0 or 2.14.1 raise an
+    undefined symbol). A `warning` when it loads in the prediction and registers no operator
+    through `torch::Library`.
+
+    ## Why is this bad?
+    `import fbgemm_gpu` loads every library of the package at import. Built for another torch, it
+    logs "not guaranteed to be compatible with PyTorch ...; library loading might crash!" and then
+    aborts the interpreter (`terminate called after throwing an instance of 'std::length_error'`)
+    or raises `OSError: ... undefined symbol`.
+
+    ## Example
+    `fbgemm-gpu-cpu 1.3.0 is built for torch 2.8; this environment has torch 2.9.1+cu128: torch keeps no
+    C++ ABI across minor releases, and its extension does not load even where its symbols resolve`
+
+    ## Fix
+    Install the fbgemm-gpu release whose row of the table names the installed torch (fbgemm-gpu-cpu
+    1.8.* for torch 2.13).
+
+    ## References
+    - https://docs.pytorch.org/FBGEMM/general/Releases.html#fbgemm-releases-compatibility
+    """
+    dists = [d for n in fam.FBGEMM_DISTRIBUTIONS if (d := ctx.inventory.get(n)) is not None]
+    if not dists:
+        raise SkipCheck("no fbgemm-gpu distribution is installed")
+    torch = ctx.inventory.torch
+    if torch is None:
+        raise SkipCheck("torch is not installed")
+    tv = _v(torch.version)
+    if tv is None:
+        raise SkipCheck(f"torch's version {torch.version!r} is not a version")
+    have = f"{tv.major}.{tv.minor}"
+    unknown = []
+    for dist in dists:
+        built = _fbgemm_built_for(dist)
+        if built is None:
+            unknown.append(f"{dist.key} {dist.version}")
+            continue
+        minor, basis = built
+        if minor == have:
+            continue
+        key = dist.key
+        failures = import_failures(ctx, {key})
+        loads = loads_evidence(ctx, {key}) if failures == () else None
+        cxx = _torch_op_registration(ctx, key) if loads else None
+        # fbgemm_gpu/__init__.py loads every library of its directory at import, in a try whose
+        # handler re-raises unless the build is the docs variant: a library that fails to load when
+        # "loaded later" fails `import fbgemm_gpu` (the s32b hunt, B)
+        later = [
+            f"loader: {os.path.basename(f.path)} would fail when loaded: {f.problems[0].message}"
+            for f in ctx.prediction.files
+            if f.distribution == key and f.predicted == "on-demand" and f.problems
+        ]
+        why = _NO_CXX_ABI
+        if failures:
+            shown: tuple[str, ...] = failures[:5]
+        elif loads and later:
+            why = f"torch keeps no C++ ABI across minor releases; {len(later)} of its libraries need symbols it lacks"
+            shown = (
+                *((cxx,) if cxx else ()),
+                *later[:3],
+                "error, not info: fbgemm_gpu/__init__.py loads every library of the package at import "
+                "(torch.ops.load_library in _load_library, whose handler re-raises unless the variant is "
+                "'docs'), so each of these fails `import fbgemm_gpu`",
+            )
+        elif loads and cxx:
+            shown = (cxx, _across_minors(loads))
+        elif loads:
+            shown = (f"warning, not error: {loads}, and none of its native files registers operators through "
+                     "torch::Library",)  # fmt: skip
+        else:
+            shown = (alone,) if (alone := unjudged(ctx, {key})) else ()
+        row = next((r for r, t in fam.FBGEMM_BUILT_FOR if t == have), None)
+        yield Finding(
+            code="PKG018",
+            severity=Severity.WARNING if loads and not cxx and not later else Severity.ERROR,
+            message=f"{key} {dist.version} is built for torch {minor}; this environment has torch "
+            f"{torch.version}: {why}",
+            subject=key,
+            distribution=key,
+            evidence=(f"{key} {dist.version} ({dist.meta_dir})", f"torch {torch.version} ({torch.source})", basis)
+            + shown,
+            fix=ctx.install_fix(
+                f"Install the {key} release built for torch {have}"
+                + ("" if row else f" (the table, {fam.FBGEMM_RELEASES}, names none yet)"),
+                [f"{key}=={row}.*" if row else key],
+            ),
+        )
+    if unknown and len(unknown) == len(dists):
+        raise SkipCheck(
+            f"the torch release {', '.join(unknown)} is built for is not known (nightly, local or not in the table)"
+        )
+
+
+_FBGEMM_NIGHTLY = re.compile(r"^\d{4}\.\d{1,2}\.\d{1,2}")
+"""A nightly's version is its date; fbgemm_gpu's own check skips it, and so does PKG018."""
+
+
+def _fbgemm_built_for(dist: Distribution) -> tuple[str, str] | None:
+    """``(torch major.minor, where it was read)`` that ``dist`` (a distribution of the ``fbgemm_gpu``
+    package) is built for: the row of ``_fbgemm_torch_compat_table`` in its installed
+    ``fbgemm_gpu/__init__.py`` (read with ``ast``, never run) whose key its version starts with,
+    else the row of the copy in ``data/families.py``. None for a nightly, a local build or a
+    release no table names."""
+    version = dist.public_version
+    if "+git" in dist.version or _FBGEMM_NIGHTLY.match(version):
+        return None
+    path = next((dist.abspath(e.path) for e in dist.record or () if e.path == "fbgemm_gpu/__init__.py"), None)
+    table = _fbgemm_table(path) if path is not None else None
+    if table is not None:
+        rows, line = table
+        got = next((t for r, t in rows if version.startswith(f"{r}.")), None)
+        if got is not None:
+            return got, f"{path}:{line}: _fbgemm_torch_compat_table names torch {got} for {version} (read, not run)"
+    got = next((t for r, t in fam.FBGEMM_BUILT_FOR if version.startswith(f"{r}.")), None)
+    if got is None:
+        return None
+    own = "its own _fbgemm_torch_compat_table has no row for it" if table is not None else "it carries no table"
+    return got, f"table: {fam.FBGEMM_RELEASES} names torch {got} for {version} ({own})"
+
+
+def _fbgemm_table(path: str) -> tuple[list[tuple[str, str]], int] | None:
+    """The rows of the ``_fbgemm_torch_compat_table = {...}`` literal at module level of ``path``
+    and its line; None when the file is unreadable or has none."""
+    import ast
+
+    try:
+        tree = ast.parse(read_bytes(path, 4 << 20).data)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "_fbgemm_torch_compat_table" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+        ):
+            rows = [
+                (k.value, v.value)
+                for k, v in zip(node.value.keys, node.value.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                and isinstance(v, ast.Constant) and isinstance(v.value, str)
+            ]  # fmt: skip
+            return rows, node.lineno
+    return None
