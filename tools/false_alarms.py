@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -50,11 +51,23 @@ NATIVE_WORDS = (
     "failed to find lib",
     "Unable to find lib",
     "unable to find lib",
+    "killed by signal",
+    "terminate called",
+    "what():",
 )
 """A failure naming a library the loader or ``ctypes.util.find_library`` did not find is a native one
 (sounddevice: "PortAudio library not found"; python-magic: "failed to find libmagic"; pyzbar:
 "Unable to find zbar shared library"; fusepy: "Unable to find libfuse"), though no ``.so`` is
-named."""
+named. So is an interpreter killed by a signal (:func:`probe` says "killed by signal SIGSEGV") and
+a C++ exception that aborts it ("terminate called after throwing ... what(): std::length_error"):
+the Python probe never ran its ``except``, native code died (torchvision 0.23.0 beside torch 2.9.1
+crashes in ``_C.so``'s static initialisers; fbgemm-gpu-cpu 1.3.0 aborts in
+``FunctionSchema::cloneWithRealTypes``; both were filed as pure-Python failures, so misses read 0)."""
+
+
+def is_native(err: str) -> bool:
+    """Whether a failed import's error (as :func:`probe` words it) is a native failure."""
+    return any(w in err for w in NATIVE_WORDS)
 
 
 def probe(python: str, root: str) -> str | None:
@@ -65,6 +78,10 @@ def probe(python: str, root: str) -> str | None:
         return "timeout after 180 s"
     if proc.returncode == 0:
         return None
+    if proc.returncode < 0:  # no `except` ran: the process died in native code
+        name = signal.Signals(-proc.returncode).name if -proc.returncode in signal.valid_signals() else "?"
+        why = next((line for line in proc.stderr.splitlines() if "terminate called" in line or "what():" in line), "")
+        return f"killed by signal {name} (exit {proc.returncode})" + (f": {why.strip()}" if why else "")
     if proc.stdout.strip():  # the probe's `Type: message`, all of it: a message may go on for lines after
         # the native words (PyNvVideoCodec: `libnvidia-encode.so.1: cannot open …`, then advice)
         return " | ".join(line.strip() for line in proc.stdout.splitlines() if line.strip())[:400]
@@ -106,7 +123,7 @@ def main() -> None:
     python_only: dict[str, dict[str, str]] = {}
     for (key, root), err in real.items():
         if err is not None:
-            native = any(w in err for w in NATIVE_WORDS)
+            native = is_native(err)
             (failing if native else python_only).setdefault(key, {})[root] = err
     imported = {key for key, _r in jobs}
     errors: dict[str, list[dict]] = {}

@@ -67,6 +67,10 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
       distribution predicted not to load, a module built against NumPy 1's C API under NumPy 2
       (NumPy refuses it at import), or an import-time check in its top-level `__init__.py` that
       raises `ImportError` naming the dependency (numba: "Numba needs NumPy 2.3 or less");
+      or a pin of torch to another minor (`torch==2.8.0` beside 2.9.1) by a distribution whose
+      native files register operators through `torch::Library` (C++): torch keeps no C++ ABI
+      across minor releases, so its extension fails though the loader analysis predicts it loads
+      (PKG004 says why);
       otherwise a `warning` (a bare cap that pip knows only as metadata), which says so;
     - a missing distribution is an `error`, except a missing `nvidia-*` library distribution
       while the loader analysis predicts every native module of its requirers loads (the host
@@ -117,7 +121,7 @@ def unsatisfied_requirement(ctx: Context) -> Iterator[Finding]:
             if req.marker is not None:
                 evidence.append(f"marker `{req.marker}` is true for the target")
             evidence.append(f"{dep.name} {dep.version} is installed ({dep.meta_dir})")
-            breaks = _shown_break(ctx, dist, dep)
+            breaks = _shown_break(ctx, dist, dep) or _torch_pin_break(ctx, dist, req, dep)
             if breaks:
                 evidence.extend(breaks)
             else:
@@ -262,6 +266,22 @@ def _shown_break(ctx: Context, dist: Distribution, dep: Distribution) -> list[st
         ]
     shown += _import_checks(dist, dep)
     return shown
+
+
+def _torch_pin_break(ctx: Context, dist: Distribution, req: Requirement, dep: Distribution) -> list[str]:
+    """Evidence that ``dist``, pinned to another torch minor (``torch==2.8.0`` beside 2.9.1), fails
+    though the run's loader analysis predicts its modules load: its native files take libtorch's
+    C++ ABI, which torch does not keep across minor releases (see :func:`_across_minors`). Empty
+    otherwise, or when the prediction shows no module of it or the pin names the installed minor."""
+    have = dep.parsed_version
+    pins = [_v(s.version) for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
+    if dep.key != "torch" or have is None or not pins:
+        return []
+    if any(p is None or p.release[:2] == have.release[:2] for p in pins):
+        return []
+    loads = loads_evidence(ctx, {dist.key})
+    cxx = _torch_op_registration(ctx, dist.key) if loads else None
+    return [cxx, _across_minors(loads)] if loads and cxx else []
 
 
 def _numpy1_modules(dist: Distribution) -> list[str]:
@@ -743,6 +763,10 @@ def _companion_check(
         if loads and cv and tvar and cv != tvar and len(problems) == 1 and name == "torchvision"
         else None
     )
+    other_minor = bool(expected_torch_minor is not None and tv and (tv.major, tv.minor) != (2, expected_torch_minor))
+    # every symbol resolving is not loading for operators registered through libtorch's C++ API by
+    # a build for another minor
+    cxx = _torch_op_registration(ctx, key) if loads and other_minor and not stable else None
     told: tuple[str, tuple[str, ...]] | None = None
     if stable:
         # the release table is for builds against libtorch's C++ ABI; one that binds to torch only
@@ -767,15 +791,23 @@ def _companion_check(
             + (f"info, not warning: {loads} against the installed torch",),
         )
         return
+    if cxx and loads:
+        message = (
+            f"{name} {version} is built for torch 2.{expected_torch_minor}; this environment has torch "
+            f"{torch.version}: {_NO_CXX_ABI}" + "".join(f"; {p}" for p in problems[1:])
+        )
+        judged: tuple[str, ...] = (cxx, _across_minors(loads + " against the installed torch"))
+    else:
+        message = f"{name} {version} does not fit torch {torch.version}: " + "; ".join(problems)
+        judged = (failures or ()) + ((f"warning, not error: {loads} against the installed torch",) if loads else ())
     yield Finding(
         code=code,
-        severity=Severity.WARNING if loads else Severity.ERROR,
-        message=f"{name} {version} does not fit torch {torch.version}: " + "; ".join(problems),
+        severity=Severity.WARNING if loads and not cxx else Severity.ERROR,
+        message=message,
         subject=key,
         distribution=key,
         evidence=(f"{name} {version} ({source})", f"torch {torch.version} ({torch.source})")
-        + (failures or ())
-        + ((f"warning, not error: {loads} against the installed torch",) if loads else ())
+        + judged
         + ((alone,) if failures is None and (alone := unjudged(ctx, {key})) else ()),
         fix=ctx.install_fix(
             f"Reinstall {name} from the same index and variant as torch",
@@ -818,6 +850,61 @@ def _stable_abi_only(ctx: Context, key: str) -> str | None:
     )
 
 
+_TORCH_LIBRARY = re.compile(r"_ZN[KR]*5torch7Library")
+"""A member of ``torch::Library`` (its constructor, ``_def``, ``_impl``, ``_fallback``; ``R`` and ``K``
+qualify a ``&`` or ``const`` one): what ``TORCH_LIBRARY``/``TORCH_LIBRARY_IMPL`` call from a static
+initialiser to register operators with torch's dispatcher when the library is loaded."""
+
+
+def _torch_op_registration(ctx: Context, key: str) -> str | None:
+    """The evidence that native files of ``key`` register operators with torch's dispatcher when
+    loaded: they take members of ``torch::Library`` (C++, not the stable C ABI's shims). Both
+    crashes of a build for another torch minor with every symbol resolved were there
+    (torchvision 0.23.0's ``_C.so``: ``torch::Library::_impl`` -> ``Dispatcher::registerImpl``;
+    fbgemm-gpu-cpu 1.3.0's ``fbgemm_gpu_config.so``: ``torch::Library::_def`` ->
+    ``FunctionSchema::cloneWithRealTypes``, beside torch 2.9.1). None when no file does, or when a
+    file cannot be read."""
+    dist = ctx.inventory.dists.get(key)
+    if dist is None:
+        return None
+    files = symbols = 0
+    for path in dist.native_files():
+        if ".so" not in os.path.basename(path):
+            continue
+        elf = ctx.elf_cache.get(path)
+        if isinstance(elf, str):
+            return None
+        if n := sum(1 for name in elf.import_names if _TORCH_LIBRARY.match(name)):
+            files += 1
+            symbols += n
+    if not files:
+        return None
+    return (
+        f"its {files} native file(s) register operators with torch's dispatcher when loaded: they take "
+        f"{symbols} symbols of torch::Library (C++, from libtorch), whose schemas and kernel tables change "
+        "between torch minor releases"
+    )
+
+
+_NO_CXX_ABI = (
+    "torch keeps no C++ ABI across minor releases, and its extension does not load even where its symbols resolve"
+)
+
+
+def _across_minors(loads: str) -> str:
+    """The evidence line that makes a torch C++ extension of another torch minor an ``error`` though
+    the loader analysis predicts it loads (``loads``, :func:`loads_evidence`'s words)."""
+    return (
+        f"error, not warning, though {loads}: that proves only that symbols resolve. torch keeps no C++ ABI "
+        "across minor releases (a class layout or an operator schema changes under the same symbol), and "
+        "every such build of another minor measured fails: beside torch 2.9.1, torchvision 0.23.0 (built "
+        "for 2.8) dies of SIGSEGV registering its operators (torch::Library::_impl) and fbgemm-gpu-cpu "
+        "1.2.0/1.3.0 abort (std::length_error under torch::Library::_def), all symbols resolved; 15 other "
+        "pairs of torch 2.9.1, 2.13.0 and 2.14.1 with torchvision, torchaudio and fbgemm-gpu-cpu one or two "
+        "minors off fail with an undefined symbol. Only builds on torch's stable C ABI load across minors"
+    )
+
+
 def _paired_version(name: str, torch_version: Version) -> str | None:
     if name == "torchvision":
         return f"0.{torch_version.minor + fam.TORCHVISION_MINOR_OFFSET}.*"
@@ -845,9 +932,15 @@ def torchvision_torch(ctx: Context) -> Iterator[Finding]:
     `torchvision 0.29.1+cu128 does not fit torch 2.14.1+cu130`
 
     Severity: judged by what it imports. An `error` when a native module of it is predicted not
-    to load (the break shown), or when there is no loader prediction (no `--python`); a `warning`
-    when the same run predicts every native module of it loads against the installed torch: the
-    table is then contradicted, and says so. `info`, with no fix, when besides every module of
+    to load (the break shown), or when there is no loader prediction (no `--python`). An `error`
+    too when it pairs with another torch minor and every module is predicted to load but its
+    native files register operators with torch's dispatcher through `torch::Library` (C++, what
+    `TORCH_LIBRARY` calls when the library loads): torch keeps no C++ ABI across minor releases,
+    and resolving symbols is not loading (torchvision 0.23.0, built for torch 2.8, beside torch
+    2.9.1: SIGSEGV in `torch::Library::_impl` from `_C.so`'s static initialisers, every symbol
+    resolved). A `warning` when the same run predicts every native module of it loads and only
+    the variant differs, or none of its files registers operators that way: the table is then
+    contradicted, and says so. `info`, with no fix, when besides every module of
     it linked against libtorch takes only torch's C shims (`aoti_torch_*`, `torch_*`) and no C++
     symbol of `c10::`/`at::`/`torch::`: a build against torch's stable C ABI, which the release
     table does not bind (torchaudio 2.11.0 with torch 2.14.0, as vllm 0.33.0 pins them). `info`,
@@ -889,9 +982,14 @@ def torchaudio_torch(ctx: Context) -> Iterator[Finding]:
     `torchaudio 2.8.0+cu128 does not fit torch 2.9.1+cu130`
 
     Severity: judged by what it imports. An `error` when a native module of it is predicted not
-    to load (the break shown), or when there is no loader prediction (no `--python`); a `warning`
-    when the same run predicts every native module of it loads against the installed torch: the
-    table is then contradicted, and says so. `info`, with no fix, when besides every module of
+    to load (the break shown), or when there is no loader prediction (no `--python`). An `error`
+    too when it pairs with another torch minor and every module is predicted to load but its
+    native files register operators through `torch::Library` (C++): torch keeps no C++ ABI across
+    minor releases, and resolving symbols is not loading (as PKG004 says for torchvision). A
+    `warning` when the same run predicts every native module of it loads and only the variant
+    differs, or none of its files registers operators that way (torchaudio 2.11.1+cu132 beside
+    torch 2.14.1+cu130 imports): the table is then contradicted, and says so. `info`, with no fix, when
+    besides every module of
     it linked against libtorch takes only torch's C shims (`aoti_torch_*`, `torch_*`) and no C++
     symbol of `c10::`/`at::`/`torch::`: a build against torch's stable C ABI, which the release
     table does not bind (torchaudio 2.11.0 with torch 2.14.0, as vllm 0.33.0 pins them).
@@ -2256,3 +2354,168 @@ def _unprovided_fix(ctx: Context, dist: Distribution, module: str, cause: str | 
         "it; which one that is, is not known here (a distribution's name need not be its module's), or move "
         f"{dist.name} to a release that declares or guards the import"
     )
+
+
+@rule(
+    code="PKG018",
+    name="fbgemm-torch-mismatch",
+    severity=Severity.ERROR,
+    summary="fbgemm_gpu was built for another torch release",
+)
+def fbgemm_torch(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    The torch release each installed `fbgemm-gpu`, `fbgemm-gpu-cpu` or `fbgemm-gpu-genai` is built
+    for against the installed torch's major.minor. The build is read, not run: the row of
+    `_fbgemm_torch_compat_table` in the installed `fbgemm_gpu/__init__.py` whose key the
+    distribution's version starts with (`"1.3": "2.8"`), the same lookup fbgemm_gpu makes at import;
+    a release whose own table lacks its row (1.2 and 1.3 have no table, 1.6 and 1.7 stop at 1.5)
+    is looked up in a copy of the newest table (`cudastack/data/families.py`). Nightly (date) and
+    local (`+git`) versions, which fbgemm_gpu itself does not check, are not judged.
+
+    Severity: an `error` when a native module of it is predicted not to load, when there is no
+    loader prediction, or when it loads in the prediction but its native files register operators
+    through `torch::Library` (C++): torch keeps no C++ ABI across minor releases, and every such
+    pairing measured fails (fbgemm-gpu-cpu 1.2.0 and 1.3.0 beside torch 2.9.1 abort with all
+    symbols resolved; 1.4.2 to 1.9.0 one or more minors off torch 2.13.0 or 2.14.1 raise an
+    undefined symbol). A `warning` when it loads in the prediction and registers no operator
+    through `torch::Library`.
+
+    ## Why is this bad?
+    `import fbgemm_gpu` loads every library of the package at import. Built for another torch, it
+    logs "not guaranteed to be compatible with PyTorch ...; library loading might crash!" and then
+    aborts the interpreter (`terminate called after throwing an instance of 'std::length_error'`)
+    or raises `OSError: ... undefined symbol`.
+
+    ## Example
+    `fbgemm-gpu-cpu 1.3.0 is built for torch 2.8; this environment has torch 2.9.1+cu128: torch keeps no
+    C++ ABI across minor releases, and its extension does not load even where its symbols resolve`
+
+    ## Fix
+    Install the fbgemm-gpu release whose row of the table names the installed torch (fbgemm-gpu-cpu
+    1.8.* for torch 2.13).
+
+    ## References
+    - https://docs.pytorch.org/FBGEMM/general/Releases.html#fbgemm-releases-compatibility
+    """
+    dists = [d for n in fam.FBGEMM_DISTRIBUTIONS if (d := ctx.inventory.get(n)) is not None]
+    if not dists:
+        raise SkipCheck("no fbgemm-gpu distribution is installed")
+    torch = ctx.inventory.torch
+    if torch is None:
+        raise SkipCheck("torch is not installed")
+    tv = _v(torch.version)
+    if tv is None:
+        raise SkipCheck(f"torch's version {torch.version!r} is not a version")
+    have = f"{tv.major}.{tv.minor}"
+    unknown = []
+    for dist in dists:
+        built = _fbgemm_built_for(dist)
+        if built is None:
+            unknown.append(f"{dist.key} {dist.version}")
+            continue
+        minor, basis = built
+        if minor == have:
+            continue
+        key = dist.key
+        failures = import_failures(ctx, {key})
+        loads = loads_evidence(ctx, {key}) if failures == () else None
+        cxx = _torch_op_registration(ctx, key) if loads else None
+        # fbgemm_gpu/__init__.py loads every library of its directory at import, in a try whose
+        # handler re-raises unless the build is the docs variant: a library that fails to load when
+        # "loaded later" fails `import fbgemm_gpu` (the s32b hunt, B)
+        later = [
+            f"loader: {os.path.basename(f.path)} would fail when loaded: {f.problems[0].message}"
+            for f in ctx.prediction.files
+            if f.distribution == key and f.predicted == "on-demand" and f.problems
+        ]
+        why = _NO_CXX_ABI
+        if failures:
+            shown: tuple[str, ...] = failures[:5]
+        elif loads and later:
+            why = f"torch keeps no C++ ABI across minor releases; {len(later)} of its libraries need symbols it lacks"
+            shown = (
+                *((cxx,) if cxx else ()),
+                *later[:3],
+                "error, not info: fbgemm_gpu/__init__.py loads every library of the package at import "
+                "(torch.ops.load_library in _load_library, whose handler re-raises unless the variant is "
+                "'docs'), so each of these fails `import fbgemm_gpu`",
+            )
+        elif loads and cxx:
+            shown = (cxx, _across_minors(loads))
+        elif loads:
+            shown = (f"warning, not error: {loads}, and none of its native files registers operators through "
+                     "torch::Library",)  # fmt: skip
+        else:
+            shown = (alone,) if (alone := unjudged(ctx, {key})) else ()
+        row = next((r for r, t in fam.FBGEMM_BUILT_FOR if t == have), None)
+        yield Finding(
+            code="PKG018",
+            severity=Severity.WARNING if loads and not cxx and not later else Severity.ERROR,
+            message=f"{key} {dist.version} is built for torch {minor}; this environment has torch "
+            f"{torch.version}: {why}",
+            subject=key,
+            distribution=key,
+            evidence=(f"{key} {dist.version} ({dist.meta_dir})", f"torch {torch.version} ({torch.source})", basis)
+            + shown,
+            fix=ctx.install_fix(
+                f"Install the {key} release built for torch {have}"
+                + ("" if row else f" (the table, {fam.FBGEMM_RELEASES}, names none yet)"),
+                [f"{key}=={row}.*" if row else key],
+            ),
+        )
+    if unknown and len(unknown) == len(dists):
+        raise SkipCheck(
+            f"the torch release {', '.join(unknown)} is built for is not known (nightly, local or not in the table)"
+        )
+
+
+_FBGEMM_NIGHTLY = re.compile(r"^\d{4}\.\d{1,2}\.\d{1,2}")
+"""A nightly's version is its date; fbgemm_gpu's own check skips it, and so does PKG018."""
+
+
+def _fbgemm_built_for(dist: Distribution) -> tuple[str, str] | None:
+    """``(torch major.minor, where it was read)`` that ``dist`` (a distribution of the ``fbgemm_gpu``
+    package) is built for: the row of ``_fbgemm_torch_compat_table`` in its installed
+    ``fbgemm_gpu/__init__.py`` (read with ``ast``, never run) whose key its version starts with,
+    else the row of the copy in ``data/families.py``. None for a nightly, a local build or a
+    release no table names."""
+    version = dist.public_version
+    if "+git" in dist.version or _FBGEMM_NIGHTLY.match(version):
+        return None
+    path = next((dist.abspath(e.path) for e in dist.record or () if e.path == "fbgemm_gpu/__init__.py"), None)
+    table = _fbgemm_table(path) if path is not None else None
+    if table is not None:
+        rows, line = table
+        got = next((t for r, t in rows if version.startswith(f"{r}.")), None)
+        if got is not None:
+            return got, f"{path}:{line}: _fbgemm_torch_compat_table names torch {got} for {version} (read, not run)"
+    got = next((t for r, t in fam.FBGEMM_BUILT_FOR if version.startswith(f"{r}.")), None)
+    if got is None:
+        return None
+    own = "its own _fbgemm_torch_compat_table has no row for it" if table is not None else "it carries no table"
+    return got, f"table: {fam.FBGEMM_RELEASES} names torch {got} for {version} ({own})"
+
+
+def _fbgemm_table(path: str) -> tuple[list[tuple[str, str]], int] | None:
+    """The rows of the ``_fbgemm_torch_compat_table = {...}`` literal at module level of ``path``
+    and its line; None when the file is unreadable or has none."""
+    import ast
+
+    try:
+        tree = ast.parse(read_bytes(path, 4 << 20).data)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "_fbgemm_torch_compat_table" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+        ):
+            rows = [
+                (k.value, v.value)
+                for k, v in zip(node.value.keys, node.value.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                and isinstance(v, ast.Constant) and isinstance(v.value, str)
+            ]  # fmt: skip
+            return rows, node.lineno
+    return None

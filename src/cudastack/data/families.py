@@ -62,6 +62,33 @@ TORCHAO_BUILT_FOR: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 TORCHAO_ISSUE = "https://github.com/pytorch/ao/issues/2919"
 
+# fbgemm-gpu / fbgemm-gpu-cpu / fbgemm-gpu-genai: (release major.minor, torch major.minor it is built
+# for). Each release's fbgemm_gpu/__init__.py carries `_fbgemm_torch_compat_table` and logs "not
+# guaranteed to be compatible ... library loading might crash!" for another torch; PKG018 reads the
+# installed one first. This copy (fbgemm_gpu 1.9.0's) is for releases whose own table lacks them:
+# 1.2/1.3 have none, 1.6/1.7 stop at "1.5". Source:
+# https://docs.pytorch.org/FBGEMM/general/Releases.html#fbgemm-releases-compatibility
+FBGEMM_BUILT_FOR: tuple[tuple[str, str], ...] = (
+    ("1.9", "2.14"),
+    ("1.8", "2.13"),
+    ("1.7", "2.12"),
+    ("1.6", "2.11"),
+    ("1.5", "2.10"),
+    ("1.4", "2.9"),
+    ("1.3", "2.8"),
+    ("1.2", "2.7"),
+    ("1.1", "2.6"),
+    ("1.0", "2.5"),
+    ("0.8", "2.4"),
+    ("0.7", "2.3"),
+    ("0.6", "2.2"),
+    ("0.5", "2.1"),
+    ("0.4", "2.0"),
+)
+FBGEMM_RELEASES = "https://docs.pytorch.org/FBGEMM/general/Releases.html#fbgemm-releases-compatibility"
+FBGEMM_DISTRIBUTIONS = ("fbgemm-gpu", "fbgemm-gpu-cpu", "fbgemm-gpu-genai")
+"""The distributions that install the ``fbgemm_gpu`` package (CUDA, CPU, and the GenAI build)."""
+
 # xformers: cpp_lib.json records the build's torch and Python; from 0.0.34 xformers targets the torch
 # stable ABI, so a *newer* torch is accepted. Sources: xformers#982, #1241, xformers CHANGELOG 0.0.34.
 XFORMERS_STABLE_ABI_SINCE = "0.0.34"
