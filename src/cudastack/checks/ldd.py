@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from cudastack.checks.pkg import fbgemm_off_minor
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data.libraries import DRIVER_LIBRARIES, load_failure_outcome, provider_of
 from cudastack.elf.symbols import closest_exports, demangle, explain
@@ -461,6 +462,9 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
                 evidence.append(f"  closest export: {demangle([sym]).get(sym, sym)} in {path}")
             hints.extend(h for h in explain(s, close, torch.version if torch else None) if h not in hints)
         dist = f0.distribution
+        # fbgemm-gpu built for another torch minor (PKG018): its fix is that release, shown with the
+        # cause; a reinstall of this one would bring back the same symbols
+        off_minor = not built and dist is not None and fbgemm_off_minor(ctx, dist)
         yield Finding(
             code="ABI001",
             severity=Severity.ERROR,
@@ -475,10 +479,14 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
                 [dist or "PACKAGE"],
                 extra_args=("--force-reinstall", "--no-deps"),
             )
-            if dist
+            if dist and not off_minor
             else None,
             hints=tuple(hints) + _degraded(ctx, {d for d in (dist,) if d}),
-            caused_by=Cause(code="ABI003", subject=built.distribution) if built else None,
+            caused_by=Cause(code="ABI003", subject=built.distribution)
+            if built
+            else Cause(code="PKG018", subject=dist)
+            if off_minor and dist
+            else None,
         )
 
 

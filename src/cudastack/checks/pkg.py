@@ -2469,6 +2469,17 @@ def fbgemm_torch(ctx: Context) -> Iterator[Finding]:
         )
 
 
+def fbgemm_off_minor(ctx: Context, key: str) -> bool:
+    """Whether ``key`` is a distribution of the ``fbgemm_gpu`` package built for another torch
+    minor than the installed one (PKG018's finding): the cause ABI001 points its undefined torch
+    symbols at, whose fix is that release, not a reinstall of this one."""
+    dist = ctx.inventory.get(key) if key in fam.FBGEMM_DISTRIBUTIONS else None
+    torch = ctx.inventory.torch
+    tv = _v(torch.version) if torch is not None else None
+    built = _fbgemm_built_for(dist) if dist is not None and tv is not None else None
+    return built is not None and tv is not None and built[0] != f"{tv.major}.{tv.minor}"
+
+
 _FBGEMM_NIGHTLY = re.compile(r"^\d{4}\.\d{1,2}\.\d{1,2}")
 """A nightly's version is its date; fbgemm_gpu's own check skips it, and so does PKG018."""
 
