@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data import families as fam
 from cudastack.data.modules import MODULE_PROVIDERS
+from cudastack.elf.reader import ElfFile
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import ImportTime, unguarded_import
 from cudastack.env.inventory import Inventory
@@ -821,21 +822,33 @@ _TORCH_CXX = re.compile(r"_Z\w*?(?:3c10|2at|5torch|6caffe2)")
 """A mangled C++ name in one of libtorch's namespaces (``_ZN3c106detail…``, ``_ZNK2at6Tensor…``)."""
 
 
-def _stable_abi_only(ctx: Context, key: str) -> str | None:
-    """The evidence that every native file of ``key`` binds to libtorch through its stable C ABI
-    alone: each one linked against libtorch/libc10 takes no C++ symbol of libtorch's namespaces
-    from them, and some take its C shims (``aoti_torch_*``, ``torch_*``). None otherwise, or when
-    a file cannot be read."""
+def _shared_objects(ctx: Context, key: str) -> list[ElfFile] | None:
+    """The parsed ``.so`` files of distribution ``key``; None when it is not installed or one of
+    them cannot be read (nothing is claimed of a build the run cannot see whole)."""
     dist = ctx.inventory.dists.get(key)
     if dist is None:
         return None
-    linked = shims = 0
+    out = []
     for path in dist.native_files():
         if ".so" not in os.path.basename(path):
             continue
         elf = ctx.elf_cache.get(path)
         if isinstance(elf, str):
             return None
+        out.append(elf)
+    return out
+
+
+def _stable_abi_only(ctx: Context, key: str) -> str | None:
+    """The evidence that every native file of ``key`` binds to libtorch through its stable C ABI
+    alone: each one linked against libtorch/libc10 takes no C++ symbol of libtorch's namespaces
+    from them, and some take its C shims (``aoti_torch_*``, ``torch_*``). None otherwise, or when
+    a file cannot be read."""
+    elfs = _shared_objects(ctx, key)
+    if elfs is None:
+        return None
+    linked = shims = 0
+    for elf in elfs:
         if not any(n.startswith(("libtorch", "libc10")) for n in elf.needed):
             continue
         if any(_TORCH_CXX.match(n) for n in elf.import_names):
@@ -864,16 +877,11 @@ def _torch_op_registration(ctx: Context, key: str) -> str | None:
     fbgemm-gpu-cpu 1.3.0's ``fbgemm_gpu_config.so``: ``torch::Library::_def`` ->
     ``FunctionSchema::cloneWithRealTypes``, beside torch 2.9.1). None when no file does, or when a
     file cannot be read."""
-    dist = ctx.inventory.dists.get(key)
-    if dist is None:
+    elfs = _shared_objects(ctx, key)
+    if elfs is None:
         return None
     files = symbols = 0
-    for path in dist.native_files():
-        if ".so" not in os.path.basename(path):
-            continue
-        elf = ctx.elf_cache.get(path)
-        if isinstance(elf, str):
-            return None
+    for elf in elfs:
         if n := sum(1 for name in elf.import_names if _TORCH_LIBRARY.match(name)):
             files += 1
             symbols += n
