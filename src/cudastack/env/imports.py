@@ -797,6 +797,12 @@ def _is_overload_stub(f: Any) -> bool:
     )
 
 
+def call_values(f: Any, call: ast.Call) -> dict[str, object]:
+    """The parameter values of ``f`` that a plain ``call`` of it fixes: the constants it passes and
+    the constant defaults of what it leaves out (``no_throw: bool = False``)."""
+    return {**_defaults(f, call), **(_constant_args(f, call, False) or {})}
+
+
 def _defaults(f: Any, call: ast.Call, bound: int = 0) -> dict[str, object]:
     """The constant defaults of the parameters of ``f`` that ``call`` leaves out (``bound``: how
     many parameters come before the call's arguments, ``self``)."""
@@ -1154,9 +1160,10 @@ class ImportTime:
         """The files run so far, in the order the traversal reached them."""
         self.running: dict[str, set[int]] = {}
         self._passes: dict[int, list[dict[str, object] | None]] = {}
+        """id of a function → the parameter values each call of it that ran passes
+        (:func:`call_values`; None: none fixed)."""
         self._run_unknown: set[int] = set()
-        """id of a function → the parameter values each call of it that ran passes (the constants,
-        the constant defaults of what it leaves out; None: not known)."""
+        """ids of the functions that also ran some other way (values not known)."""
         self.named: set[str] = set()
         self._named_as: dict[str, set[str]] = {}
         """Base name → the absolute names the import statements that run give it."""
@@ -1524,11 +1531,12 @@ class ImportTime:
                 plain = call is not None and (type(call.func) is ast.Name or getattr(first, "arg", "") not in _SELF)
                 known = _constant_args(node, call, False) if plain else None
                 counted = plain and call is not None and type(node) is not ast.Lambda
-                if counted and call is not None:
-                    passed = {**_defaults(node, call), **(known or {})}
+                # call_values(node, call), with the constants already read (a hot path of the walk)
+                passed = {**_defaults(node, call), **(known or {})} if plain and call is not None else None
+                if counted:
                     self._passes.setdefault(id(node), []).append(passed or None)
-                if factory and plain and call is not None:  # ``@torch._disable_dynamo(recursive=False)``
-                    known = {**_defaults(node, call), **(known or {})} or None  # prunes ``if fn is not None:``
+                if factory and passed is not None:  # ``@torch._disable_dynamo(recursive=False)``
+                    known = passed or None  # prunes ``if fn is not None:``
                 self._expand(path, node, factory, known, counted)
             elif kind == "class" and classes:
                 self._instantiate(path, node, call, factory)

@@ -333,7 +333,7 @@ class _Passes:
         :func:`handler_reraises` takes them: the constants the call passes, the constant defaults of
         what it leaves out (``no_throw: bool = False``), and the module's switches its parameters do
         not shadow. Without a call seen, only the switches."""
-        from cudastack.env.imports import _constant_args, _defaults
+        from cudastack.env.imports import call_values
 
         a = func.args
         params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p is not None}
@@ -341,9 +341,7 @@ class _Passes:
         calls = self.calls.get(func.name)
         if not calls:
             return (switches or None,)
-        return tuple(
-            {**switches, **_defaults(func, c), **(_constant_args(func, c, False) or {})} or None for c in calls
-        )
+        return tuple({**switches, **call_values(func, c)} or None for c in calls)
 
     def _switches_of(self, tree: ast.Module) -> dict[str, object]:
         from cudastack.env.imports import module_switches
