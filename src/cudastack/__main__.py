@@ -1,5 +1,3 @@
-import sys
+from cudastack.cli import entry
 
-from cudastack.cli import main
-
-sys.exit(main())
+entry()

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from cudastack import __version__
 from cudastack.errors import CudastackError
@@ -75,3 +76,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             cause=" | ".join(line.strip() for line in tb[-4:-1]),
         )
         return int(ExitCode.INTERNAL)
+
+
+def entry(argv: Sequence[str] | None = None) -> NoReturn:
+    """The ``cudastack`` command: :func:`main`, then the process ends without tearing the
+    interpreter down. Freeing what a run built (the doctor on vllm 0.33: ~0.1 s of ~2.6 s, every
+    syntax tree, ELF table and finding deallocated one by one) buys nothing at exit. What an exit
+    must still do is done first: the ``atexit`` handlers run (``logging``'s shutdown,
+    ``weakref.finalize``) and the output is flushed; every file cudastack writes is closed where
+    it is written. Output that cannot be written (a full disk) exits 120, as Python itself does;
+    a reader that went away (``| head``) does not count."""
+    import atexit
+    import errno
+
+    code = main(argv)
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except ValueError:  # closed: nothing more can reach it
+                pass
+            except OSError as exc:
+                if exc.errno != errno.EPIPE and stream is sys.stdout:
+                    os.write(2, f"error: cannot write the output: {exc.strerror or exc}\n".encode())
+                    code = 120
+        os._exit(code)
