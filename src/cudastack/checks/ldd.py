@@ -317,6 +317,70 @@ def interpreter_cannot_start(ctx: Context) -> Iterator[Finding]:
         )
 
 
+@rule(
+    code="LDD010",
+    name="interpreter-module-broken",
+    severity=Severity.WARNING,
+    summary="One of the interpreter's own extension modules cannot load, whatever the environment sets",
+)
+def interpreter_module_broken(ctx: Context) -> Iterator[Finding]:
+    """## What it checks
+    Each extension module of the interpreter's own `lib-dynload` directory, loaded as `import`
+    loads it, with and without the target's `LD_LIBRARY_PATH` / `LD_PRELOAD`. One that fails
+    either way is reported here, with the standard modules whose module-level code imports it
+    unguarded (`ssl` for `_ssl`), found by reading the standard library's files. (One that fails
+    only under those variables is the environment's doing: an `error` of LDD001/ABI001.)
+
+    ## Why is this bad?
+    A Python built from source (pyenv, `make altinstall`) links the system's libssl, libffi,
+    libsqlite3 and libtk as they were when it was built. When the system changes underneath it
+    (a distribution upgrade drops `libssl.so.1.1` or `libffi.so.7`, a package is removed),
+    `import ssl` or `import ctypes` fails, and so does every package that needs it: pip over
+    HTTPS, requests, huggingface_hub. It is a `warning`: the packages of the environment that
+    need the module are not traced through the standard library.
+
+    ## Example
+    `_ssl (the interpreter's own module) cannot load: libssl.so.1.1 not found; import ssl fails with it`
+
+    ## Fix
+    Install the library the interpreter was built against, or rebuild the interpreter against
+    the system's libraries (`pyenv install --force 3.11.7`) and recreate the environment.
+
+    ## References
+    - https://github.com/pyenv/pyenv/wiki/Common-build-problems
+    - https://docs.python.org/3/using/unix.html#building-python
+    """
+    pred = ctx.prediction
+    version = ctx.target.interpreter.version if ctx.target.interpreter else ""
+    for b in pred.broken_stdlib:
+        first = b.problems[0] if b.problems else None
+        why = (
+            "no reason recorded"
+            if first is None
+            else f"{first.name} not found"
+            if first.kind == "missing"
+            else first.message.split(": ", 1)[-1]
+        )
+        verb = "fails" if len(b.importers) == 1 else "fail"
+        tail = f"; import {', '.join(b.importers)} {verb} with it" if b.importers else ""
+        yield Finding(
+            code="LDD010",
+            severity=Severity.WARNING,
+            message=f"{b.module} (the interpreter's own module) cannot load: {why}{tail}",
+            subject=b.path,
+            path=b.path,
+            evidence=(
+                *(p.message for p in b.problems[:5]),
+                *(_searched(p.tried) for p in b.problems[:1] if p.tried),
+                "fails with and without the target's LD_LIBRARY_PATH / LD_PRELOAD",
+            ),
+            fix=Fix(
+                summary="Install the library this Python was built against, or rebuild the Python "
+                f"(pyenv install --force {version}) and recreate the environment"
+            ),
+        )
+
+
 def _bound_from(pred: Prediction, requester: str) -> tuple[str, ...]:
     """Where the started process took each library ``requester`` needs from (the likely culprit)."""
     return tuple(f"{r.name} is {r.path} ({r.how})" for req, r in pred.start_resolutions if req == requester and r.path)

@@ -9,7 +9,8 @@ preloads when libcudart is mapped or when that load fails, then ``torch/_C`` RTL
 preloaders run; then the module is dlopen()ed RTLD_NOW|RTLD_LOCAL. A module whose package
 imports another distribution's package that fails is blocked by it. Libraries that no module
 loads at import are judged alone as "on-demand" (dlopened later, if ever). The interpreter's own
-lib-dynload modules are judged when LD_LIBRARY_PATH or LD_PRELOAD is set.
+lib-dynload modules are judged under the target's environment and, where one fails, without its
+LD_LIBRARY_PATH / LD_PRELOAD (failing either way, it is this Python's: LDD010).
 Not modelled: code in ``.pth`` files (ENV005 names those).
 """
 
@@ -33,6 +34,7 @@ from cudastack.env.imports import imported_plainly, lazy_attribute, module_name,
 from cudastack.env.inventory import Inventory, iter_native_files
 from cudastack.env.libwheels import find_library_preloads
 from cudastack.env.native_loads import NativeLoad, OpUse, find_native_loads, find_op_uses, library_defines
+from cudastack.files import read_bytes
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import Resolution
 from cudastack.loader.system import LoaderConfig, detect_loader
@@ -89,6 +91,23 @@ class Prediction:
     blocked_imports: list[BlockedImport] = field(default_factory=list)
     """Top-level imports of distributions with no failing module of their own that fail because
     they import another distribution's package whose import fails."""
+    broken_stdlib: list[BrokenStdlib] = field(default_factory=list)
+    """The interpreter's own lib-dynload modules that fail whatever the environment sets."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokenStdlib:
+    """An extension module of the interpreter's own (``lib-dynload``) that fails to load with or
+    without the target's LD_LIBRARY_PATH / LD_PRELOAD: a system library this Python was built
+    against is gone or changed (a pyenv build's ``_ssl`` after libssl.so.1.1 left with a
+    distribution upgrade, ``_ctypes`` after libffi.so.7, ``_tkinter`` after libtk)."""
+
+    module: str
+    """Its module name (``_ssl``)."""
+    path: str
+    problems: tuple[LoadProblem, ...]
+    importers: tuple[str, ...]
+    """Standard modules that import it unguarded at module level (``ssl``): they fail with it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,22 +451,28 @@ def _pathfinder_find(soname: str, site_dirs: tuple[str, ...]) -> str | None:
     return None
 
 
-def _stdlib_modules(target: Target, base: Process, config: LoaderConfig, cache: ElfCache) -> list[FilePrediction]:
+def _stdlib_modules(
+    target: Target, base: Process, config: LoaderConfig, cache: ElfCache
+) -> tuple[list[FilePrediction], list[BrokenStdlib]]:
     """The interpreter's own extension modules (``lib-dynload``) that fail to load under the
-    target's process environment but load without its LD_LIBRARY_PATH / LD_PRELOAD: a stub or
-    foreign libz.so.1 there breaks ``binascii`` and ``zlib``, which ``import torch`` imports (it
-    imports 34 of them). Ones that fail either way (``_tkinter`` without libtk) are how this
-    Python was built, not the environment's doing, and are left out."""
+    target's process environment: ``(those that load without its LD_LIBRARY_PATH / LD_PRELOAD,
+    those that fail either way)``. The first are the environment's doing: a stub or foreign
+    libz.so.1 there breaks ``binascii`` and ``zlib``, which ``import torch`` imports (it imports 34
+    of them). The second are this Python's (:class:`BrokenStdlib`): a system library it was built
+    against is gone (the s32 hunt: with libexpat hidden, ``_tkinter`` fails through libtk and
+    libfontconfig, and ``import tkinter`` with it, while the doctor said nothing)."""
     interp = target.interpreter
-    if interp is None or not interp.stdlib or not any(k in target.environ for k in ("LD_LIBRARY_PATH", "LD_PRELOAD")):
-        return []
+    if interp is None or not interp.stdlib:
+        return [], []
     dynload = os.path.join(interp.stdlib, "lib-dynload")
     try:
         names = sorted(os.listdir(dynload))
     except OSError:
-        return []
-    clean: Process | None = None
+        return [], []
+    with_env = any(k in target.environ for k in ("LD_LIBRARY_PATH", "LD_PRELOAD"))
+    clean: Process | None = None if with_env else base
     out: list[FilePrediction] = []
+    broken: list[BrokenStdlib] = []
     for name in names:
         path = os.path.join(dynload, name)
         elf = cache.get(path) if is_extension_module(path, target.extension_suffixes) else "not a module"
@@ -460,8 +485,12 @@ def _stdlib_modules(target: Target, base: Process, config: LoaderConfig, cache: 
             environ = {k: v for k, v in target.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
             clean = Process(config, environ, cache)
             if not clean.start(interp.sys_executable).ok:
-                return []
-        if not clean.clone().dlopen(path).ok:
+                return out, broken
+        alone = res if clean is base else clean.clone().dlopen(path)
+        if not alone.ok:
+            module = name.partition(".")[0]
+            importers = _stdlib_importers(interp.stdlib, module)
+            broken.append(BrokenStdlib(module=module, path=path, problems=tuple(alone.problems), importers=importers))
             continue
         out.append(
             FilePrediction(
@@ -475,7 +504,40 @@ def _stdlib_modules(target: Target, base: Process, config: LoaderConfig, cache: 
                 result=res,
             )
         )
-    return out
+    return out, broken
+
+
+_NOT_IMPORTERS = frozenset({"site-packages", "dist-packages", "test", "tests", "idlelib", "lib2to3", "turtledemo"})
+"""Directories of the standard library that no import of a user's package runs."""
+
+
+def _stdlib_importers(stdlib: str, module: str) -> tuple[str, ...]:
+    """The standard modules whose module-level code imports ``module`` at column 0, outside any
+    ``try`` or ``if`` (``ssl.py``'s ``import _ssl``; hashlib's guarded ``import _hashlib`` is not
+    one): read without parsing (:func:`cudastack.env.unprovided.column0_imports`), only the files
+    whose bytes name it. Asked only for a module that fails, so rarely."""
+    from cudastack.env.unprovided import column0_imports
+
+    word = module.encode()
+    found: list[str] = []
+    for root, dirs, files in os.walk(stdlib):
+        dirs[:] = sorted(d for d in dirs if d not in _NOT_IMPORTERS and d != "lib-dynload" and d.isidentifier())
+        rel = os.path.relpath(root, stdlib)
+        package = "" if rel == "." else rel.replace(os.sep, ".")
+        for f in sorted(files):
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(root, f)
+            try:
+                if word not in read_bytes(path, 4 << 20).data:
+                    continue
+            except OSError:
+                continue
+            name = package if f == "__init__.py" else ".".join(p for p in (package, f[:-3]) if p)
+            inside = name if f == "__init__.py" else package
+            if name and module in column0_imports(path, inside):
+                found.append(name)
+    return tuple(found)
 
 
 def _loaded_by_requirers(pred: Prediction, inventory: Inventory) -> None:
@@ -1062,6 +1124,9 @@ def start_predict(
             )
         )
 
+    # needs no child's answer: judged here, beside them, not in the wait below
+    stdlib_failing, pred.broken_stdlib = _stdlib_modules(target, base, config, cache)
+
     def finish() -> Prediction:
         native_loads = native_scan.result()
         verdicts = collect()
@@ -1071,7 +1136,7 @@ def start_predict(
         _loaded_without_import(pred, inventory, base, native_loads, torch_proc, uses_torch)
         _loaded_by_requirers(pred, inventory)
         _block_pure_imports(pred, inventory, _block_dependents(pred, inventory))
-        pred.files.extend(_stdlib_modules(target, base, config, cache))
+        pred.files.extend(stdlib_failing)
         for dist in inventory.dists.values():
             object.__setattr__(dist, "_import_time", None)  # the parsed Python of failing packages: done with it
         return pred
