@@ -69,3 +69,19 @@ def test_output_that_cannot_be_written_fails() -> None:
     head.wait(timeout=60)
     assert writer.returncode == 0, writer.stderr
     assert b"cannot write" not in writer.stderr
+
+
+def test_a_thread_still_running_is_joined() -> None:
+    """A non-daemon thread that main() left running finishes its work before the process ends,
+    as with Python's own exit (``os._exit`` would cut it off)."""
+    p = _run(
+        "import sys, threading, time\n"
+        "from cudastack.cli import entry\n"
+        "def work():\n"
+        "    time.sleep(0.5)\n"
+        "    sys.stdout.write('thread finished\\n')\n"
+        "threading.Thread(target=work).start()\n"
+        "entry(['--version'])\n"
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode().splitlines()[-1] == "thread finished"

@@ -85,11 +85,15 @@ def entry(argv: Sequence[str] | None = None) -> NoReturn:
     must still do is done first: the ``atexit`` handlers run (``logging``'s shutdown,
     ``weakref.finalize``) and the output is flushed; every file cudastack writes is closed where
     it is written. Output that cannot be written (a full disk) exits 120, as Python itself does;
-    a reader that went away (``| head``) does not count."""
+    a reader that went away (``| head``) does not count. While another thread still runs (a pool
+    not shut down, a server's reader), Python's own exit is taken: it joins them first."""
     import atexit
     import errno
+    import threading
 
     code = main(argv)
+    if threading.active_count() > 1:
+        sys.exit(code)
     try:
         atexit._run_exitfuncs()
     finally:
