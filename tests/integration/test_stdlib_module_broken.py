@@ -19,7 +19,8 @@ import sysconfig
 from pathlib import Path
 
 from cudastack.elf.reader import read_elf
-from tests.venvs import copy_interpreter, make_venv, site_of
+from tests.venvs import copy_interpreter, make_venv
+from tests.wheels import make_wheel, pip_install
 
 # (extension module, the standard module that imports it unguarded); the first one that needs a
 # library beyond glibc is broken
@@ -70,7 +71,23 @@ def _doctor(python: Path, *extra: str) -> dict[str, object]:
 
 def test_an_interpreter_module_that_cannot_load_is_reported(tmp_path: Path) -> None:
     base, module, importer, missing = _broken_interpreter(tmp_path / "py")
-    python = make_venv(tmp_path / "env")  # made by the running Python: its home is then repointed
+    top = importer.partition(".")[0]
+    links = tmp_path / "links"
+    wheels = {
+        # imports the standard module at import: fails with it (httpx's `import ssl`)
+        "needs-it": ({"needs_it/__init__.py": f"import {importer}\n".encode()}, ()),
+        # requires and imports needs-it: fails through it
+        "uses-it": ({"uses_it/__init__.py": b"import needs_it\n"}, ("needs-it",)),
+        # the same import in a try whose handler survives it (urllib3's `import ssl`): imports
+        "guards-it": (
+            {"guards_it/__init__.py": f"try:\n    import {importer}\nexcept ImportError:\n    {top} = None\n".encode()},
+            (),
+        ),
+    }
+    for name, (files, requires) in wheels.items():
+        make_wheel(links, name, "1.0", files, requires)
+    python = make_venv(tmp_path / "env")  # by the running Python, the wheels installed, then repointed
+    pip_install(python, links, *wheels)
     cfg = python.parent.parent / "pyvenv.cfg"
     cfg.write_text(
         "".join(
@@ -81,35 +98,45 @@ def test_an_interpreter_module_that_cannot_load_is_reported(tmp_path: Path) -> N
     for link in python.parent.glob("python*"):
         link.unlink()
         link.symlink_to(base)
-    site = site_of(python)
-    (site / "needs_it").mkdir()
-    (site / "needs_it" / "__init__.py").write_text(f"import {importer}\n")
-    dist = site / "needs_it-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: needs-it\nVersion: 1.0\n")
-    (dist / "RECORD").write_text(
-        "needs_it/__init__.py,,\nneeds_it-1.0.dist-info/METADATA,,\nneeds_it-1.0.dist-info/RECORD,,\n"
-    )
 
-    # reality: the module, its importer and the package all fail; another standard module loads
+    # reality: the module, its importer and the two packages fail; the guarded one and another
+    # standard module load
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    for name in (module, importer, "needs_it"):
+    for name in (module, importer, "needs_it", "uses_it"):
         real = subprocess.run(
             [str(python), "-c", f"import {name}"], capture_output=True, text=True, env=env, check=False
         )
         assert real.returncode != 0 and f"{missing}: cannot open shared object file" in real.stderr, (name, real.stderr)
-    assert subprocess.run([str(python), "-c", "import json, math"], env=env, check=False).returncode == 0
+    for name in ("guards_it", "json, math"):
+        assert subprocess.run([str(python), "-c", f"import {name}"], env=env, check=False).returncode == 0, name
 
     report = _doctor(python)
-    found = [f for f in report["findings"] if f["code"] == "LDD010"]  # type: ignore[index, union-attr]
+    findings: list[dict[str, object]] = report["findings"]  # type: ignore[assignment]
+    found = [f for f in findings if f["code"] == "LDD010"]
     assert len(found) == 1, found
     assert found[0]["severity"] == "warning"
-    assert found[0]["message"].startswith(f"{module} (the interpreter's own module) cannot load: {missing} not found")
-    assert f"import {importer} " in found[0]["message"], found[0]["message"]
+    message = str(found[0]["message"])
+    assert message.startswith(f"{module} (the interpreter's own module) cannot load: {missing} not found"), message
+    assert f"import {importer}" in message, message
+    errors = {str(f["distribution"]): f for f in findings if f["severity"] == "error"}
+    assert sorted(errors) == ["needs-it", "uses-it"], findings
+    assert all(f["code"] == "LDD009" for f in errors.values())
+    needs, uses = str(errors["needs-it"]["message"]), str(errors["uses-it"]["message"])
+    assert needs.startswith("import needs_it fails: "), needs
+    assert needs.endswith(f"needs_it/__init__.py:1 imports {top}, and the interpreter's own {module} cannot load"), (
+        needs
+    )
+    assert uses.startswith("import uses_it fails: "), uses
+    assert uses.endswith(
+        f"uses_it/__init__.py:1 imports needs_it, whose import fails: the interpreter's own {module} cannot load"
+    ), uses
+    for f in errors.values():
+        assert f["caused_by"] == {"code": "LDD010", "subject": found[0]["subject"]}, f
 
     # under an LD_LIBRARY_PATH that changes nothing for it, it is still this Python's, not the environment's
     report = _doctor(python, "-e", f"LD_LIBRARY_PATH={tmp_path / 'empty'}")
-    assert [f["code"] for f in report["findings"] if module in f["message"]] == ["LDD010"]  # type: ignore[index, union-attr]
+    codes = [f["code"] for f in report["findings"] if f["message"].startswith(module)]  # type: ignore[index, union-attr]
+    assert codes == ["LDD010"], codes
 
 
 def test_a_whole_interpreter_reports_nothing(tmp_path: Path) -> None:

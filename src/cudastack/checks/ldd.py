@@ -336,8 +336,8 @@ def interpreter_module_broken(ctx: Context) -> Iterator[Finding]:
     libsqlite3 and libtk as they were when it was built. When the system changes underneath it
     (a distribution upgrade drops `libssl.so.1.1` or `libffi.so.7`, a package is removed),
     `import ssl` or `import ctypes` fails, and so does every package that needs it: pip over
-    HTTPS, requests, huggingface_hub. It is a `warning`: the packages of the environment that
-    need the module are not traced through the standard library.
+    HTTPS, httpx, huggingface_hub. It is a `warning` on the interpreter; each installed
+    package whose import fails with it gets an `error` of its own (LDD009), caused by this one.
 
     ## Example
     `_ssl (the interpreter's own module) cannot load: libssl.so.1.1 not found; import ssl fails with it`
@@ -361,8 +361,8 @@ def interpreter_module_broken(ctx: Context) -> Iterator[Finding]:
             if first.kind == "missing"
             else first.message.split(": ", 1)[-1]
         )
-        verb = "fails" if len(b.importers) == 1 else "fail"
-        tail = f"; import {', '.join(b.importers)} {verb} with it" if b.importers else ""
+        shown = ", ".join(b.importers[:4]) + (f" and {len(b.importers) - 4} more" if len(b.importers) > 4 else "")
+        tail = f"; import {shown} {'fails' if len(b.importers) == 1 else 'fail'} with it" if b.importers else ""
         yield Finding(
             code="LDD010",
             severity=Severity.WARNING,
@@ -902,6 +902,9 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
     survives the ImportError does not count. One finding per distribution, pointing at the
     finding of the root cause: an error when the distribution's own top-level import fails, a
     warning when only modules below it do (``import scipy.ndimage``, ``import scipy`` working).
+    The interpreter's own modules count too: where ``_ssl`` cannot load (LDD010), a package
+    whose import runs ``import ssl`` unguarded fails (httpx), and so does one that imports it;
+    only distributions whose Python files name such a module are walked.
 
     ## Why is this bad?
     ``import accelerate`` fails with the same error as ``import torch``; the finding on torch
@@ -925,14 +928,22 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
     by_dist: dict[str, list[BlockedImport]] = defaultdict(list)
     for b in pred.blocked_imports:
         by_dist[b.distribution].append(b)
+    stdlib = {b.path: b.module for b in pred.broken_stdlib}
     for key in sorted(set(blocked) | set(by_dist)):
         mods, roots = blocked.get(key, []), by_dist.get(key, [])
         failing = roots[0].failing if roots else mods[0].blocked_by or ""
-        cause = _cause_of(pred, failing)
+        cause = ("LDD010", failing) if failing in stdlib else _cause_of(pred, failing)
         owner = next((x.distribution for x in pred.files if x.path == failing), None)
         dep = ctx.inventory.get(owner or (roots[0].dependency if roots else ""))
-        dep_name = dep.name if dep else (owner or "")
-        if roots:
+        dep_name = "the interpreter" if failing in stdlib else dep.name if dep else (owner or "")
+        if roots and failing in stdlib:
+            r = roots[0]
+            message = (
+                f"import {', '.join(x.root for x in roots)} fails: {r.where} imports {r.top}, "
+                + ("whose import fails: " if r.dependency else "and ")
+                + f"the interpreter's own {stdlib[failing]} cannot load"
+            )
+        elif roots:
             r = roots[0]
             message = (
                 f"import {', '.join(x.root for x in roots)} fails: {r.where} imports {r.top}, "

@@ -514,29 +514,36 @@ _NOT_IMPORTERS = frozenset({"site-packages", "dist-packages", "test", "tests", "
 def _stdlib_importers(stdlib: str, module: str) -> tuple[str, ...]:
     """The standard modules whose module-level code imports ``module`` at column 0, outside any
     ``try`` or ``if`` (``ssl.py``'s ``import _ssl``; hashlib's guarded ``import _hashlib`` is not
-    one): read without parsing (:func:`cudastack.env.unprovided.column0_imports`), only the files
-    whose bytes name it. Asked only for a module that fails, so rarely."""
+    one), and those that import one of them so (``sqlite3/__init__.py``'s ``from sqlite3.dbapi2
+    import *``, whose ``dbapi2`` imports ``_sqlite3``): read without parsing
+    (:func:`cudastack.env.unprovided.column0_imports`), only the files whose bytes name the last
+    part of a module sought. Asked only for a module that fails, so rarely."""
     from cudastack.env.unprovided import column0_imports
 
-    word = module.encode()
-    found: list[str] = []
-    for root, dirs, files in os.walk(stdlib):
+    files: list[tuple[str, str, str, bytes]] = []  # (path, module name, its package, bytes)
+    for root, dirs, names in os.walk(stdlib):
         dirs[:] = sorted(d for d in dirs if d not in _NOT_IMPORTERS and d != "lib-dynload" and d.isidentifier())
         rel = os.path.relpath(root, stdlib)
         package = "" if rel == "." else rel.replace(os.sep, ".")
-        for f in sorted(files):
+        for f in sorted(names):
             if not f.endswith(".py"):
                 continue
-            path = os.path.join(root, f)
+            name = package if f == "__init__.py" else ".".join(p for p in (package, f[:-3]) if p)
             try:
-                if word not in read_bytes(path, 4 << 20).data:
-                    continue
+                data = read_bytes(os.path.join(root, f), 4 << 20).data
             except OSError:
                 continue
-            name = package if f == "__init__.py" else ".".join(p for p in (package, f[:-3]) if p)
-            inside = name if f == "__init__.py" else package
-            if name and module in column0_imports(path, inside):
+            if name:
+                files.append((os.path.join(root, f), name, name if f == "__init__.py" else package, data))
+    found: list[str] = []
+    todo = [module]
+    while todo:
+        sought = todo.pop(0)
+        word = sought.rpartition(".")[2].encode()
+        for path, name, inside, data in files:
+            if name not in found and name != module and word in data and sought in column0_imports(path, inside):
                 found.append(name)
+                todo.append(name)
     return tuple(found)
 
 
@@ -672,6 +679,82 @@ def _block_pure_imports(pred: Prediction, inventory: Inventory, broken: dict[str
 
 
 _SEPARATORS = re.compile(r"[-_.]+")
+
+
+def _block_stdlib_imports(pred: Prediction, inventory: Inventory) -> None:
+    """``import <root>`` fails when it runs, outside any ``try`` that survives it, an import of a
+    standard module that cannot load (:class:`BrokenStdlib`: ``ssl`` once ``_ssl`` lost its
+    libssl), or of another distribution's package whose import fails that way (httpx's ``import
+    ssl``, then a package requiring httpx that imports it): to a fixed point over Requires-Dist,
+    as ``_block_pure_imports`` does one step for a failing native module. Only top-level standard
+    modules are followed (``ssl``, ``ctypes``, ``sqlite3``): ``import xml`` does not load pyexpat.
+    A distribution is walked only if the bytes of one of its Python files name such a module."""
+    from cudastack.env.crossdist import MAX_FILES
+    from cudastack.env.imports import ImportTime, unguarded_import
+
+    stdlib: dict[str, str] = {}  # top-level standard module -> the lib-dynload file that fails
+    for b in pred.broken_stdlib:
+        for name in (b.module, *b.importers):
+            if "." not in name:
+                stdlib.setdefault(name, b.path)
+    if not stdlib:
+        return
+    done = {b.distribution for b in pred.blocked_imports} | {
+        f.distribution for f in pred.files if f.kind == "module" and f.predicted == "fails" and f.distribution
+    }
+    words = [w.encode() for w in stdlib]
+    # (dist key -> (its top-level package that fails, the failing file)), grown round by round
+    failed: dict[str, tuple[str, str]] = {}
+    first = True
+    while True:
+        found: dict[str, tuple[str, str]] = {}
+        for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
+            if dist.key in done or dist.key in failed or dist.key == "torch":
+                continue
+            if first:
+                tops = dict(stdlib) if _names_any(dist, words) else {}
+            else:
+                tops = {failed[dep][0]: failed[dep][1] for dep in sorted(_required(dist, set(failed)))}
+            if not tops:
+                continue
+            for root in ImportTime(dist).roots:
+                if "." in root or not root.isidentifier():
+                    continue
+                for top, failing in tops.items():
+                    if root == top:
+                        continue
+                    where = unguarded_import(ImportTime(dist, roots=[root]), top, max_files=MAX_FILES)
+                    if where:
+                        dependency = next((k for k, v in failed.items() if v[0] == top), "")
+                        pred.blocked_imports.append(
+                            BlockedImport(
+                                distribution=dist.key,
+                                root=root,
+                                where=where,
+                                top=top,
+                                dependency=dependency,
+                                failing=failing,
+                            )
+                        )
+                        found.setdefault(dist.key, (root, failing))
+                        break
+        if not found:
+            return
+        failed.update(found)
+        first = False
+
+
+def _names_any(dist: Distribution, words: list[bytes]) -> bool:
+    """Whether the bytes of one of the distribution's Python files hold one of ``words``."""
+    for entry in dist.record or ():
+        if entry.path.endswith(".py") and not entry.path.startswith(".."):
+            try:
+                data = read_bytes(dist.abspath(entry.path), 4 << 20).data
+            except OSError:
+                continue
+            if any(w in data for w in words):
+                return True
+    return False
 
 
 def _required(dist: Distribution, among: set[str] | None = None) -> set[str]:
@@ -1136,6 +1219,7 @@ def start_predict(
         _loaded_without_import(pred, inventory, base, native_loads, torch_proc, uses_torch)
         _loaded_by_requirers(pred, inventory)
         _block_pure_imports(pred, inventory, _block_dependents(pred, inventory))
+        _block_stdlib_imports(pred, inventory)
         pred.files.extend(stdlib_failing)
         for dist in inventory.dists.values():
             object.__setattr__(dist, "_import_time", None)  # the parsed Python of failing packages: done with it
