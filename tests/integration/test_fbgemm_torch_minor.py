@@ -72,15 +72,11 @@ def test_fbgemm_built_for_another_torch_minor_is_an_error_and_fails_to_import(
     assert real.returncode != 0 and "undefined symbol" in real.stderr, (real.returncode, real.stderr[-2000:])
     [f] = [e for e in errors if e["code"] == "PKG018"]
     assert doc.returncode == 1
-    # the undefined torch symbols themselves (ABI001, the import's own error), each under PKG018 as its
-    # cause: a reinstall of this release would bring them back, the fix is the cause's
-    symbols = [e for e in errors if e["code"] != "PKG018"]
-    assert symbols and {e["code"] for e in symbols} == {"ABI001"}, errors
-    assert all(e["caused_by"] == {"code": "PKG018", "subject": "fbgemm-gpu-cpu"} and not e["fix"] for e in symbols)
-    # the library and the symbol the real import names (torch.ops.load_library's OSError, re-raised)
-    [(lib, symbol)] = set(re.findall(r"fbgemm_gpu/(\S+\.so): undefined symbol: (\S+)", real.stderr))
-    named = [e for e in symbols if e["subject"].endswith(f"fbgemm_gpu/{lib}")]
-    assert named and symbol in "\n".join(named[0]["evidence"]), (lib, symbol, symbols)
+    # the library the real import names (torch.ops.load_library's OSError, re-raised) is among
+    # those PKG018 says fail: the generic model does not show which of fbgemm's table of libraries
+    # (picked by a variant) loads at import, the family rule knows it loads them all
+    [lib] = set(re.findall(r"fbgemm_gpu/(\S+\.so)", real.stderr.strip().splitlines()[-1]))
+    assert f"loader: {lib} would fail when loaded" in "\n".join(f["evidence"]), f["evidence"]
     assert f["message"].startswith(
         f"fbgemm-gpu-cpu {version} is built for torch {built_for}; this environment has torch 2.13.0+cpu: "
     ), f["message"]
@@ -89,6 +85,6 @@ def test_fbgemm_built_for_another_torch_minor_is_an_error_and_fails_to_import(
         assert f"fbgemm_gpu/__init__.py:17: _fbgemm_torch_compat_table names torch {built_for}" in text, text
     else:
         assert "its own _fbgemm_torch_compat_table has no row for it" in text, text
-    # the import model reads fbgemm_gpu's _load_library (its handler re-raises): the libraries fail at import
-    assert "fails at import" in text and "undefined symbol" in text, text
+    # fbgemm_gpu's _load_library re-raises: each library that fails to load fails the import
+    assert "so each of these fails `import fbgemm_gpu`" in text and "undefined symbol" in text, text
     assert f["fix"]["commands"][0].endswith("'fbgemm-gpu-cpu==1.8.*'"), f["fix"]

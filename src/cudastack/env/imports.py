@@ -803,6 +803,17 @@ def call_values(f: Any, call: ast.Call) -> dict[str, object]:
     return {**_defaults(f, call), **(_constant_args(f, call, False) or {})}
 
 
+def defaults_of(f: Any) -> dict[str, object]:
+    """The constant defaults of every parameter of ``f`` that has one: what a handler's test is
+    judged by where a call passes a value the model does not know (:meth:`cudastack.env.
+    native_loads._Passes.of`)."""
+    a = f.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = [*zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True)]
+    pairs += [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None]
+    return {p.arg: lit[0] for p, d in pairs if (lit := _literal(d))}
+
+
 def _defaults(f: Any, call: ast.Call, bound: int = 0) -> dict[str, object]:
     """The constant defaults of the parameters of ``f`` that ``call`` leaves out (``bound``: how
     many parameters come before the call's arguments, ``self``)."""
@@ -1516,10 +1527,15 @@ class ImportTime:
                         self._expand(path, b[1])
 
     def passes(self, f: Any) -> tuple[dict[str, object] | None, ...]:
-        """The parameter values of ``f`` at each call of it run so far; ``(None,)`` (nothing
-        known) for a function run otherwise (a method on an object of unknown type)."""
+        """The parameter values of ``f`` at each call of it run so far, the constant defaults under
+        what a call passes that is not known (fbgemm-gpu's ``no_throw=info["variant"] == "docs"``);
+        only the defaults for a function run otherwise (a method on an object of unknown type).
+        What a handler in its body is judged by (:func:`_import_sites`)."""
         found = self._passes.get(id(f))
-        return tuple(found) if found and id(f) not in self._run_unknown else (None,)
+        defaults = defaults_of(f)
+        if not found or id(f) in self._run_unknown:
+            return (defaults or None,)
+        return tuple({**defaults, **k} or None if k else defaults or None for k in found)
 
     def _call(
         self, targets: list[_Target], factory: bool = False, classes: bool = True, call: ast.Call | None = None

@@ -36,6 +36,7 @@ tells from a library's bytes whether it is the one that defines them.
 from __future__ import annotations
 
 import ast
+import copy
 import fnmatch
 import functools
 import mmap
@@ -244,12 +245,13 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
     called: dict[str, str | None] = {}
     given: dict[str, set[tuple[str, ...] | None]] = {}
     """Function name → the constant arguments of each module-level call (None: not constants)."""
-    passes = _Passes()
+    passes = _Passes(trees)
     for n, t in trees.items():
         # and ``module.f()`` of a module of the distribution the file imports (python-magic's
         # ``from . import loader``, then ``libmagic = loader.load_lib()``)
         package = n if files[n].endswith("__init__.py") else n.rpartition(".")[0]
         modules = _own_modules(t, package, files)
+        surely = _unconditional(t.body)
         for stmt, guard in _statements(t.body, None, passes.module(t)):
             for c in _calls(stmt):
                 f = c.func
@@ -261,8 +263,8 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
                     called[fid] = g if called.get(fid, g) is not None else None
                     consts = tuple(a.value for a in c.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
                     given.setdefault(fid, set()).add(consts if len(consts) == len(c.args) else None)
-                    passes.add(fid, c)
-                    passes.add_values(fid, c, t)
+                    passes.add(fid, c, n)
+                    passes.add_values(fid, c, t, id(stmt) in surely)
     _called_within(trees, files, called, given, passes)
     args = {f: next(iter(v)) for f, v in given.items() if len(v) == 1}
     out: list[NativeLoad] = []
@@ -282,35 +284,58 @@ class _Passes:
     parameters of a function hold when it runs (:meth:`of`), by which a handler of its body is
     judged (:func:`handler_reraises`)."""
 
-    def __init__(self) -> None:
-        self.calls: dict[str, list[ast.Call]] = {}
+    def __init__(self, trees: dict[str, ast.Module] | None = None) -> None:
+        self.calls: dict[str, list[tuple[str | None, ast.Call]]] = {}
+        """Function name → (the file that makes it, the call) of each call seen."""
         self._switches: dict[int, dict[str, object]] = {}
-        self._values: dict[str, list[tuple[tuple[str, ...] | None, ...]]] = {}
+        self._values: dict[str, list[tuple[str | None, tuple[tuple[str, ...] | None, ...]]]] = {}
         self._loops: dict[int, dict[int, dict[str, tuple[str, ...]]]] = {}
+        trees = trees or {}
+        self._home = {id(t): n for n, t in trees.items()}
+        self._defines = {
+            n: {f.name for f in t.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+            for n, t in trees.items()
+        }
 
-    def add(self, name: str, call: ast.Call) -> None:
-        self.calls.setdefault(name, []).append(call)
+    def add(self, name: str, call: ast.Call, caller: str | None = None) -> None:
+        self.calls.setdefault(name, []).append((caller, call))
 
-    def add_values(self, name: str, call: ast.Call, tree: ast.Module) -> None:
+    def _mine(self, name: str, tree: ast.Module | None, caller: str | None) -> bool:
+        """Whether a call of ``name`` made in ``caller`` calls the function of that name in
+        ``tree``: not where the calling file defines a function of that name of its own (two
+        modules of one package each with an ``_init``: the s34 review)."""
+        home = self._home.get(id(tree)) if tree is not None else None
+        return caller is None or home is None or caller == home or name not in self._defines.get(caller, ())
+
+    def _calls_of(self, func: ast.FunctionDef, tree: ast.Module | None) -> list[ast.Call]:
+        return [c for caller, c in self.calls.get(func.name, ()) if self._mine(func.name, tree, caller)]
+
+    def add_values(self, name: str, call: ast.Call, tree: ast.Module, surely: bool = True) -> None:
         """Note the strings each positional argument of a module-level ``call`` may be, where a
-        ``for`` loop over strings the module spells out makes them (:func:`_loop_values`)."""
+        ``for`` loop over strings the module spells out makes them (:func:`_loop_values`). A call
+        that may not run (``surely`` False: under an ``if``, in a handler) says nothing, so that
+        ``if …: f("a") else: f("b")`` is not a run of each (the s34 review)."""
+        caller = self._home.get(id(tree))
+        if not surely:
+            self._values.setdefault(name, []).append((caller, (None,) * max(1, len(call.args))))
+            return
         if not any(isinstance(a, ast.Name | ast.JoinedStr) for a in call.args):
-            self._values.setdefault(name, []).append(tuple(_alternatives(a, {}) for a in call.args))
+            self._values.setdefault(name, []).append((caller, tuple(_alternatives(a, {}) for a in call.args)))
             return
         loops = self._loops.get(id(tree))
         if loops is None:
             loops = self._loops[id(tree)] = _loop_values(tree)
         env = loops.get(id(call), {})
-        self._values.setdefault(name, []).append(tuple(_alternatives(a, env) for a in call.args))
+        self._values.setdefault(name, []).append((caller, tuple(_alternatives(a, env) for a in call.args)))
 
-    def values(self, func: ast.FunctionDef) -> tuple[str, tuple[str, ...]] | None:
+    def values(self, func: ast.FunctionDef, tree: ast.Module | None = None) -> tuple[str, tuple[str, ...]] | None:
         """``(parameter, strings)`` when every module-level call of ``func`` seen passes that
         positional parameter one of a few known strings, more than one in all, and the calls
         pass no other parameter more than one (fbgemm-gpu's ``_load_library(f"{library}.so",
         …)`` in ``for library in libraries_to_load.get(target, []):``): the function runs once
         for each."""
-        rows = self._values.get(func.name)
-        if not rows or len(rows) != len(self.calls.get(func.name, ())):
+        rows = [row for caller, row in self._values.get(func.name, ()) if self._mine(func.name, tree, caller)]
+        if not rows or len(rows) != len(self._calls_of(func, tree)):
             return None
         params = [p.arg for p in (*func.args.posonlyargs, *func.args.args)]
         found: list[tuple[str, tuple[str, ...]]] = []
@@ -331,17 +356,19 @@ class _Passes:
     def of(self, func: ast.FunctionDef, tree: ast.Module) -> tuple[dict[str, object] | None, ...]:
         """The parameter values of ``func`` (a function of ``tree``) at each call seen, as
         :func:`handler_reraises` takes them: the constants the call passes, the constant defaults of
-        what it leaves out (``no_throw: bool = False``), and the module's switches its parameters do
-        not shadow. Without a call seen, only the switches."""
-        from cudastack.env.imports import call_values
+        the rest (``no_throw: bool = False``, also where the call passes a value not known here:
+        fbgemm-gpu's ``info["variant"] == "docs"``), and the module's switches its parameters do
+        not shadow. Without a call seen, the defaults and the switches."""
+        from cudastack.env.imports import call_values, defaults_of
 
         a = func.args
         params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p is not None}
         switches = {k: v for k, v in self._switches_of(tree).items() if k not in params}
-        calls = self.calls.get(func.name)
+        defaults = defaults_of(func)
+        calls = self._calls_of(func, tree)
         if not calls:
-            return (switches or None,)
-        return tuple({**switches, **call_values(func, c)} or None for c in calls)
+            return ({**switches, **defaults} or None,)
+        return tuple({**switches, **defaults, **call_values(func, c)} or None for c in calls)
 
     def _switches_of(self, tree: ast.Module) -> dict[str, object]:
         from cudastack.env.imports import module_switches
@@ -385,7 +412,7 @@ def _called_within(
                 for c in _calls(stmt):
                     if not isinstance(c.func, ast.Name) or c.func.id not in defs:
                         continue
-                    passes.add(c.func.id, c)
+                    passes.add(c.func.id, c, n)
                     if c.func.id in called:
                         continue
                     fid = c.func.id
@@ -690,7 +717,7 @@ def _loads_in(
     for body, func, outer in bodies:
         names: dict[str, ast.expr] | None = None
         each: set[int] = set()
-        varies = passes.values(func) if func is not None else None
+        varies = passes.values(func, tree) if func is not None else None
         statements = _statements(body, None, passes.module(tree) if func is None else passes.of(func, tree))
         for stmt, guard in statements:
             for call in _calls(stmt):
@@ -698,10 +725,18 @@ def _loads_in(
                     continue  # _load takes none of these
                 if names is None:
                     assigns = _assignments(tree) if assigns is None else assigns
+                    mine = _assignments(func) if func is not None else {}
                     names = (
                         assigns
                         if func is None
-                        else {**assigns, **_assignments(func), **_bound(func, (args or {}).get(func.name))}
+                        else {
+                            **assigns,
+                            **mine,
+                            **{
+                                p: _rebound(mine.get(p), p, v)
+                                for p, v in _bound(func, (args or {}).get(func.name)).items()
+                            },
+                        }
                     )
                     each = _in_fallback_loops(body)
                 if funcs is None:
@@ -709,7 +744,8 @@ def _loads_in(
                 loads = [_load(call, path, names, record, guard, funcs)]
                 if varies is not None:  # run once for each string a parameter may be: a load of each
                     param, strings = varies
-                    ones = [_load(call, path, {**names, param: ast.Constant(value=v)}, record, guard, funcs)
+                    ones = [_load(call, path, {**names, param: _rebound(mine.get(param), param, ast.Constant(value=v))},
+                                  record, guard, funcs)
                             for v in strings]  # fmt: skip
                     if len({x.paths for x in ones if x is not None}) > 1:
                         loads = list(dict.fromkeys(ones))
@@ -747,6 +783,21 @@ def _calls(stmt: ast.stmt) -> list[ast.Call]:
             elif isinstance(value, node_type):
                 push(value)
     return out
+
+
+def _rebound(assigned: ast.expr | None, param: str, value: ast.expr) -> ast.expr:
+    """What a parameter holds in a body where the call passes ``value``: ``value``, or where the
+    body assigns it once (``filename = os.path.join(_here, filename)``), that expression with the
+    parameter on its right-hand side read as ``value`` (the s34 review: the constant replaced the
+    joined path, and the load matched no file of the package)."""
+    if assigned is None:
+        return value
+
+    class _Put(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.expr:
+            return value if node.id == param and isinstance(node.ctx, ast.Load) else node
+
+    return _Put().visit(copy.deepcopy(assigned))  # type: ignore[no-any-return]
 
 
 def _bound(func: ast.FunctionDef, values: tuple[str, ...] | None) -> dict[str, ast.expr]:
@@ -792,13 +843,23 @@ def _loop_values(tree: ast.Module) -> dict[int, dict[str, tuple[str, ...]]]:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 continue
             if isinstance(node, ast.For | ast.AsyncFor):
-                inner = {k: v for k, v in env.items() if k not in _bound_names(node.target)}
+                outer = {k: v for k, v in env.items() if k not in _bound_names(node.target)}
+                inner = dict(outer)
                 if isinstance(node.target, ast.Name) and not bound:
                     bound.append(_module_bindings(tree))
                 values = _strings(node.iter, bound[0], 0) if isinstance(node.target, ast.Name) else None
                 if isinstance(node.target, ast.Name) and values:
                     inner[node.target.id] = values
-                walk(node.body, inner)
+                # a call runs for each string only at the top of the body, before anything that may
+                # skip it (an ``if``, a ``break``, a ``continue``, a ``try``): rv-firstusable's ``if
+                # usable(lib): load(lib); break`` loads one of them (the s34 review). A nested loop
+                # leaves only itself.
+                for i, stmt in enumerate(node.body):
+                    if _simple(stmt) or isinstance(stmt, ast.For | ast.AsyncFor):
+                        walk([stmt], inner)
+                        continue
+                    walk(node.body[i:], outer)
+                    break
                 walk(node.orelse, env)
                 continue
             blocks = [getattr(node, f, None) for f in ("body", "orelse", "finalbody")]
@@ -813,6 +874,29 @@ def _loop_values(tree: ast.Module) -> dict[int, dict[str, tuple[str, ...]]]:
 
     walk(tree.body, {})
     return out
+
+
+def _unconditional(body: list[ast.stmt]) -> set[int]:
+    """The ids of the statements of a module's ``body`` that run whenever the module runs to its
+    end: its own, and those of a ``try`` body, a ``finally``, a ``with`` and a ``for`` body (a
+    call in a loop runs for each string only where :func:`_loop_values` says so); not those under
+    an ``if``, a ``while``, a handler or an ``else``."""
+    out: set[int] = set()
+    todo = list(body)
+    while todo:
+        stmt = todo.pop()
+        out.add(id(stmt))
+        if isinstance(stmt, ast.Try | ast.TryStar):
+            todo.extend([*stmt.body, *stmt.finalbody])
+        elif isinstance(stmt, ast.With | ast.AsyncWith | ast.For | ast.AsyncFor):
+            todo.extend(stmt.body)
+    return out
+
+
+def _simple(stmt: ast.stmt) -> bool:
+    """A statement with no block of its own and no way to leave a loop (an expression, an
+    assignment), so that what follows it in the block runs when it does."""
+    return isinstance(stmt, ast.Expr | ast.Assign | ast.AnnAssign | ast.AugAssign)
 
 
 _MUTATORS = frozenset({"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "__setitem__"})
@@ -852,11 +936,14 @@ def _module_bindings(tree: ast.Module) -> dict[str, list[ast.expr] | None]:
 
 
 def _strings(node: ast.expr, bound: dict[str, list[ast.expr] | None], depth: int) -> tuple[str, ...] | None:
-    """The strings iterating ``node`` may give, where the module spells them out: a list, tuple or
-    set of string constants; a name every module-level assignment of which is such (fbgemm-gpu's
-    ``fbgemm_genai_libraries``, emptied under an ``if``); ``D.get(k, default)`` or ``D[k]`` of a
-    dict whose values are such, whatever ``k`` is (fbgemm-gpu's ``libraries_to_load``). None
-    otherwise."""
+    """The strings that iterating ``node`` surely gives, where the module spells them out: a
+    list, tuple or set of string constants; a name every module-level assignment of which is
+    such, the strings all of them give (fbgemm-gpu's ``fbgemm_genai_libraries``, emptied under an
+    ``if``: none); ``D[k]`` or ``D.get(k, default)`` of a dict literal whose values are such: the
+    value of a constant key, or for a key not known the strings every value (and the default)
+    gives. Each is what runs whichever branch the module took (the s34 review: a union of both
+    branches, or of every value of a table picked by a variant, claimed loads that do not run).
+    None otherwise."""
     if depth > 8:
         return None
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
@@ -870,35 +957,53 @@ def _strings(node: ast.expr, bound: dict[str, list[ast.expr] | None], depth: int
         assigned = bound.get(node.id)
         if not assigned:
             return None
-        each = [_strings(v, bound, depth + 1) for v in assigned]
-        return None if any(v is None for v in each) else tuple(dict.fromkeys(s for v in each for s in v or ()))
+        return _common([_strings(v, bound, depth + 1) for v in assigned])
     dicts: ast.expr | None = None
-    default: tuple[str, ...] = ()
+    key: ast.expr | None = None
+    default: ast.expr | None = None
     if isinstance(node, ast.Subscript):
-        dicts = node.value
+        dicts, key = node.value, node.slice
     elif (
         isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
         and not node.keywords and 1 <= len(node.args) <= 2
     ):  # fmt: skip
-        dicts = node.func.value
-        if len(node.args) == 2:
-            fallback = _strings(node.args[1], bound, depth + 1)
-            if fallback is None:
-                return None
-            default = fallback
-    if dicts is None:
+        dicts, key = node.func.value, node.args[0]
+        default = node.args[1] if len(node.args) == 2 else ast.Constant(value=None)
+    if dicts is None or key is None:
         return None
     literals = [dicts] if isinstance(dicts, ast.Dict) else bound.get(dicts.id) if isinstance(dicts, ast.Name) else None
     if not literals or not all(isinstance(d, ast.Dict) for d in literals):
         return None
-    found: list[str] = list(default)
+    constant = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+    each: list[tuple[str, ...] | None] = []
     for literal in literals:
-        for v in literal.values:  # type: ignore[attr-defined]
-            if v is None or (got := _strings(v, bound, depth + 1)) is None:
-                return None
-            found.extend(got)
-    strings = tuple(dict.fromkeys(found))
-    return strings if len(strings) <= _MAX_VALUES else None
+        keys = [k.value if isinstance(k, ast.Constant) else None for k in literal.keys]  # type: ignore[attr-defined]
+        values: list[ast.expr] = list(literal.values)  # type: ignore[attr-defined]
+        if any(k is None for k in keys):
+            return None  # a ``**`` spread or a computed key: what it holds is not known
+        if constant is not None:
+            if constant in keys:
+                values = [values[keys.index(constant)]]
+            elif default is not None:
+                values = [default]
+            else:
+                return None  # ``D[k]`` of a key not there raises
+        elif default is not None:
+            values.append(default)
+        each.extend(
+            () if isinstance(v, ast.Constant) and v.value is None else _strings(v, bound, depth + 1) for v in values
+        )
+    strings = _common(each)
+    return strings if strings is not None and len(strings) <= _MAX_VALUES else None
+
+
+def _common(each: list[tuple[str, ...] | None]) -> tuple[str, ...] | None:
+    """The strings every one of ``each`` holds, in the first one's order; None when one is not known."""
+    if not each or any(v is None for v in each):
+        return None
+    first, *rest = each
+    assert first is not None
+    return tuple(s for s in first if all(s in (v or ()) for v in rest))
 
 
 def _alternatives(node: ast.expr, env: dict[str, tuple[str, ...]]) -> tuple[str, ...] | None:
@@ -1601,23 +1706,26 @@ def handler_reraises(
     body: list[ast.stmt], knowns: Iterable[dict[str, object] | None] = (None,), caught: str | None = None
 ) -> bool:
     """Whether the body of an ``except`` handler may raise again, so that the ``try`` does not
-    make what fails in it survivable. A ``raise`` counts unless the test of each ``if`` around it
-    is known to skip it: a platform test decided on Linux (:func:`_on_linux`; sounddevice 0.5's
-    ``else: raise`` off macOS and Windows) or a test decided whatever runs it
-    (:func:`cudastack.env.imports._static_test`: ``TYPE_CHECKING``, a switch of the target's
-    environment, a parameter's value in ``knowns``). ``knowns``: the parameter values of each call
-    of the enclosing function (the constants it passes, the defaults of what it leaves out), or
-    module constants; one of them under which the ``raise`` may run is enough. fbgemm-gpu 1.4's
-    ``_load_library(filename, version, no_throw=False)`` ends its handler in ``if not no_throw:
-    raise error`` and is called with ``info["variant"] == "docs"``, unknown here and False in
-    every wheel: ``import fbgemm_gpu`` raises when a library fails to load. A ``return``,
-    ``break`` or ``continue`` that surely runs before the ``raise`` ends the search.
+    make what fails in it survivable. An ``if`` whose test is decided runs its branch in its
+    place: a platform test on Linux (:func:`_on_linux`; sounddevice 0.5's ``else: raise`` off
+    macOS and Windows) or a test decided whatever runs it (:func:`cudastack.env.imports.
+    _static_test`: ``TYPE_CHECKING``, a switch of the target's environment, a parameter's value
+    in ``knowns``). ``knowns``: the parameter values of each call of the enclosing function (the
+    constants it passes, the defaults of the rest: :meth:`_Passes.of`), or module constants; one
+    of them under which the ``raise`` runs is enough. fbgemm-gpu 1.4's ``_load_library(filename,
+    version, no_throw=False)`` ends its handler in ``if not no_throw: raise error`` and is called
+    with ``info["variant"] == "docs"``, unknown here: at the default, False (as in every wheel),
+    ``import fbgemm_gpu`` raises when a library fails to load. A ``return``, ``break`` or
+    ``continue`` that surely runs before the ``raise`` ends the search.
 
-    An ``if`` that tests the error being handled (``caught``, the handler's ``as`` name, or
-    ``sys.exc_info()``: ``if e.errno != errno.ENOENT: raise``, ``if "undefined symbol" in
-    str(e): raise``) filters the expected failure from the others, and which one this is depends
-    on the error's text: it counts only when both of its branches surely raise (as before the
-    rule above), so a filter never turns a guard into a failure the model cannot show."""
+    An ``if`` left undecided counts only when both of its branches surely raise: a module flag
+    read from the environment (``_STRICT = os.environ.get(...) == "1"``), a version test or a
+    method's argument decides nothing the model can show, and the optional extension it guards
+    imports (the s34 review: each was a false error). So does an ``if`` that tests the error
+    being handled (``caught``, the handler's ``as`` name, or ``sys.exc_info()``: ``if e.errno !=
+    errno.ENOENT: raise``): which error this is depends on its text. A ``raise`` in a handler of
+    a ``try`` nested in this one runs only when that fallback failed too (pyzmq's backends: the
+    Cython one, else the CFFI one, else raise); the fallback's own load is judged where it sits."""
     from cudastack.env.imports import _static_test
 
     def on_error(test: ast.expr) -> bool:
@@ -1641,20 +1749,18 @@ def handler_reraises(
             if isinstance(stmt, ast.Return | ast.Break | ast.Continue):
                 return False
             if isinstance(stmt, ast.If):
-                value = decide(stmt.test, known)
+                value = None if on_error(stmt.test) else decide(stmt.test, known)
                 if value is not None:  # the branch taken runs in its place
                     todo.extend(reversed(stmt.body if value else stmt.orelse))
-                elif on_error(stmt.test):
-                    if _surely_raises(stmt.body) and _surely_raises(stmt.orelse):
-                        return True
-                elif may_raise(stmt.body, known) or may_raise(stmt.orelse, known):
-                    return True
+                elif _surely_raises(stmt.body) and _surely_raises(stmt.orelse):
+                    return True  # undecided: a raise only where both branches surely raise
             elif isinstance(stmt, ast.With | ast.AsyncWith | ast.For | ast.AsyncFor | ast.While):
                 if may_raise(stmt.body, known) or may_raise(getattr(stmt, "orelse", []), known):
                     return True
             elif isinstance(stmt, ast.Try | ast.TryStar):
-                if any(may_raise(b, known) for b in (stmt.body, *(h.body for h in stmt.handlers), stmt.orelse,
-                                                     stmt.finalbody)):  # fmt: skip
+                # not its handlers: a raise there follows a fallback that failed too, and that
+                # fallback's own load or import is judged where it sits
+                if any(may_raise(b, known) for b in (stmt.body, stmt.orelse, stmt.finalbody)):
                     return True
         return False
 

@@ -256,8 +256,10 @@ def _loaded_without_import(
             # the one file the name can be (torchcodec's libtorchcodec_image.so, by
             # FileFinder.find_spec) or a loop of fallbacks tries each (its FFmpeg versions):
             # torch-c-dlpack-ext's addon per torch version is loaded only past a `return` the
-            # model does not decide, and none loads with torch 2.13
-            modules = [i for i in judged if pred.files[i].kind == "module"]
+            # model does not decide, and none loads with torch 2.13. ctypes opens libraries: a
+            # wildcard of its matches no module in its stead (a package's loader of names not known
+            # beside a failing extension module it never opens: the s34 review's shapes)
+            modules = [i for i in judged if pred.files[i].kind == "module"] if load.how != "ctypes" else []
             judged = modules or (judged if len(judged) == 1 or load.each else [])
             failing = [i for i in judged if pred.files[i].predicted == "on-demand" and pred.files[i].problems]
             # a name with wildcards picks one of several files (torch-c-dlpack-ext's addon for the
