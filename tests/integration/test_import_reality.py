@@ -437,3 +437,42 @@ def test_a_companion_off_the_release_table_is_judged_by_what_it_binds(
     assert ("a build against the stable C ABI" in text) == (abi == "stable"), text
     assert (found[0]["fix"] is None) == (abi == "stable")
     assert rc == 0
+
+
+def test_operators_registered_only_on_demand_keep_a_torch_pin_a_warning(
+    torch_venv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PKG001 on a pin to another torch minor is an error when the distribution's files take
+    members of torch::Library (a static initialiser registering operators: the measured crashes),
+    but only for files ``import`` loads. One that the package opens later, when asked, fails a
+    feature, not the import: the s34 review found a false error on such a package. Here: a pin to
+    torch 2.12.0 beside the real 2.13.0, and an ``_ops.so`` (built with gcc, taking
+    ``torch::Library::_def``) that ``__init__`` opens only in a function nobody calls at import."""
+    need_compilers()
+    site = site_of(torch_venv)
+    env_site = tmp_path / "site"
+    files = {
+        "pinned_ops/__init__.py": (
+            "import ctypes, os\n\n\ndef load_ops():\n"
+            "    return ctypes.CDLL(os.path.join(os.path.dirname(__file__), '_ops.so'))\n\n\nVALUE = 1\n"
+        ),
+    }
+    scenario.write_dist(
+        env_site, {"name": "pinned-ops", "version": "1.0", "files": files, "requires": ["torch==2.12.0"]}
+    )
+    so = build(
+        env_site / "pinned_ops" / "_ops.so",
+        "extern char _ZN5torch7Library4_defEv;\nvoid *pinned_ops_def(void) { return &_ZN5torch7Library4_defEv; }\n",
+    )
+    record = next(env_site.glob("pinned_ops-*.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"pinned_ops/{so.name},,\n")
+    python = make_venv(tmp_path / "env")
+    (site_of(python) / "layers.pth").write_text(f"{env_site}\n{site}\n")
+    ok, err = really_imports(python, ["torch", "pinned_ops"])
+    assert ok, err
+    rc, data = doctor(python, capsys)
+    found = [f for f in data["findings"] if f["code"] == "PKG001" and f["distribution"] == "pinned-ops"]
+    assert [f["severity"] for f in found] == ["warning"], found
+    assert not any("torch::Library" in line for line in found[0]["evidence"]), found[0]["evidence"]
+    assert predicted(data, "pinned_ops/_ops.so")["predicted"] == "on-demand"
+    assert rc == 0, [(f["code"], f["message"]) for f in data["findings"] if f["severity"] == "error"]

@@ -29,6 +29,10 @@ WHEELS: dict[str, tuple[dict[str, bytes], tuple[str, ...]]] = {
     # a second package that another installed distribution imports: an error
     "stray-shared": ({"stray_shared/__init__.py": b"VALUE = 1\n", "stray_shared_cli/__init__.py": HELPER}, ()),
     "stray-user": ({"stray_user/__init__.py": b"import stray_shared_cli\n"}, ("stray-shared",)),
+    # the distribution's own package is named unlike it (python-X ships X), and a stray tests/
+    # beside it imports: no package named like the distribution works, so the failing one may be
+    # its own (the s34 review: a warning and exit 0 while the only real package failed)
+    "python-strayown": ({"strayown/__init__.py": HELPER, "tests/__init__.py": b""}, ()),
 }
 
 
@@ -38,20 +42,28 @@ def test_a_stray_second_top_level_package_that_fails_is_a_warning(tmp_path: Path
         make_wheel(links, name, "1.0", files, requires)
     python = make_venv(tmp_path / "env")
     pip_install(python, links, *WHEELS)
-    tops = ["stray_pkg", "stray_helper", "stray_main", "stray_tools", "stray_shared", "stray_shared_cli", "stray_user"]
+    tops = ["stray_pkg", "stray_helper", "stray_main", "stray_tools", "stray_shared", "stray_shared_cli", "stray_user",
+            "strayown", "tests"]  # fmt: skip
     real = {
-        m: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True, check=False)
+        m: subprocess.run(
+            ["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True, check=False, cwd=tmp_path
+        )
         for m in tops
     }
     fails = sorted(m for m, r in real.items() if r.returncode != 0)
-    assert fails == ["stray_helper", "stray_main", "stray_shared_cli", "stray_user"], fails
+    assert fails == ["stray_helper", "stray_main", "stray_shared_cli", "stray_user", "strayown"], fails
 
     argv = [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     report = json.loads(out.stdout)
     pkg017 = {f["distribution"]: f for f in report["findings"] if f["code"] == "PKG017"}
     severities = {d: f["severity"] for d, f in pkg017.items()}
-    assert severities == {"stray-pkg-cpu": "warning", "stray-main": "error", "stray-shared": "error"}, pkg017
+    assert severities == {
+        "stray-pkg-cpu": "warning",
+        "stray-main": "error",
+        "stray-shared": "error",
+        "python-strayown": "error",
+    }, pkg017
     why = pkg017["stray-pkg-cpu"]["evidence"][-1]
     assert why == (
         "warning, not error: stray_helper is a second top-level package of stray-pkg-cpu; import stray_pkg "

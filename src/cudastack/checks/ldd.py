@@ -528,7 +528,7 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
         dist = f0.distribution
         # fbgemm-gpu built for another torch minor (PKG018): its fix is that release, shown with the
         # cause; a reinstall of this one would bring back the same symbols
-        off_minor = not built and dist is not None and fbgemm_off_minor(ctx, dist)
+        off_minor = not built and dist is not None and ctx.runs("PKG018") and fbgemm_off_minor(ctx, dist)
         yield Finding(
             code="ABI001",
             severity=Severity.ERROR,

@@ -87,6 +87,13 @@ class Context:
 
     target: Target
     inventory: Inventory
+    running: frozenset[str] | None = None
+    """The codes of the rules this run runs (None: every rule), so that a finding points its cause
+    only at a finding that will be in the report."""
+
+    def runs(self, code: str) -> bool:
+        """Whether the rule ``code`` runs in this run."""
+        return self.running is None or code in self.running
 
     @functools.cached_property
     def prediction(self) -> Prediction:
@@ -347,6 +354,7 @@ def run_rules(
     """Run every selected rule; a crash inside a rule is recorded, never propagated."""
     ignore = ignore or {}
     rules = [(r, _selected(r.code, select, ignore)) for r in all_rules()]
+    object.__setattr__(ctx, "running", frozenset(r.code for r, why in rules if not why))
     gpus = bool(ctx.target.gpu.gpus)
     if any(not why and (r.device_code == "always" or (r.device_code == "per-gpu" and gpus)) for r, why in rules):
         ctx.prefetch_device_code()
