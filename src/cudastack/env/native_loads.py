@@ -9,7 +9,11 @@
   names with a ``for``-``else: raise``, python-magic's candidates ending in a ``raise``, fusepy's
   ``if not _libfuse_path: raise`` after a variable's value and branches on a stored
   ``platform.system()``): a load with :attr:`NativeLoad.finds`, whose answer the loader works out
-  (:mod:`cudastack.loader.findlib`) and judges only where it is surely None (:func:`_unfound_raises`).
+  (:mod:`cudastack.loader.findlib`) and judges only where it is surely None (:func:`_unfound_raises`);
+- cffi's ``ffi.dlopen("libvips.so.42")`` (ABI mode: pyvips 3 without its binary module), on a
+  name bound to an ``FFI`` object only (:class:`_Cffi`), where the statement surely runs on
+  Linux: its library is not found and, for an in-line ``FFI()``, neither does the
+  ``find_library`` cffi falls back to find it.
 
 A load found in a submodule fails the package's ``import`` only where that import runs the
 submodule outside a ``try`` that survives it (:func:`cudastack.loader.predict._reached`).
@@ -50,14 +54,16 @@ from cudastack.env.dists import Distribution, shadowed_sources
 from cudastack.files import open_file, read_bytes
 
 _LOADERS = {"CDLL": "ctypes", "PyDLL": "ctypes", "LoadLibrary": "ctypes", "load_library": "torch.ops"}
-_CALL = re.compile(rb"\b_*(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location|find_library)\s*\(")
-_CALL_WORDS = (b"CDLL", b"PyDLL", b"LoadLibrary", b"load_library", b"spec_from_file_location", b"find_library")
-_CALL_PIECES = (b"DLL", b"ibrary", b"spec_from_file_location")
+_CALL = re.compile(rb"\b_*(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location|find_library|dlopen)\s*\(")
+_CALL_WORDS = (
+    b"CDLL", b"PyDLL", b"LoadLibrary", b"load_library", b"spec_from_file_location", b"find_library", b"dlopen"
+)  # fmt: skip
+_CALL_PIECES = (b"DLL", b"ibrary", b"spec_from_file_location", b"dlopen")
 """Each of :data:`_CALL_WORDS` holds one of these."""
-_SONAME_WORDS = (*(w.encode() for w, how in _LOADERS.items() if how == "ctypes"), b"find_library")
-"""The calls that may open a library by a bare soname (:func:`_load`), and ``find_library``,
-whose None the import may not survive (:func:`_unfound_raises`): what can find something in a
-distribution without a ``.so`` file."""
+_SONAME_WORDS = (*(w.encode() for w, how in _LOADERS.items() if how == "ctypes"), b"find_library", b"dlopen")
+"""The calls that may open a library by a bare soname (:func:`_load`, cffi's ``ffi.dlopen``:
+:func:`_cffi_load`), and ``find_library``, whose None the import may not survive
+(:func:`_unfound_raises`): what can find something in a distribution without a ``.so`` file."""
 _MAX_BYTES = 1 << 20
 
 
@@ -68,7 +74,8 @@ class NativeLoad:
     where: str
     """``file:line`` of the call."""
     how: str
-    """``ctypes``, ``torch.ops`` or ``spec_from_file_location``."""
+    """``ctypes``, ``torch.ops``, ``spec_from_file_location``, ``find_library`` or ``cffi``
+    (``ffi.dlopen``)."""
     paths: tuple[str, ...] = ()
     """Files of the distribution the argument matches (by path)."""
     soname: str | None = None
@@ -95,6 +102,11 @@ class NativeLoad:
     """Environment variables read before ``find_library`` is asked (fusepy's
     ``os.environ.get('FUSE_LIBRARY_PATH')``, then ``if not x: x = find_library('fuse')``): where
     the target's environment sets one, the code opens what it names and nothing is claimed."""
+    unless_module: tuple[str, ...] = ()
+    """Top-level modules whose import, failing, makes the load run: it sits in the handler of a
+    ``try`` whose body imports them first (pyvips 3's ``try: import _libvips`` … ``except
+    Exception:`` then ``ffi.dlopen(library_name('vips', 42))``, ABI mode without the binary
+    module). Where the target's ``sys.path`` has one of them, nothing is claimed."""
 
 
 def find_native_loads(dist: Distribution) -> list[NativeLoad]:
@@ -117,20 +129,22 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     if path is not None:
         store_blob(path, [
             (_relative(x.where, site), x.how, tuple(_relative(p, site) for p in x.paths), x.soname,
-             _relative(x.guard, site) if x.guard else x.guard, x.each, x.init, x.finds, x.unknown, x.unless_set)
+             _relative(x.guard, site) if x.guard else x.guard, x.each, x.init, x.finds, x.unknown, x.unless_set,
+             x.unless_module)
             for x in found
         ])  # fmt: skip
     return found
 
 
 def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool, str | None, tuple[str, ...], bool,
-                          tuple[str, ...]],
+                          tuple[str, ...], tuple[str, ...]],
                site: str) -> NativeLoad:  # fmt: skip
-    where, how, paths, soname, guard, each, init, finds, unknown, unless_set = row
+    where, how, paths, soname, guard, each, init, finds, unknown, unless_set, unless_module = row
     paths = tuple(_rebase(p, site) for p in paths)
     guard = _rebase(guard, site) if guard else guard
     return NativeLoad(where=_rebase(where, site), how=how, paths=paths, soname=soname, guard=guard, each=each,
-                      init=init, finds=tuple(finds), unknown=unknown, unless_set=tuple(unless_set))  # fmt: skip
+                      init=init, finds=tuple(finds), unknown=unknown, unless_set=tuple(unless_set),
+                      unless_module=tuple(unless_module))  # fmt: skip
 
 
 _HERE = "\0site/"
@@ -145,7 +159,7 @@ def _rebase(path: str, site: str) -> str:
     return site + path[len(_HERE) :] if path.startswith(_HERE) else path
 
 
-_CACHE_VERSION = 6
+_CACHE_VERSION = 7
 
 
 def _cache_file(dist: Distribution) -> str | None:
@@ -273,7 +287,8 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
         if name in trees:
             package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
             foreign = functools.partial(_imported_functions, trees[name], package, files, known, raws[name])
-            out.extend(_loads_in(trees[name], files[name], record, called, foreign, args, passes))
+            homes = functools.partial(_home_of, package, files, known)
+            out.extend(_loads_in(trees[name], files[name], record, called, foreign, args, passes, homes))
     return out
 
 
@@ -669,6 +684,7 @@ def _loads_in(
     foreign: dict[str, ast.FunctionDef] | Callable[[], dict[str, ast.FunctionDef]] | None = None,
     args: dict[str, tuple[str, ...] | None] | None = None,
     passes: _Passes | None = None,
+    homes: Callable[[str], _Home | None] | None = None,
 ) -> list[NativeLoad]:
     """The loading calls that run when the file is imported: module level, and the bodies of its
     functions that module-level code of the files read calls by name (one level). ``foreign``:
@@ -686,6 +702,7 @@ def _loads_in(
     passes = passes or _Passes()
     assigns: dict[str, ast.expr] | None = None
     aliases = _find_library_aliases(tree)
+    cffi: _Cffi | None = None  # worked out at the first ffi.dlopen
     out: list[NativeLoad] = []
     for body, func, outer in bodies:
         names: dict[str, ast.expr] | None = None
@@ -706,6 +723,12 @@ def _loads_in(
                     each = _in_fallback_loops(body)
                 if funcs is None:
                     funcs = {**((foreign() if callable(foreign) else foreign) or {}), **own}
+                if _callee(call) == "dlopen":
+                    cffi = _Cffi(tree, homes) if cffi is None else cffi
+                    load = cffi.load(call, stmt, body, func, path, names, funcs, record, guard)
+                    if load is not None:
+                        out.append(load if load.guard or outer is None else replace(load, guard=outer))
+                    continue
                 loads = [_load(call, path, names, record, guard, funcs)]
                 if varies is not None:  # run once for each string a parameter may be: a load of each
                     param, strings = varies
@@ -1521,7 +1544,7 @@ def _bound_names(node: ast.AST) -> set[str]:
     return out
 
 
-def _linux_run(body: list[ast.stmt], *, yields: bool) -> list[ast.expr] | None:
+def _linux_run(body: list[ast.stmt], *, yields: bool, flags: dict[str, bool] | None = None) -> list[ast.expr] | None:
     """What a function body yields (``yields``), in order, or returns (one value), run along the
     branches its ``sys.platform`` / ``platform.system()`` / ``os.name`` tests take on Linux;
     None when that depends on anything else (a branch not decided that yields or returns, a
@@ -1529,12 +1552,12 @@ def _linux_run(body: list[ast.stmt], *, yields: bool) -> list[ast.expr] | None:
     out: list[ast.expr] = []
     for stmt in body:
         if isinstance(stmt, ast.If):
-            decided = _on_linux(stmt.test)
+            decided = _on_linux(stmt.test) if not flags else _flag_test(stmt.test, flags)
             if decided is None:
                 if _yields_or_returns(stmt):
                     return None
                 continue
-            inner = _linux_run(stmt.body if decided else stmt.orelse, yields=yields)
+            inner = _linux_run(stmt.body if decided else stmt.orelse, yields=yields, flags=flags)
             if inner is None:
                 return None
             out.extend(inner)
@@ -1551,6 +1574,23 @@ def _linux_run(body: list[ast.stmt], *, yields: bool) -> list[ast.expr] | None:
         if isinstance(stmt, ast.Return | ast.Raise) or _yields_or_returns(stmt):
             return None
     return out  # without a yield or return here: nothing (the caller reads on)
+
+
+def _flag_test(test: ast.expr, flags: dict[str, bool]) -> bool | None:
+    """:func:`_on_linux`, where a name of ``flags`` holds a platform test's value (``not``, ``and``
+    and ``or`` of them too)."""
+    if isinstance(test, ast.Name):
+        return flags.get(test.id)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _flag_test(test.operand, flags)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_flag_test(v, flags) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)
+        if decisive in values:
+            return decisive
+        return None if None in values else not decisive
+    return _on_linux(test)
 
 
 def _yields_or_returns(node: ast.stmt) -> bool:
@@ -1958,17 +1998,338 @@ def _call_of(
     depth: int,
     funcs: dict[str, ast.FunctionDef],
 ) -> str | None:
-    """The pattern of a call of a function of the file: its one ``return`` value, evaluated with
-    its parameters bound to the patterns of the call's positional arguments."""
+    """The pattern of a call of a function of the file: its one ``return`` value, or the one its
+    Linux branches reach (pyvips 3's ``library_name(name, abi_number, lib_prefix='lib')``, whose
+    ``is_windows = os.name == 'nt'`` and ``is_mac`` pick ``f'{lib_prefix}{name}.so.{abi_number}'``),
+    evaluated with its parameters bound to the patterns of the call's arguments (an integer
+    constant as its decimal string, for an f-string) and to their constant string defaults."""
     returns = [r.value for r in ast.walk(func) if isinstance(r, ast.Return) and r.value is not None]
     if len(returns) != 1:
-        return None
+        linux = _linux_run(func.body, yields=False, flags=_platform_flags(func))
+        if linux is None or len(linux) != 1:
+            return None
+        returns = linux
+    a = func.args
     bound: dict[str, ast.expr] = {}
-    for param, arg in zip(func.args.args, call.args, strict=False):
+    positional = [*a.posonlyargs, *a.args]
+    for param, default in zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True):
+        if isinstance(default, ast.Constant) and isinstance(default.value, str):
+            bound[param.arg] = default
+    given = list(zip(positional, call.args, strict=False))
+    given += [(p, k.value) for k in call.keywords for p in (*positional, *a.kwonlyargs) if p.arg == k.arg]
+    for param, arg in given:
+        if isinstance(arg, ast.Constant) and type(arg.value) is int:
+            bound[param.arg] = ast.Constant(value=str(arg.value))
+            continue
         v = _evaluate(arg, path, names, depth + 1, funcs)
         bound[param.arg] = ast.Constant(value="*" if v is None else v)
     scope = {**names, **_assignments(func), **bound}
     return _evaluate(returns[0], path, scope, depth + 1, {k: v for k, v in funcs.items() if v is not func})
+
+
+def _platform_flags(func: ast.FunctionDef) -> dict[str, bool]:
+    """Names the function's top-level statements assign a platform test once, with its value on
+    Linux (pyvips 3's ``is_windows = os.name == 'nt'``)."""
+    once = _assignments(func)
+    out: dict[str, bool] = {}
+    for stmt in func.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            if once.get(name) is stmt.value and (value := _on_linux(stmt.value)) is not None:
+                out[name] = value
+    return out
+
+
+# --- cffi's ffi.dlopen -------------------------------------------------------------------------
+
+
+def _home_of(package: str, files: dict[str, str], known: dict[str, _Home], module: str) -> _Home | None:
+    """The file of the distribution that module ``module`` (relative to ``package``, ``.ffi``)
+    is, read once (:class:`_Home`), or None when it is no Python file of the distribution."""
+    path = files.get(_resolve(module, package))
+    if path is None:
+        return None
+    if path not in known:
+        known[path] = _Home(_read(path))
+    return known[path]
+
+
+_CFFI_MODULES = ("cffi", "cffi.api")
+_OUT_OF_LINE = re.compile(rb"(?m)^(\w+)\s*=\s*_cffi_backend\.FFI\(")
+"""The one statement of a module cffi generates for out-of-line ABI mode (``ffi.set_source(name,
+None)``: soundfile's ``_soundfile.py``, ``ffi = _cffi_backend.FFI('_soundfile', _version=…)``)."""
+
+
+class _Cffi:
+    """cffi's ``ffi.dlopen(name)`` in one file: which names are an ``FFI`` object (the receiver
+    decides what ``dlopen`` means: any other object's method of that name is not cffi's), and
+    the loads that surely run (:func:`_sure_statements`).
+
+    What ``dlopen`` does is cffi's own (``cffi/api.py`` ``_load_backend_lib`` for an in-line
+    ``FFI()``, ``_cffi_backend``'s ``ffi_dlopen`` for an out-of-line module): in-line, a name
+    holding ``.`` or ``/`` is dlopened as given (``RTLD_NOW``), and on failure, like a name
+    without them, looked up with ``ctypes.util.find_library``, OSError when that answers None;
+    out-of-line, the name goes to ``dlopen`` alone. Both fail when the name is not found and
+    find_library answers None, so a receiver known to be some ``FFI`` object, either kind, is
+    judged by both (:attr:`NativeLoad.soname` and :attr:`NativeLoad.finds`)."""
+
+    def __init__(self, tree: ast.Module, homes: Callable[[str], _Home | None] | None) -> None:
+        self.tree = tree
+        self.homes = homes
+        self._makers: tuple[set[str], set[str], set[str]] | None = None
+        self._sure: dict[int, dict[int, _Sure]] = {}
+        self._module_calls: dict[str, tuple[str, ...]] | None = None
+
+    def load(
+        self,
+        call: ast.Call,
+        stmt: ast.stmt,
+        body: list[ast.stmt],
+        func: ast.FunctionDef | None,
+        path: str,
+        names: dict[str, ast.expr],
+        funcs: dict[str, ast.FunctionDef],
+        record: list[str],
+        guard: str | None,
+    ) -> NativeLoad | None:
+        """The load ``receiver.dlopen(name)`` makes, where ``receiver`` is an ``FFI`` object, the
+        name is known and the statement surely runs at import (module level, or in a function
+        module-level code surely calls); None otherwise."""
+        f = call.func
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and call.args):
+            return None
+        before: tuple[str, ...] = ()
+        if func is not None:  # a function: its call must surely run at import, and so the statement in it
+            calls = self.module_calls()
+            if func.name not in calls:
+                return None
+            before = calls[func.name]
+        sure = self.sure(body).get(id(stmt))
+        if sure is None:
+            return None
+        kind = self.receiver(f.value.id, sure, func)
+        if kind is None:
+            return None
+        name = _evaluate(call.args[0], path, names, 0, funcs)
+        if not name or "*" in name:
+            return None
+        where = f"{path}:{call.lineno}"
+        g = f"{path}:{guard}" if guard else None
+        unless = tuple(dict.fromkeys((*before, *sure.unless_module)))
+        if "/" in name:  # a path: a file of the distribution, judged as it loads
+            hits = _matches(name, record)
+            return NativeLoad(where=where, how="cffi", paths=hits, guard=g, unless_module=unless) if hits else None
+        finds = (name,) if kind != "out-of-line" else ()
+        soname = name if kind != "in-line" or "." in name else None
+        return NativeLoad(where=where, how="cffi", soname=soname, finds=finds, guard=g, unless_module=unless)
+
+    def sure(self, body: list[ast.stmt]) -> dict[int, _Sure]:
+        found = self._sure.get(id(body))
+        if found is None:
+            found = self._sure[id(body)] = _sure_statements(body)
+        return found
+
+    def module_calls(self) -> dict[str, tuple[str, ...]]:
+        """The functions of the file that module-level statements surely call by name (cairocffi's
+        ``cairo = dlopen(ffi, …)``), with the modules whose failing import that needs."""
+        if self._module_calls is None:
+            found: dict[str, tuple[str, ...]] = {}
+            module_body = [n for n in self.tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+            for stmt_id, sure in _sure_statements(module_body).items():
+                stmt = sure.block[sure.index]
+                assert id(stmt) == stmt_id
+                for c in _calls(stmt):
+                    if isinstance(c.func, ast.Name):
+                        found.setdefault(c.func.id, sure.unless_module)
+            self._module_calls = found
+        return self._module_calls
+
+    def makers(self) -> tuple[set[str], set[str], set[str]]:
+        """Names the file binds to cffi's ``FFI`` class (``from cffi import FFI``, anywhere: pyvips
+        imports it in its ``except`` branch), to the ``cffi`` module, and to ``_cffi_backend``."""
+        if self._makers is None:
+            classes: set[str] = set()
+            modules: set[str] = set()
+            backends: set[str] = set()
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.ImportFrom) and not node.level and node.module in _CFFI_MODULES:
+                    classes.update(a.asname or a.name for a in node.names if a.name == "FFI")
+                elif isinstance(node, ast.Import):
+                    for a in node.names:
+                        if a.name == "cffi":
+                            modules.add(a.asname or a.name)
+                        elif a.name == "_cffi_backend":
+                            backends.add(a.asname or a.name)
+            self._makers = (classes, modules, backends)
+        return self._makers
+
+    def made(self, value: ast.expr) -> str | None:
+        """``in-line`` for ``FFI()`` / ``cffi.FFI()``, ``out-of-line`` for ``_cffi_backend.FFI(…)``."""
+        if not isinstance(value, ast.Call):
+            return None
+        classes, modules, backends = self.makers()
+        f = value.func
+        if isinstance(f, ast.Name) and f.id in classes:
+            return "in-line"
+        if isinstance(f, ast.Attribute) and f.attr == "FFI" and isinstance(f.value, ast.Name):
+            if f.value.id in modules:
+                return "in-line"
+            if f.value.id in backends:
+                return "out-of-line"
+        return None
+
+    def imported(self, node: ast.ImportFrom, alias: ast.alias) -> str | None:
+        """The kind of ``FFI`` object ``from M import ffi`` binds, where ``M`` is a module of the
+        distribution that makes it (``ffi = FFI()``: cairocffi's ``ffi.py``; or generated for
+        out-of-line ABI mode: soundfile's ``_soundfile.py``), else None."""
+        home = self.homes("." * node.level + (node.module or "")) if self.homes is not None and node.module else None
+        if home is None:
+            return None
+        outline = [m.group(1).decode() for m in _OUT_OF_LINE.finditer(home.raw)]
+        if outline:
+            return "out-of-line" if outline == [alias.name] and b"import _cffi_backend" in home.raw else None
+        if alias.name.encode() not in home.raw or b"cffi" not in home.raw:
+            return None
+        tree = home.tree()
+        if tree is None:
+            return None
+        value = home.assignments(tree).get(alias.name)
+        if value is None or not any(
+            isinstance(s, ast.Assign) and s.value is value for s in tree.body
+        ):  # assigned once, at module level
+            return None
+        return _Cffi(tree, None).made(value)
+
+    def receiver(self, name: str, sure: _Sure, func: ast.FunctionDef | None) -> str | None:
+        """What kind of ``FFI`` object ``name`` holds at the statement: the last statement before
+        it in its block that binds the name (pyvips: ``ffi = FFI()`` two lines above), else every
+        module-level binding of it (``from .ffi import ffi``), each an ``FFI`` object; a name a
+        function binds or takes is not known. ``in-line``, ``out-of-line``, ``cffi`` (some of
+        each) or None."""
+        for prior in reversed(sure.block[: sure.index]):
+            if name in _bound_names(prior):
+                return self.binding(prior, name)
+        if func is not None and name in _bound_names(func):
+            return None
+        kinds: set[str | None] = set()
+        todo: list[ast.stmt] = list(self.tree.body)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                if any(isinstance(g, ast.Global) and name in g.names for g in ast.walk(node)) or node.name == name:
+                    return None
+                continue
+            if name not in _bound_names(node):
+                continue
+            if isinstance(node, ast.Assign | ast.ImportFrom | ast.Import):
+                kinds.add(self.binding(node, name))
+                continue
+            subs = _sub_blocks(node)
+            heads = [n for n in ast.iter_child_nodes(node) if not isinstance(n, ast.stmt | ast.excepthandler)]
+            if any(name in _bound_names(h) for h in heads) or any(
+                isinstance(h, ast.ExceptHandler) and h.name == name for h in getattr(node, "handlers", ())
+            ):
+                return None  # a loop target, ``with … as``, ``except … as`` of that name
+            for b in subs:
+                todo.extend(b)
+        if not kinds or None in kinds:
+            return None
+        return kinds.pop() if len(kinds) == 1 else "cffi"
+
+    def binding(self, stmt: ast.stmt, name: str) -> str | None:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            return self.made(stmt.value)
+        if isinstance(stmt, ast.ImportFrom):
+            for a in stmt.names:
+                if (a.asname or a.name) == name:
+                    return self.imported(stmt, a)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Sure:
+    """A statement that surely runs on Linux when its block is entered (:func:`_sure_statements`)."""
+
+    block: list[ast.stmt]
+    index: int
+    unless_module: tuple[str, ...] = ()
+    """Modules whose failing import it needs (:attr:`NativeLoad.unless_module`)."""
+
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _sure_statements(body: list[ast.stmt], unless: tuple[str, ...] = ()) -> dict[int, _Sure]:
+    """The simple statements of ``body`` that surely run on Linux, unless an exception leaves
+    first: not in a branch of a test that is not the platform's (:func:`_on_linux`), a loop body
+    (it may run no time), an ``else:`` of a ``try`` (not when its body raised), nor after a
+    ``return``, ``break`` or ``continue`` that may run. A handler runs only when the ``try`` body
+    surely raises: here, when it begins with the import of a top-level module that the target
+    may lack, the first handler catches ImportError (pyvips 3's ``try: import _libvips`` …
+    ``except Exception:``), and the module's absence is the condition (:class:`_Sure`).
+    The claims rest on these only: the scan's other statements (:func:`_statements`) enter every
+    branch, which for a soname that cffi would fail to find on Linux only (pyvips's
+    ``ffi.dlopen('glib-2.0.so.0')`` for Windows, in a handler) would be a false alarm."""
+    out: dict[int, _Sure] = {}
+
+    def walk(block: list[ast.stmt], unless: tuple[str, ...]) -> bool:
+        """Whether the statements after ``block`` surely run when it is entered."""
+        for i, stmt in enumerate(block):
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or _is_main_guard(stmt):
+                continue
+            if isinstance(stmt, ast.If):
+                decided = _on_linux(stmt.test)
+                if decided is None:
+                    if _leaves([stmt]):
+                        return False
+                    continue
+                if not walk(stmt.body if decided else stmt.orelse, unless):
+                    return False
+                continue
+            if isinstance(stmt, ast.Try | ast.TryStar):
+                through = walk(stmt.body, unless)
+                missing = _first_import(stmt.body)
+                handler = next(iter(stmt.handlers), None)
+                if missing is not None and handler is not None and _catches_import(handler):
+                    walk(handler.body, (*unless, missing))
+                if not walk(stmt.finalbody, unless) or not through or _leaves(stmt.orelse):
+                    return False
+                if any(_leaves(h.body) for h in stmt.handlers):
+                    return False
+                continue
+            if isinstance(stmt, ast.With | ast.AsyncWith):
+                if not walk(stmt.body, unless):
+                    return False
+                continue
+            if isinstance(stmt, ast.For | ast.AsyncFor | ast.While | ast.Match):
+                if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
+                    return False
+                continue
+            out[id(stmt)] = _Sure(block, i, unless)
+            if isinstance(stmt, ast.Return | ast.Raise | ast.Break | ast.Continue):
+                return False
+        return True
+
+    walk(body, unless)
+    return out
+
+
+def _first_import(body: list[ast.stmt]) -> str | None:
+    """The top-level module the first statement of ``body`` imports absolutely, if it does."""
+    first = body[0] if body else None
+    if isinstance(first, ast.Import) and first.names:
+        return first.names[0].name.partition(".")[0]
+    if isinstance(first, ast.ImportFrom) and not first.level and first.module:
+        return first.module.partition(".")[0]
+    return None
+
+
+def _catches_import(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
+    return bool(names & _IMPORT_ERRORS)
 
 
 # --- torch op libraries: a guarded load that the package does not survive ---------------------
