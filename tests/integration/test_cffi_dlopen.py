@@ -12,6 +12,10 @@ real imports (issue 12: the doctor said nothing while ``import`` failed):
   ``f'{lib_prefix}{name}.so.{abi_number}'`` past ``is_windows``/``is_mac`` flags; and, under tests
   not decided statically, the glib fallbacks whose second name exists only on Windows;
 - ``cffivipsbin``: the same with its binary module installed: the handler does not run;
+- ``cairoshape``: cairocffi 1.7's helper ``dlopen(ffi, library_names, filenames)``, called once
+  at module level: find_library's answers for the names put in front of the file names, each
+  tried with ``ffi.dlopen`` in a ``try`` that returns, then ``raise OSError``; ``ffi`` from the
+  package's ``ffi.py`` (``ffi = FFI()``); ``cairosurvives``: the same helper returning None;
 - ``cffiguarded`` (``try: … except OSError: lib = None``), ``cffiwin`` (the load under
   ``if sys.platform == "win32":``) and ``notcffi`` (a ``dlopen`` method of the package's own
   class): imports that work without the library.
@@ -116,6 +120,46 @@ BINARY = b"""ffi = None
 lib = None
 """
 
+CAIRO_FFI = b"""from cffi import FFI
+
+ffi = FFI()
+ffi.cdef("int cudastackfl(void);")
+"""
+CAIRO = b"""import os
+from ctypes.util import find_library
+
+from .ffi import ffi
+
+
+def dlopen(ffi, library_names, filenames):
+    \"\"\"Try various names for the same library, for different platforms.\"\"\"
+    exceptions = []
+
+    for library_name in library_names:
+        library_filename = find_library(library_name)
+        if library_filename:
+            filenames = (library_filename, *filenames)
+        else:
+            exceptions.append(
+                'no library called "{}" was found'.format(library_name))
+
+    for filename in filenames:
+        try:
+            return ffi.dlopen(filename)
+        except OSError as exception:  # pragma: no cover
+            exceptions.append(exception)
+
+    error_message = '\\n'.join(  # pragma: no cover
+        str(exception) for exception in exceptions)
+    raise OSError(error_message)  # pragma: no cover
+
+
+cairo = dlopen(
+    ffi, ('cudastackfl-2', 'cudastackfl', 'libcudastackfl-2'),
+    ('libcudastackfl.so.1', 'libcudastackfl.2.dylib', 'libcudastackfl-2.dll'))
+"""
+CAIRO_SURVIVES = CAIRO.replace(b"    raise OSError(error_message)  # pragma: no cover\n", b"    return None\n")
+
 GUARDED = b"""from cffi import FFI
 
 ffi = FFI()
@@ -149,11 +193,13 @@ PACKAGES = {
         "cffivipsbin/__init__.py": VIPS.replace(b"BINARY", b"_cffivipsbin_binary"),
         "_cffivipsbin_binary.py": BINARY,
     },
+    "cairoshape": {"cairoshape/__init__.py": CAIRO, "cairoshape/ffi.py": CAIRO_FFI},
+    "cairosurvives": {"cairosurvives/__init__.py": CAIRO_SURVIVES, "cairosurvives/ffi.py": CAIRO_FFI},
     "cffiguarded": {"cffiguarded.py": GUARDED},
     "cffiwin": {"cffiwin.py": WIN},
     "notcffi": {"notcffi.py": NOT_CFFI},
 }
-FAIL_WITHOUT = ["cffibare", "cffiline", "cffioutline", "cffivips"]
+FAIL_WITHOUT = ["cairoshape", "cffibare", "cffiline", "cffioutline", "cffivips"]
 
 
 @pytest.fixture(scope="module")
@@ -206,8 +252,14 @@ def test_an_import_that_cffi_dlopen_fails_is_an_error(python: Path, libdir: Path
     if not on_path:
         by = {f["distribution"]: f for f in report["findings"] if f["distribution"] in PACKAGES}
         assert by["cffiline"]["subject"] == "libcudastackfl.so.1", by["cffiline"]
-        assert any("find_library, finds nothing" in e for e in by["cffiline"]["evidence"]), by["cffiline"]
+        assert any("find_library finds nothing for 'libcudastackfl.so.1'" in e for e in by["cffiline"]["evidence"]), by[
+            "cffiline"
+        ]
         assert by["cffibare"]["subject"] == "find_library('cudastackfl')", by["cffibare"]
         # out of line, dlopen alone: no find_library in the reasoning
         assert not any("find_library" in e for e in by["cffioutline"]["evidence"]), by["cffioutline"]
         assert any("_cudastack_no_such_binary is not found" in e for e in by["cffivips"]["evidence"]), by["cffivips"]
+        cairo = by["cairoshape"]
+        assert cairo["subject"] == "libcudastackfl.so.1", cairo
+        said = "libcudastackfl.so.1, libcudastackfl.2.dylib, libcudastackfl-2.dll are not found"
+        assert any(said in e and "'cudastackfl'" in e for e in cairo["evidence"]), cairo

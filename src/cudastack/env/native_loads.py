@@ -102,6 +102,10 @@ class NativeLoad:
     """Environment variables read before ``find_library`` is asked (fusepy's
     ``os.environ.get('FUSE_LIBRARY_PATH')``, then ``if not x: x = find_library('fuse')``): where
     the target's environment sets one, the code opens what it names and nothing is claimed."""
+    also: tuple[str, ...] = ()
+    """Names cffi's ``dlopen`` tries after ``soname`` when it fails, each in turn (cairocffi's
+    ``'libcairo.2.dylib'``, ``'libcairo-2.dll'`` after ``'libcairo.so.2'``): the import fails only
+    when none of them is found either."""
     unless_module: tuple[str, ...] = ()
     """Top-level modules whose import, failing, makes the load run: it sits in the handler of a
     ``try`` whose body imports them first (pyvips 3's ``try: import _libvips`` … ``except
@@ -130,21 +134,21 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
         store_blob(path, [
             (_relative(x.where, site), x.how, tuple(_relative(p, site) for p in x.paths), x.soname,
              _relative(x.guard, site) if x.guard else x.guard, x.each, x.init, x.finds, x.unknown, x.unless_set,
-             x.unless_module)
+             x.also, x.unless_module)
             for x in found
         ])  # fmt: skip
     return found
 
 
 def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool, str | None, tuple[str, ...], bool,
-                          tuple[str, ...], tuple[str, ...]],
+                          tuple[str, ...], tuple[str, ...], tuple[str, ...]],
                site: str) -> NativeLoad:  # fmt: skip
-    where, how, paths, soname, guard, each, init, finds, unknown, unless_set, unless_module = row
+    where, how, paths, soname, guard, each, init, finds, unknown, unless_set, also, unless_module = row
     paths = tuple(_rebase(p, site) for p in paths)
     guard = _rebase(guard, site) if guard else guard
     return NativeLoad(where=_rebase(where, site), how=how, paths=paths, soname=soname, guard=guard, each=each,
                       init=init, finds=tuple(finds), unknown=unknown, unless_set=tuple(unless_set),
-                      unless_module=tuple(unless_module))  # fmt: skip
+                      also=tuple(also), unless_module=tuple(unless_module))  # fmt: skip
 
 
 _HERE = "\0site/"
@@ -159,7 +163,7 @@ def _rebase(path: str, site: str) -> str:
     return site + path[len(_HERE) :] if path.startswith(_HERE) else path
 
 
-_CACHE_VERSION = 7
+_CACHE_VERSION = 8
 
 
 def _cache_file(dist: Distribution) -> str | None:
@@ -2106,6 +2110,8 @@ class _Cffi:
             before = calls[func.name]
         sure = self.sure(body).get(id(stmt))
         if sure is None:
+            if func is not None and body is func.body:
+                return self.candidates(call, func, path, names, funcs, guard, before)
             return None
         kind = self.receiver(f.value.id, sure, func)
         if kind is None:
@@ -2122,6 +2128,103 @@ class _Cffi:
         finds = (name,) if kind != "out-of-line" else ()
         soname = name if kind != "in-line" or "." in name else None
         return NativeLoad(where=where, how="cffi", soname=soname, finds=finds, guard=g, unless_module=unless)
+
+    def candidates(
+        self,
+        call: ast.Call,
+        func: ast.FunctionDef,
+        path: str,
+        names: dict[str, ast.expr],
+        funcs: dict[str, ast.FunctionDef],
+        guard: str | None,
+        unless: tuple[str, ...],
+    ) -> NativeLoad | None:
+        """cairocffi 1.7's helper, called once at module level (``cairo = dlopen(ffi, ('cairo-2',
+        'cairo', 'libcairo-2'), ('libcairo.so.2', 'libcairo.2.dylib', 'libcairo-2.dll'))``)::
+
+            def dlopen(ffi, library_names, filenames):
+                for library_name in library_names:
+                    library_filename = find_library(library_name)
+                    if library_filename:
+                        filenames = (library_filename, *filenames)
+                for filename in filenames:
+                    try:
+                        return ffi.dlopen(filename)
+                    except OSError as exception: …
+                raise OSError(…)
+
+        ``ffi`` is a parameter given an ``FFI`` object, the candidates a parameter given constant
+        strings, before them what find_library answers for the names of another; a statement
+        outside the two loops may not bind either. The import fails when find_library answers
+        None for every name and ``dlopen`` fails for every candidate (:attr:`NativeLoad.also`)."""
+        site = self.only_call(func.name)
+        f = call.func
+        if site is None or not isinstance(f, ast.Attribute) or not isinstance(f.value, ast.Name) or not call.args:
+            return None
+        loop = next((s for s in func.body if isinstance(s, ast.For) and call in _calls_in_loop_try(s)), None)
+        var = call.args[0]
+        if loop is None or not isinstance(loop.target, ast.Name) or not isinstance(var, ast.Name):
+            return None
+        if var.id != loop.target.id or loop.orelse or not isinstance(loop.iter, ast.Name):
+            return None
+        attempt = loop.body[0] if len(loop.body) == 1 else None
+        if not (
+            isinstance(attempt, ast.Try) and len(attempt.body) == 1 and isinstance(attempt.body[0], ast.Return)
+            and attempt.body[0].value is call and not attempt.orelse and not attempt.finalbody
+            and all(_catches(h) and not _leaves(h.body) and not _surely_raises(h.body) for h in attempt.handlers)
+        ):  # fmt: skip
+            return None
+        at = func.body.index(loop)
+        if not _surely_raises(func.body[at + 1 :]) or _leaves(func.body[at + 1 :]):
+            return None
+        params = [p.arg for p in (*func.args.posonlyargs, *func.args.args)]
+        receiver, seq = f.value.id, loop.iter.id
+        if receiver not in params or seq not in params or func.args.vararg or func.args.kwarg:
+            return None
+        found: list[str] = []
+        for stmt in func.body[:at]:
+            more = _found_first(stmt, seq, receiver, found, params)
+            if more is None:
+                return None
+            found = more
+        bound = dict(zip(params, site.args, strict=False))
+        given = bound.get(receiver)
+        module = self.module_sure(site)
+        if site.keywords or len(site.args) != len(params) or not isinstance(given, ast.Name) or module is None:
+            return None
+        kind = self.receiver(given.id, module, None)
+        tried = _constants(bound[seq], path, names, funcs)
+        finds = [_constants(bound[p], path, names, funcs) for p in found]
+        asked = [n for c in finds for n in c or ()]
+        if kind is None or not tried or None in finds or any("/" in n for n in (*tried, *asked)):
+            return None
+        direct = [t for t in tried if kind != "in-line" or "." in t]
+        if kind != "out-of-line":
+            asked += tried
+        if not direct:
+            return None
+        return NativeLoad(
+            where=f"{path}:{call.lineno}", how="cffi", soname=direct[0], also=tuple(direct[1:]), finds=tuple(asked),
+            guard=f"{path}:{guard}" if guard else None, unless_module=unless,
+        )  # fmt: skip
+
+    def only_call(self, name: str) -> ast.Call | None:
+        """The one call of function ``name`` in the file's module-level code, if it surely runs."""
+        sites = [
+            c for stmt in self.tree.body if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            for c in ast.walk(stmt) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == name
+        ]  # fmt: skip
+        if len(sites) != 1 or self.module_sure(sites[0]) is None:
+            return None
+        return sites[0]
+
+    def module_sure(self, call: ast.Call) -> _Sure | None:
+        """The surely run module-level statement that makes ``call``."""
+        module_body = [n for n in self.tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        for sure in self.sure(module_body).values():
+            if any(c is call for c in _calls(sure.block[sure.index])):
+                return sure
+        return None
 
     def sure(self, body: list[ast.stmt]) -> dict[int, _Sure]:
         found = self._sure.get(id(body))
@@ -2244,6 +2347,47 @@ class _Cffi:
                 if (a.asname or a.name) == name:
                     return self.imported(stmt, a)
         return None
+
+
+def _calls_in_loop_try(loop: ast.For) -> list[ast.Call]:
+    """The calls of the ``try`` statements directly in the loop's body."""
+    return [c for s in loop.body if isinstance(s, ast.Try) for b in s.body for c in _calls(b)]
+
+
+def _found_first(stmt: ast.stmt, seq: str, receiver: str, found: list[str], params: list[str]) -> list[str] | None:
+    """``found`` with the parameter whose names ``stmt`` puts find_library's answers for in front
+    of ``seq`` (cairocffi: ``for n in library_names: x = find_library(n)``, ``if x: seq = (x,
+    *seq)``), or unchanged where ``stmt`` binds neither ``seq`` nor ``receiver`` and cannot leave
+    the function; None otherwise."""
+    bound = _bound_names(stmt)
+    if seq not in bound and receiver not in bound:
+        return None if _leaves([stmt]) else found
+    if not (isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and isinstance(stmt.iter, ast.Name)):
+        return None
+    if stmt.iter.id not in params or stmt.orelse or receiver in bound or _leaves(stmt.body):
+        return None
+    first, rest = (stmt.body[0], stmt.body[1:]) if stmt.body else (None, [])
+    if not (
+        isinstance(first, ast.Assign) and len(first.targets) == 1 and isinstance(first.targets[0], ast.Name)
+        and isinstance(first.value, ast.Call) and _callee(first.value) == "find_library"
+        and [type(a) for a in first.value.args] == [ast.Name] and first.value.args[0].id == stmt.target.id  # type: ignore[attr-defined]
+        and len(rest) == 1 and isinstance(rest[0], ast.If)
+    ):  # fmt: skip
+        return None
+    answer, test = first.targets[0].id, rest[0]
+    some = _some_tested(test.test)
+    body = test.body
+    if not (isinstance(some, ast.Name) and some.id == answer and len(body) == 1 and isinstance(body[0], ast.Assign)):
+        return None
+    value = body[0].value
+    if not (
+        [t.id for t in body[0].targets if isinstance(t, ast.Name)] == [seq] and isinstance(value, ast.Tuple)
+        and len(value.elts) == 2 and isinstance(value.elts[0], ast.Name) and value.elts[0].id == answer
+        and isinstance(value.elts[1], ast.Starred) and isinstance(value.elts[1].value, ast.Name)
+        and value.elts[1].value.id == seq and not any(seq in _bound_names(s) for s in test.orelse)
+    ):  # fmt: skip
+        return None
+    return [*found, stmt.iter.id]
 
 
 @dataclass(frozen=True, slots=True)

@@ -447,17 +447,21 @@ def _cffi_fails(load: NativeLoad, base: Process, inventory: Inventory, dist: str
         res = proc.dlopen(backend.abspath(so[0]))
         if res.ok and res.root is not None:
             caller = res.root
-    hit = proc.searcher.search(load.soname, caller)
-    if hit.path is not None:
-        return None
-    tried = hit.tried
-    why += f": {load.soname} is not found where dlopen looks"
+    tried: tuple[str, ...] = ()
+    for name in (load.soname, *load.also):
+        hit = proc.searcher.search(name, caller)
+        if hit.path is not None:
+            return None
+        tried = tried or hit.tried
+    said = ", ".join((load.soname, *load.also))
+    why += f": {said} {'is' if not load.also else 'are'} not found where dlopen looks"
     if load.finds:
         cache = base.config.cache.path if base.config.cache.path.startswith("/") else "/etc/ld.so.cache"
         answers = [find_library(n, base.environ, cache) for n in load.finds]
         if not all(a.surely_none for a in answers):
             return None
-        why += ", and cffi's fallback, ctypes.util.find_library, finds nothing for it"
+        asked = ", ".join(repr(n) for n in load.finds)
+        why += f", and ctypes.util.find_library finds nothing for {asked}"
     py = load.where.rpartition(":")[0]
     msg = f"ffi.dlopen({load.soname!r}): cannot load library {load.soname!r}, and the import raises"
     problem = LoadProblem("missing", py, load.soname, msg, tried)
