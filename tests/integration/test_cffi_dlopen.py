@@ -20,7 +20,8 @@ real imports (issue 12: the doctor said nothing while ``import`` failed):
   ``if sys.platform == "win32":``) and ``notcffi`` (a ``dlopen`` method of the package's own
   class): imports that work without the library.
 
-The library, ``libcudastackfl.so.1`` with its ``libcudastackfl.so`` link, is built here into a
+Each requires cffi, as the real ones do (the scan looks for ``.dlopen(`` only in such
+distributions). The library, ``libcudastackfl.so.1`` with its ``libcudastackfl.so`` link, is built here into a
 directory that is on ``LD_LIBRARY_PATH`` in one run and not in the other. cffi itself comes from
 the machine's pip (a real wheel); without it the test fails. Reality is ``import`` in a fresh
 interpreter with that environment; the doctor must say LDD001 exactly for the imports that fail.
@@ -220,9 +221,9 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if got.returncode != 0:
         pytest.fail(f"pip could not download cffi (the oracle this test needs): {got.stderr[-500:]}")
     for name, files in PACKAGES.items():
-        make_wheel(links, name, "1.0", files)
+        make_wheel(links, name, "1.0", files, ("cffi>=1.0",))
     exe = make_venv(root / "env")
-    pip_install(exe, links, "cffi", *PACKAGES)
+    pip_install(exe, links, *PACKAGES)
     return exe
 
 
