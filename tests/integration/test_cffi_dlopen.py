@@ -16,6 +16,11 @@ real imports (issue 12: the doctor said nothing while ``import`` failed):
   at module level: find_library's answers for the names put in front of the file names, each
   tried with ``ffi.dlopen`` in a ``try`` that returns, then ``raise OSError``; ``ffi`` from the
   package's ``ffi.py`` (``ffi = FFI()``); ``cairosurvives``: the same helper returning None;
+- ``sfshape``: soundfile 0.14 (``from _soundfile import ffi as _ffi``, out of line): its
+  bundled library from ``import _soundfile_data`` in a ``try``, then ``find_library`` with a
+  ``raise OSError`` on None, then ``_ffi.dlopen('libsndfile.so')`` in the inner handler, the
+  name set in platform branches; here without its ``_sfshape_data`` (as installed from the
+  sdist); ``sfbundled``: the same with it, a real library: the import works without the other;
 - ``cffiguarded`` (``try: … except OSError: lib = None``), ``cffiwin`` (the load under
   ``if sys.platform == "win32":``) and ``notcffi`` (a ``dlopen`` method of the package's own
   class): imports that work without the library.
@@ -37,7 +42,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.native import findable_library
+from tests.native import build, findable_library
 from tests.venvs import make_venv
 from tests.wheels import make_wheel, pip_install
 
@@ -161,6 +166,83 @@ cairo = dlopen(
 """
 CAIRO_SURVIVES = CAIRO.replace(b"    raise OSError(error_message)  # pragma: no cover\n", b"    return None\n")
 
+SF = b"""import os as _os
+import sys as _sys
+from ctypes.util import find_library as _find_library
+from typing import Any
+
+from _NAME import ffi as _ffi
+
+_ffi: Any
+_snd: Any
+
+try:  # packaged lib (in _NAME_data which should be on python path)
+    if _sys.platform == 'darwin':
+        from platform import machine as _machine
+        _packaged_libname = 'libcudastackfl_' + _machine() + '.dylib'
+    elif _sys.platform == 'win32':
+        _packaged_libname = 'libcudastackfl_x64.dll'
+    elif _sys.platform == 'linux':
+        from platform import machine as _machine
+        if _machine() in ["aarch64", "aarch64_be", "armv8b", "armv8l"]:
+            _packaged_libname = 'libcudastackfl_arm64.so'
+        else:
+            _packaged_libname = 'libcudastackfl_' + _machine() + '.so'
+    else:
+        raise OSError('no packaged library for this platform')
+
+    import _NAME_data  # ImportError if this doesn't exist
+    _path = _os.path.dirname(_NAME_data.__file__)  # TypeError if __file__ is None
+    _full_path = _os.path.join(_path, _packaged_libname)
+    _snd = _ffi.dlopen(_full_path)  # OSError if file doesn't exist or can't be loaded
+
+except (OSError, ImportError, TypeError):
+    try:  # system-wide library:
+        _libname = _find_library('cudastackfl')
+        if _libname is None:
+            raise OSError('cudastackfl library not found using ctypes.util.find_library')
+        _snd = _ffi.dlopen(_libname)
+
+    except OSError:
+        # Try explicit file name, if the general does not work (e.g. on nixos)
+        if _sys.platform == 'darwin':
+            _explicit_libname = 'libcudastackfl.dylib'
+        elif _sys.platform == 'win32':
+            _explicit_libname = 'libcudastackfl.dll'
+        elif _sys.platform == 'linux':
+            _explicit_libname = 'libcudastackfl.so'
+        else:
+            raise
+
+        from platform import machine as _machine
+        if _sys.platform == 'darwin' and _machine() == 'arm64':
+            _snd = _ffi.dlopen(_os.path.join('/opt/homebrew/lib/', _explicit_libname))
+        else:
+            _snd = _ffi.dlopen(_explicit_libname)
+"""
+SF_FFI = b"""# auto-generated file
+import _cffi_backend
+
+ffi = _cffi_backend.FFI('_NAME',
+    _version = 0x2601,
+)
+"""
+
+
+def _sf(name: str, bundled: bytes | None = None) -> dict[str, bytes]:
+    """soundfile 0.14's shape as the package ``name``, its library bundled or not."""
+    files = {
+        f"{name}.py": SF.replace(b"_NAME", f"_{name}".encode()),
+        f"_{name}.py": SF_FFI.replace(b"_NAME", f"_{name}".encode()),
+    }
+    if bundled is not None:
+        import platform
+
+        files[f"_{name}_data/__init__.py"] = b""
+        files[f"_{name}_data/libcudastackfl_{platform.machine()}.so"] = bundled
+    return files
+
+
 GUARDED = b"""from cffi import FFI
 
 ffi = FFI()
@@ -196,11 +278,12 @@ PACKAGES = {
     },
     "cairoshape": {"cairoshape/__init__.py": CAIRO, "cairoshape/ffi.py": CAIRO_FFI},
     "cairosurvives": {"cairosurvives/__init__.py": CAIRO_SURVIVES, "cairosurvives/ffi.py": CAIRO_FFI},
+    "sfshape": _sf("sfshape"),
     "cffiguarded": {"cffiguarded.py": GUARDED},
     "cffiwin": {"cffiwin.py": WIN},
     "notcffi": {"notcffi.py": NOT_CFFI},
 }
-FAIL_WITHOUT = ["cairoshape", "cffibare", "cffiline", "cffioutline", "cffivips"]
+FAIL_WITHOUT = ["cairoshape", "cffibare", "cffiline", "cffioutline", "cffivips", "sfshape"]
 
 
 @pytest.fixture(scope="module")
@@ -220,10 +303,11 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )  # fmt: skip
     if got.returncode != 0:
         pytest.fail(f"pip could not download cffi (the oracle this test needs): {got.stderr[-500:]}")
-    for name, files in PACKAGES.items():
+    lib = build(root / "bundled" / "libcudastackfl.so", "int cudastackfl(void) { return 1; }\n").read_bytes()
+    for name, files in {**PACKAGES, "sfbundled": _sf("sfbundled", lib)}.items():
         make_wheel(links, name, "1.0", files, ("cffi>=1.0",))
     exe = make_venv(root / "env")
-    pip_install(exe, links, *PACKAGES)
+    pip_install(exe, links, *PACKAGES, "sfbundled")
     return exe
 
 
@@ -237,7 +321,7 @@ def test_an_import_that_cffi_dlopen_fails_is_an_error(python: Path, libdir: Path
     env = _env(libdir if on_path else None)
     real = {
         m: subprocess.run([str(python), "-c", f"import {m}"], env=env, capture_output=True, text=True, check=False)
-        for m in PACKAGES
+        for m in (*PACKAGES, "sfbundled")
     }
     fails = sorted(m for m, r in real.items() if r.returncode != 0)
     assert fails == ([] if on_path else FAIL_WITHOUT), {m: r.stderr[-300:] for m, r in real.items()}
@@ -249,7 +333,10 @@ def test_an_import_that_cffi_dlopen_fails_is_an_error(python: Path, libdir: Path
     errors = sorted((f["code"], f["distribution"]) for f in report["findings"] if f["severity"] == "error")
     assert errors == [("LDD001", m) for m in fails], report["findings"]
     for f in report["findings"]:  # nothing on the packages that import
-        assert f["distribution"] not in set(PACKAGES) - set(fails) or f["severity"] not in ("error", "warning"), f
+        assert f["distribution"] not in {*PACKAGES, "sfbundled"} - set(fails) or f["severity"] not in (
+            "error",
+            "warning",
+        ), f
     if not on_path:
         by = {f["distribution"]: f for f in report["findings"] if f["distribution"] in PACKAGES}
         assert by["cffiline"]["subject"] == "libcudastackfl.so.1", by["cffiline"]
@@ -264,3 +351,6 @@ def test_an_import_that_cffi_dlopen_fails_is_an_error(python: Path, libdir: Path
         assert cairo["subject"] == "libcudastackfl.so.1", cairo
         said = "libcudastackfl.so.1, libcudastackfl.2.dylib, libcudastackfl-2.dll are not found"
         assert any(said in e and "'cudastackfl'" in e for e in cairo["evidence"]), cairo
+        sf = by["sfshape"]
+        assert sf["subject"] == "libcudastackfl.so", sf
+        assert any("_sfshape_data is not found" in e and "'cudastackfl'" in e for e in sf["evidence"]), sf

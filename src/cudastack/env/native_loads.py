@@ -40,6 +40,7 @@ tells from a library's bytes whether it is the one that defines them.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import fnmatch
 import functools
 import mmap
@@ -127,10 +128,10 @@ class NativeLoad:
     ``'libcairo.2.dylib'``, ``'libcairo-2.dll'`` after ``'libcairo.so.2'``): the import fails only
     when none of them is found either."""
     unless_module: tuple[str, ...] = ()
-    """Top-level modules whose import, failing, makes the load run: it sits in the handler of a
-    ``try`` whose body imports them first (pyvips 3's ``try: import _libvips`` … ``except
+    """Top-level modules one of which, failing to import, makes the load run: it sits in the
+    handler of a ``try`` whose body imports them (pyvips 3's ``try: import _libvips`` … ``except
     Exception:`` then ``ffi.dlopen(library_name('vips', 42))``, ABI mode without the binary
-    module). Where the target's ``sys.path`` has one of them, nothing is claimed."""
+    module). Where the target's ``sys.path`` has every one of them, nothing is claimed."""
 
 
 def find_native_loads(dist: Distribution) -> list[NativeLoad]:
@@ -2109,7 +2110,9 @@ class _Cffi:
         self.homes = homes
         self._makers: tuple[set[str], set[str], set[str]] | None = None
         self._sure: dict[int, dict[int, _Sure]] = {}
-        self._module_calls: dict[str, tuple[str, ...]] | None = None
+        self._module_calls: dict[str, _Sure] | None = None
+        self.module_body = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        self.aliases = _find_library_aliases(tree)
 
     def load(
         self,
@@ -2129,30 +2132,35 @@ class _Cffi:
         f = call.func
         if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and call.args):
             return None
-        before: tuple[str, ...] = ()
+        outer = _Sure([], 0)
         if func is not None:  # a function: its call must surely run at import, and so the statement in it
             calls = self.module_calls()
             if func.name not in calls:
                 return None
-            before = calls[func.name]
+            outer = calls[func.name]
         sure = self.sure(body).get(id(stmt))
         if sure is None:
             if func is not None and body is func.body:
-                return self.candidates(call, func, path, names, funcs, guard, before)
+                return self.candidates(call, func, path, names, funcs, guard, outer)
             return None
+        if outer.unless_module and sure.unless_module:
+            return None  # one of these and one of those: not said by one list
         kind = self.receiver(f.value.id, sure, func)
         if kind is None:
             return None
-        name = _evaluate(call.args[0], path, names, 0, funcs)
+        name = _evaluate(call.args[0], path, {**names, **sure.values}, 0, funcs)
         if not name or "*" in name:
             return None
         where = f"{path}:{call.lineno}"
         g = f"{path}:{guard}" if guard else None
-        unless = tuple(dict.fromkeys((*before, *sure.unless_module)))
+        unless = outer.unless_module or sure.unless_module
+        ran = (*outer.finds, *sure.finds)
         if "/" in name:  # a path: a file of the distribution, judged as it loads
             hits = _matches(name, record)
-            return NativeLoad(where=where, how="cffi", paths=hits, guard=g, unless_module=unless) if hits else None
-        finds = (name,) if kind != "out-of-line" else ()
+            if not hits or ran:
+                return None
+            return NativeLoad(where=where, how="cffi", paths=hits, guard=g, unless_module=unless)
+        finds = ((name,) if kind != "out-of-line" else ()) + ran
         soname = name if kind != "in-line" or "." in name else None
         return NativeLoad(where=where, how="cffi", soname=soname, finds=finds, guard=g, unless_module=unless)
 
@@ -2164,7 +2172,7 @@ class _Cffi:
         names: dict[str, ast.expr],
         funcs: dict[str, ast.FunctionDef],
         guard: str | None,
-        unless: tuple[str, ...],
+        outer: _Sure,
     ) -> NativeLoad | None:
         """cairocffi 1.7's helper, called once at module level (``cairo = dlopen(ffi, ('cairo-2',
         'cairo', 'libcairo-2'), ('libcairo.so.2', 'libcairo.2.dylib', 'libcairo-2.dll'))``)::
@@ -2231,8 +2239,9 @@ class _Cffi:
         if not direct:
             return None
         return NativeLoad(
-            where=f"{path}:{call.lineno}", how="cffi", soname=direct[0], also=tuple(direct[1:]), finds=tuple(asked),
-            guard=f"{path}:{guard}" if guard else None, unless_module=unless,
+            where=f"{path}:{call.lineno}", how="cffi", soname=direct[0], also=tuple(direct[1:]),
+            finds=(*asked, *outer.finds), guard=f"{path}:{guard}" if guard else None,
+            unless_module=outer.unless_module,
         )  # fmt: skip
 
     def only_call(self, name: str) -> ast.Call | None:
@@ -2247,30 +2256,30 @@ class _Cffi:
 
     def module_sure(self, call: ast.Call) -> _Sure | None:
         """The surely run module-level statement that makes ``call``."""
-        module_body = [n for n in self.tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-        for sure in self.sure(module_body).values():
+        for sure in self.sure(self.module_body).values():
             if any(c is call for c in _calls(sure.block[sure.index])):
                 return sure
         return None
 
     def sure(self, body: list[ast.stmt]) -> dict[int, _Sure]:
+        """:func:`_sure_statements` of ``body``, a list the file's tree (or this object) keeps alive."""
         found = self._sure.get(id(body))
         if found is None:
-            found = self._sure[id(body)] = _sure_statements(body)
+            found = self._sure[id(body)] = _sure_statements(body, self.aliases)
         return found
 
-    def module_calls(self) -> dict[str, tuple[str, ...]]:
+    def module_calls(self) -> dict[str, _Sure]:
         """The functions of the file that module-level statements surely call by name (cairocffi's
-        ``cairo = dlopen(ffi, …)``), with the modules whose failing import that needs."""
+        ``cairo = dlopen(ffi, …)``), with the condition of a call (:class:`_Sure`), one without
+        any first."""
         if self._module_calls is None:
-            found: dict[str, tuple[str, ...]] = {}
-            module_body = [n for n in self.tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-            for stmt_id, sure in _sure_statements(module_body).items():
-                stmt = sure.block[sure.index]
-                assert id(stmt) == stmt_id
-                for c in _calls(stmt):
+            found: dict[str, _Sure] = {}
+            for sure in self.sure(self.module_body).values():
+                for c in _calls(sure.block[sure.index]):
                     if isinstance(c.func, ast.Name):
-                        found.setdefault(c.func.id, sure.unless_module)
+                        had = found.get(c.func.id)
+                        if had is None or ((had.unless_module or had.finds) and not (sure.unless_module or sure.finds)):
+                            found[c.func.id] = sure
             self._module_calls = found
         return self._module_calls
 
@@ -2349,8 +2358,8 @@ class _Cffi:
                 if any(isinstance(g, ast.Global) and name in g.names for g in ast.walk(node)) or node.name == name:
                     return None
                 continue
-            if name not in _bound_names(node):
-                continue
+            if name not in _bound_names(node) or (isinstance(node, ast.AnnAssign) and node.value is None):
+                continue  # (an annotation alone binds nothing: soundfile's ``_ffi: Any``)
             if isinstance(node, ast.Assign | ast.ImportFrom | ast.Import):
                 kinds.add(self.binding(node, name))
                 continue
@@ -2424,75 +2433,178 @@ class _Sure:
     block: list[ast.stmt]
     index: int
     unless_module: tuple[str, ...] = ()
-    """Modules whose failing import it needs (:attr:`NativeLoad.unless_module`)."""
+    """It runs where importing one of these top-level modules fails (:attr:`NativeLoad.unless_module`)."""
+    finds: tuple[str, ...] = ()
+    """It runs where ``find_library`` answers None for each of these names."""
+    values: dict[str, ast.expr] = dataclasses.field(default_factory=dict)
+    """What the names the statements before it assign hold there (the last assignment along the
+    statements that surely ran, where nothing else may have bound the name since)."""
 
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+_BROAD = frozenset({"Exception", "BaseException"})
 
 
-def _sure_statements(body: list[ast.stmt], unless: tuple[str, ...] = ()) -> dict[int, _Sure]:
+def _sure_statements(body: list[ast.stmt], aliases: frozenset[str] = frozenset()) -> dict[int, _Sure]:
     """The simple statements of ``body`` that surely run on Linux, unless an exception leaves
     first: not in a branch of a test that is not the platform's (:func:`_on_linux`), a loop body
     (it may run no time), an ``else:`` of a ``try`` (not when its body raised), nor after a
-    ``return``, ``break`` or ``continue`` that may run. A handler runs only when the ``try`` body
-    surely raises: here, when it begins with the import of a top-level module that the target
-    may lack, the first handler catches ImportError (pyvips 3's ``try: import _libvips`` …
-    ``except Exception:``), and the module's absence is the condition (:class:`_Sure`).
-    The claims rest on these only: the scan's other statements (:func:`_statements`) enter every
-    branch, which for a soname that cffi would fail to find on Linux only (pyvips's
-    ``ffi.dlopen('glib-2.0.so.0')`` for Windows, in a handler) would be a false alarm."""
+    ``return``, ``break`` or ``continue`` that may run. A handler runs where the ``try`` body
+    surely raises what it catches (:func:`_raises_where`), under the condition that says where:
+
+    - the body imports top-level modules, each surely reached if the ones before import, and the
+      handler catches ImportError: where one of them is missing (pyvips 3's ``try: import
+      _libvips`` … ``except Exception:``; soundfile 0.13's ``import _soundfile_data`` past its
+      platform branches, ``except (OSError, ImportError, TypeError):``);
+    - it begins ``x = find_library(n)``, ``if x is None: raise OSError(…)``: where find_library
+      answers None (soundfile's system-wide ``libsndfile`` attempt).
+
+    The handler must be the only one, or catch Exception: an earlier one could catch what an
+    earlier statement raises. Conditions nest only where they still say one thing (modules
+    outside, find_library inside). The claims rest on these only: the scan's other statements
+    (:func:`_statements`) enter every branch, which for a soname cffi fails to find on Linux only
+    (pyvips's ``ffi.dlopen('glib-2.0.so.0')`` for Windows, in a handler) would be a false alarm."""
     out: dict[int, _Sure] = {}
 
-    def walk(block: list[ast.stmt], unless: tuple[str, ...]) -> bool:
-        """Whether the statements after ``block`` surely run when it is entered."""
+    def walk(block: list[ast.stmt], cond: _Sure, values: dict[str, ast.expr]) -> bool:
+        """Whether the statements after ``block`` surely run when it is entered; ``values``, what
+        names hold, is brought up to date for them."""
         for i, stmt in enumerate(block):
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or _is_main_guard(stmt):
+                _forget(values, stmt)
                 continue
             if isinstance(stmt, ast.If):
                 decided = _on_linux(stmt.test)
                 if decided is None:
+                    _forget(values, stmt)
                     if _leaves([stmt]):
                         return False
                     continue
-                if not walk(stmt.body if decided else stmt.orelse, unless):
+                _forget(values, stmt.test)
+                if not walk(stmt.body if decided else stmt.orelse, cond, values):
                     return False
                 continue
             if isinstance(stmt, ast.Try | ast.TryStar):
-                through = walk(stmt.body, unless)
-                missing = _first_import(stmt.body)
-                handler = next(iter(stmt.handlers), None)
-                if missing is not None and handler is not None and _catches_import(handler):
-                    walk(handler.body, (*unless, missing))
-                if not walk(stmt.finalbody, unless) or not through or _leaves(stmt.orelse):
+                inside = dict(values)
+                through = walk(stmt.body, cond, inside)
+                handler = stmt.handlers[0] if stmt.handlers else None
+                if handler is not None and (len(stmt.handlers) == 1 or _handler_names(handler) & _BROAD):
+                    raised = _raises_where(stmt.body, handler, aliases)
+                    if raised is not None:
+                        modules, finds = raised
+                        if not (modules and cond.unless_module):
+                            inner = replace(cond, unless_module=cond.unless_module + modules,
+                                            finds=cond.finds + finds)  # fmt: skip
+                            caught = dict(values)
+                            _forget(caught, *stmt.body)
+                            if handler.name:
+                                caught.pop(handler.name, None)
+                            walk(handler.body, inner, caught)
+                _forget(values, stmt)
+                if not walk(stmt.finalbody, cond, values) or not through or _leaves(stmt.orelse):
                     return False
                 if any(_leaves(h.body) for h in stmt.handlers):
                     return False
                 continue
             if isinstance(stmt, ast.With | ast.AsyncWith):
-                if not walk(stmt.body, unless):
+                for item in stmt.items:
+                    _forget(values, item)
+                if not walk(stmt.body, cond, values):
                     return False
                 continue
             if isinstance(stmt, ast.For | ast.AsyncFor | ast.While | ast.Match):
+                _forget(values, stmt)
                 if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
                     return False
                 continue
-            out[id(stmt)] = _Sure(block, i, unless)
+            out[id(stmt)] = replace(cond, block=block, index=i, values=dict(values))
+            _forget(values, stmt)
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                values[stmt.targets[0].id] = stmt.value
             if isinstance(stmt, ast.Return | ast.Raise | ast.Break | ast.Continue):
                 return False
         return True
 
-    walk(body, unless)
+    walk(body, _Sure(body, 0), {})
     return out
 
 
-def _first_import(body: list[ast.stmt]) -> str | None:
-    """The top-level module the first statement of ``body`` imports absolutely, if it does."""
-    first = body[0] if body else None
-    if isinstance(first, ast.Import) and first.names:
-        return first.names[0].name.partition(".")[0]
-    if isinstance(first, ast.ImportFrom) and not first.level and first.module:
-        return first.module.partition(".")[0]
+def _forget(values: dict[str, ast.expr], *nodes: ast.AST) -> None:
+    """Drop from ``values`` every name the nodes may bind."""
+    for node in nodes:
+        for name in _bound_names(node):
+            values.pop(name, None)
+
+
+def _handler_names(handler: ast.ExceptHandler) -> set[str]:
+    if handler.type is None:
+        return {"BaseException"}
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
+
+
+def _raises_where(
+    body: list[ast.stmt], handler: ast.ExceptHandler, aliases: frozenset[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """``(modules, ())`` or ``((), names)``: the condition under which ``body`` surely raises what
+    ``handler`` catches (see :func:`_sure_statements`; ``aliases``: the file's names for
+    find_library, :func:`_find_library_aliases`), or None."""
+    caught = _handler_names(handler)
+    direct = _direct_blocks(body)  # not inside a nested try, whose handler may catch it first
+    imports: list[str] = []
+    for at in sorted(_sure_statements(body, aliases).values(), key=_order):
+        stmt = at.block[at.index]
+        if id(at.block) not in direct:
+            continue
+        if isinstance(stmt, ast.Import):
+            imports.extend(a.name.partition(".")[0] for a in stmt.names)
+        elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
+            imports.append(stmt.module.partition(".")[0])
+    if imports and caught & _IMPORT_ERRORS:
+        return tuple(dict.fromkeys(imports)), ()
+    if len(body) >= 2 and isinstance(body[0], ast.Assign) and isinstance(body[1], ast.If) and not body[1].orelse:
+        first, test = body[0], body[1]
+        target = first.targets[0] if len(first.targets) == 1 else None
+        call = first.value
+        if not (
+            isinstance(target, ast.Name) and isinstance(call, ast.Call) and _is_find_library(call, aliases)
+            and len(call.args) == 1 and not call.keywords
+            and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)
+        ):  # fmt: skip
+            return None
+        tested = _none_tested(test.test)
+        raise_ = test.body[0] if len(test.body) == 1 else None
+        if not (isinstance(tested, ast.Name) and tested.id == target.id and isinstance(raise_, ast.Raise)):
+            return None
+        exc = raise_.exc.func if isinstance(raise_.exc, ast.Call) else raise_.exc
+        name = exc.id if isinstance(exc, ast.Name) else exc.attr if isinstance(exc, ast.Attribute) else None
+        if name is not None and (name in caught or caught & _BROAD):
+            return (), (call.args[0].value,)
     return None
+
+
+def _order(at: _Sure) -> tuple[int, int]:
+    """Where a statement of :func:`_sure_statements` runs, for sorting: its line and column."""
+    stmt = at.block[at.index]
+    return stmt.lineno, stmt.col_offset
+
+
+def _direct_blocks(body: list[ast.stmt]) -> set[int]:
+    """``body`` and the blocks of its ``if`` and ``with`` statements, theirs too: the statements
+    an exception leaves straight to the handlers around ``body``."""
+    out = {id(body)}
+    todo = [body]
+    while todo:
+        for stmt in todo.pop():
+            if isinstance(stmt, ast.If):
+                blocks = [stmt.body, stmt.orelse]
+            elif isinstance(stmt, ast.With | ast.AsyncWith):
+                blocks = [stmt.body]
+            else:
+                continue
+            out.update(id(b) for b in blocks)
+            todo.extend(blocks)
+    return out
 
 
 def _catches_import(handler: ast.ExceptHandler) -> bool:

@@ -221,9 +221,10 @@ def _loaded_without_import(
                 if not provided:
                     provided.append(_top_level_modules(target, inventory))
                 have = provided[0]
-                if have is None or any(m in have for m in load.unless_module):
+                missing = [m for m in load.unless_module if have is not None and m not in have]
+                if not missing:
                     continue
-                why += f", which runs because {', '.join(load.unless_module)} is not found on the target's sys.path"
+                why += f", which runs because {', '.join(missing)} is not found on the target's sys.path"
             if load.how == "cffi" and load.soname and base.main is not None:
                 if (fails := _cffi_fails(load, base, inventory, dist.key, why)) is not None:
                     pred.files.append(_as_reached(fails, *_reached(reach, dist, load.where.rpartition(":")[0])))
