@@ -22,8 +22,10 @@ real imports (issue 12: the doctor said nothing while ``import`` failed):
   name set in platform branches; here without its ``_sfshape_data`` (as installed from the
   sdist); ``sfbundled``: the same with it, a real library: the import works without the other;
 - ``cffiguarded`` (``try: … except OSError: lib = None``), ``cffiwin`` (the load under
-  ``if sys.platform == "win32":``) and ``notcffi`` (a ``dlopen`` method of the package's own
-  class): imports that work without the library.
+  ``if sys.platform == "win32":``), ``notcffi`` (a ``dlopen`` method of the package's own
+  class), ``cffisuppress`` (``with contextlib.suppress(OSError):``) and ``cffimoving`` (the name
+  given is what another name held before it was bound again): imports that work without the
+  library.
 
 Each requires cffi, as the real ones do (the scan looks for ``.dlopen(`` only in such
 distributions). The library, ``libcudastackfl.so.1`` with its ``libcudastackfl.so`` link, is built here into a
@@ -258,6 +260,22 @@ ffi = cffi.FFI()
 if sys.platform == "win32":
     lib = ffi.dlopen("libcudastackfl-1.dll")
 """
+SUPPRESS = b"""from contextlib import suppress
+
+from cffi import FFI
+
+ffi = FFI()
+with suppress(OSError):
+    lib = ffi.dlopen("libcudastacknosuch.so.1")
+"""
+MOVING = b"""from cffi import FFI
+
+ffi = FFI()
+name = "libc.so.6"
+first = name
+name = "libcudastacknosuch.so.1"
+lib = ffi.dlopen(first)
+"""
 NOT_CFFI = b"""class Loader:
     def dlopen(self, name):
         return name
@@ -282,6 +300,8 @@ PACKAGES = {
     "cffiguarded": {"cffiguarded.py": GUARDED},
     "cffiwin": {"cffiwin.py": WIN},
     "notcffi": {"notcffi.py": NOT_CFFI},
+    "cffisuppress": {"cffisuppress.py": SUPPRESS},
+    "cffimoving": {"cffimoving.py": MOVING},
 }
 FAIL_WITHOUT = ["cairoshape", "cffibare", "cffiline", "cffioutline", "cffivips", "sfshape"]
 

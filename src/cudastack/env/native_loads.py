@@ -2113,6 +2113,7 @@ class _Cffi:
         self._module_calls: dict[str, _Sure] | None = None
         self.module_body = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
         self.aliases = _find_library_aliases(tree)
+        self.moving = _moving_names(tree.body)
 
     def load(
         self,
@@ -2148,7 +2149,8 @@ class _Cffi:
         kind = self.receiver(f.value.id, sure, func)
         if kind is None:
             return None
-        name = _evaluate(call.args[0], path, {**names, **sure.values}, 0, funcs)
+        known = {k: v for k, v in names.items() if not _reads(v, self.moving)}
+        name = _evaluate(call.args[0], path, {**known, **sure.values}, 0, funcs)
         if not name or "*" in name:
             return None
         where = f"{path}:{call.lineno}"
@@ -2265,7 +2267,7 @@ class _Cffi:
         """:func:`_sure_statements` of ``body``, a list the file's tree (or this object) keeps alive."""
         found = self._sure.get(id(body))
         if found is None:
-            found = self._sure[id(body)] = _sure_statements(body, self.aliases)
+            found = self._sure[id(body)] = _sure_statements(body, self.aliases, self.moving)
         return found
 
     def module_calls(self) -> dict[str, _Sure]:
@@ -2445,7 +2447,27 @@ _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "
 _BROAD = frozenset({"Exception", "BaseException"})
 
 
-def _sure_statements(body: list[ast.stmt], aliases: frozenset[str] = frozenset()) -> dict[int, _Sure]:
+def _moving_names(body: list[ast.stmt]) -> frozenset[str]:
+    """Names bound more than once in ``body`` (its functions included): a value that reads one is
+    not evaluated by a name's value, as what the name held then may not be what it holds where
+    the value is read."""
+    counts: dict[str, int] = {}
+    for n in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            counts[n.id] = counts.get(n.id, 0) + 1
+        elif isinstance(n, ast.alias):
+            name = n.asname or n.name.partition(".")[0]
+            counts[name] = counts.get(name, 0) + 1
+    return frozenset(k for k, c in counts.items() if c > 1)
+
+
+def _reads(node: ast.AST, names: frozenset[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _sure_statements(
+    body: list[ast.stmt], aliases: frozenset[str] = frozenset(), moving: frozenset[str] | None = None
+) -> dict[int, _Sure]:
     """The simple statements of ``body`` that surely run on Linux, unless an exception leaves
     first: not in a branch of a test that is not the platform's (:func:`_on_linux`), a loop body
     (it may run no time), an ``else:`` of a ``try`` (not when its body raised), nor after a
@@ -2465,6 +2487,7 @@ def _sure_statements(body: list[ast.stmt], aliases: frozenset[str] = frozenset()
     (:func:`_statements`) enter every branch, which for a soname cffi fails to find on Linux only
     (pyvips's ``ffi.dlopen('glib-2.0.so.0')`` for Windows, in a handler) would be a false alarm."""
     out: dict[int, _Sure] = {}
+    moving = _moving_names(body) if moving is None else moving
 
     def walk(block: list[ast.stmt], cond: _Sure, values: dict[str, ast.expr]) -> bool:
         """Whether the statements after ``block`` surely run when it is entered; ``values``, what
@@ -2507,6 +2530,11 @@ def _sure_statements(body: list[ast.stmt], aliases: frozenset[str] = frozenset()
                     return False
                 continue
             if isinstance(stmt, ast.With | ast.AsyncWith):
+                if any(
+                    isinstance(i.context_expr, ast.Call) and _callee(i.context_expr) == "suppress" for i in stmt.items
+                ):
+                    _forget(values, stmt)  # contextlib.suppress: what fails inside is survived
+                    continue
                 for item in stmt.items:
                     _forget(values, item)
                 if not walk(stmt.body, cond, values):
@@ -2519,7 +2547,10 @@ def _sure_statements(body: list[ast.stmt], aliases: frozenset[str] = frozenset()
                 continue
             out[id(stmt)] = replace(cond, block=block, index=i, values=dict(values))
             _forget(values, stmt)
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            if (
+                isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and not _reads(stmt.value, moving)
+            ):  # fmt: skip
                 values[stmt.targets[0].id] = stmt.value
             if isinstance(stmt, ast.Return | ast.Raise | ast.Break | ast.Continue):
                 return False
@@ -2552,7 +2583,7 @@ def _raises_where(
     caught = _handler_names(handler)
     direct = _direct_blocks(body)  # not inside a nested try, whose handler may catch it first
     imports: list[str] = []
-    for at in sorted(_sure_statements(body, aliases).values(), key=_order):
+    for at in sorted(_sure_statements(body, aliases, frozenset()).values(), key=_order):
         stmt = at.block[at.index]
         if id(at.block) not in direct:
             continue
