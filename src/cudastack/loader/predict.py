@@ -209,6 +209,7 @@ def _loaded_without_import(
     that surely runs next needs an operator the failing library defines (torchvision's _C.so)."""
     index = {f.path: i for i, f in enumerate(pred.files)}
     provided: list[set[str] | None] = []  # the target's top-level modules, listed at the first need
+    shipped: set[str] | None = None  # the names of the environment's native files, at the first need
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
         uses: list[OpUse] | None = None
         reach: dict[str, tuple[bool, str | None]] = {}
@@ -226,6 +227,10 @@ def _loaded_without_import(
                     continue
                 why += f", which runs because {', '.join(missing)} is not found on the target's sys.path"
             if load.how == "cffi" and load.soname and base.main is not None:
+                if shipped is None:
+                    shipped = {os.path.basename(f.path) for f in pred.files}
+                if {load.soname, *load.also} & shipped:
+                    continue  # a file of the environment: it may be loaded already, by path, and found by name
                 if (fails := _cffi_fails(load, base, inventory, dist.key, why)) is not None:
                     pred.files.append(_as_reached(fails, *_reached(reach, dist, load.where.rpartition(":")[0])))
                 continue
