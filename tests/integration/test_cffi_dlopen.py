@@ -21,6 +21,9 @@ real imports (issue 12: the doctor said nothing while ``import`` failed):
   ``raise OSError`` on None, then ``_ffi.dlopen('libsndfile.so')`` in the inner handler, the
   name set in platform branches; here without its ``_sfshape_data`` (as installed from the
   sdist); ``sfbundled``: the same with it, a real library: the import works without the other;
+- ``xcbshape``: xcffib 1.x: ``soname = ctypes.util.find_library("xcb")``, ``if soname is None:
+  soname = "libxcb.so"`` in the Linux branch of ``platform.system()`` tests, then
+  ``ffi.dlopen(soname)``;
 - ``cffiguarded`` (``try: … except OSError: lib = None``), ``cffiwin`` (the load under
   ``if sys.platform == "win32":``), ``notcffi`` (a ``dlopen`` method of the package's own
   class), ``cffisuppress`` (``with contextlib.suppress(OSError):``) and ``cffimoving`` (the name
@@ -260,6 +263,21 @@ ffi = cffi.FFI()
 if sys.platform == "win32":
     lib = ffi.dlopen("libcudastackfl-1.dll")
 """
+XCB = b"""import ctypes.util
+import platform
+
+from .ffi import ffi
+
+if platform.system() == "Darwin":
+    soname = "libcudastackfl.dylib"
+elif platform.system() == "Windows":
+    soname = "libcudastackfl.dll"
+else:
+    soname = ctypes.util.find_library("cudastackfl")
+    if soname is None:
+        soname = "libcudastackfl.so.1"
+lib = ffi.dlopen(soname)
+"""
 SUPPRESS = b"""from contextlib import suppress
 
 from cffi import FFI
@@ -297,13 +315,14 @@ PACKAGES = {
     "cairoshape": {"cairoshape/__init__.py": CAIRO, "cairoshape/ffi.py": CAIRO_FFI},
     "cairosurvives": {"cairosurvives/__init__.py": CAIRO_SURVIVES, "cairosurvives/ffi.py": CAIRO_FFI},
     "sfshape": _sf("sfshape"),
+    "xcbshape": {"xcbshape/__init__.py": XCB, "xcbshape/ffi.py": CAIRO_FFI},
     "cffiguarded": {"cffiguarded.py": GUARDED},
     "cffiwin": {"cffiwin.py": WIN},
     "notcffi": {"notcffi.py": NOT_CFFI},
     "cffisuppress": {"cffisuppress.py": SUPPRESS},
     "cffimoving": {"cffimoving.py": MOVING},
 }
-FAIL_WITHOUT = ["cairoshape", "cffibare", "cffiline", "cffioutline", "cffivips", "sfshape"]
+FAIL_WITHOUT = ["cairoshape", "cffibare", "cffiline", "cffioutline", "cffivips", "sfshape", "xcbshape"]
 
 
 @pytest.fixture(scope="module")

@@ -2150,13 +2150,21 @@ class _Cffi:
         if kind is None:
             return None
         known = {k: v for k, v in names.items() if not _reads(v, self.moving)}
-        name = _evaluate(call.args[0], path, {**known, **sure.values}, 0, funcs)
-        if not name or "*" in name:
-            return None
+        scope = {**known, **sure.values}
         where = f"{path}:{call.lineno}"
         g = f"{path}:{guard}" if guard else None
         unless = outer.unless_module or sure.unless_module
         ran = (*outer.finds, *sure.finds)
+        arg = call.args[0]
+        either = scope.get(arg.id) if isinstance(arg, ast.Name) else None
+        if isinstance(either, ast.BoolOp) and isinstance(either.op, ast.Or) and len(either.values) == 2:
+            # find_library's answer, else a name: dlopen opens the answer (not judged) or the name
+            asked = _found_name(either.values[0], scope, funcs, self.aliases, path)
+            ran = (*ran, asked) if asked is not None else ran
+            arg = either.values[1] if asked is not None else arg
+        name = _evaluate(arg, path, scope, 0, funcs)
+        if not name or "*" in name:
+            return None
         if "/" in name:  # a path: a file of the distribution, judged as it loads
             hits = _matches(name, record)
             if not hits or ran:
@@ -2499,9 +2507,12 @@ def _sure_statements(
             if isinstance(stmt, ast.If):
                 decided = _on_linux(stmt.test)
                 if decided is None:
+                    joined = _none_fallback(stmt, values, moving)
                     _forget(values, stmt)
                     if _leaves([stmt]):
                         return False
+                    if joined is not None:
+                        values[joined[0]] = joined[1]
                     continue
                 _forget(values, stmt.test)
                 if not walk(stmt.body if decided else stmt.orelse, cond, values):
@@ -2558,6 +2569,21 @@ def _sure_statements(
 
     walk(body, _Sure(body, 0), {})
     return out
+
+
+def _none_fallback(stmt: ast.If, values: dict[str, ast.expr], moving: frozenset[str]) -> tuple[str, ast.expr] | None:
+    """``(x, a or b)`` for ``if x is None: x = b`` (or ``if not x:``), no ``else``, where ``x``
+    held ``a`` (xcffib 1.x: ``soname = ctypes.util.find_library("xcb")``, ``if soname is None:
+    soname = "libxcb.so"``)."""
+    tested = _none_tested(stmt.test)
+    if not isinstance(tested, ast.Name) or tested.id not in values or stmt.orelse or len(stmt.body) != 1:
+        return None
+    only = stmt.body[0]
+    if not (isinstance(only, ast.Assign) and len(only.targets) == 1 and isinstance(only.targets[0], ast.Name)):
+        return None
+    if only.targets[0].id != tested.id or _reads(only.value, moving) or _bound_names(stmt.test):
+        return None
+    return tested.id, ast.BoolOp(op=ast.Or(), values=[values[tested.id], only.value])
 
 
 def _forget(values: dict[str, ast.expr], *nodes: ast.AST) -> None:
