@@ -228,7 +228,9 @@ def _loaded_without_import(
                 why += f", which runs because {', '.join(missing)} is not found on the target's sys.path"
             if load.how == "cffi" and load.soname and base.main is not None:
                 if shipped is None:
-                    shipped = {os.path.basename(f.path) for f in pred.files}
+                    natives = [f.path for f in pred.files if not f.path.endswith(".py")]
+                    elfs = [e for p in natives if not isinstance(e := pred.elf_cache.get(p), str)]
+                    shipped = {os.path.basename(f.path) for f in pred.files} | {e.soname for e in elfs if e.soname}
                 if {load.soname, *load.also} & shipped:
                     continue  # a file of the environment: it may be loaded already, by path, and found by name
                 if (fails := _cffi_fails(load, base, inventory, dist.key, why)) is not None:
