@@ -27,8 +27,9 @@ real imports (issue 12: the doctor said nothing while ``import`` failed):
 - ``cffiguarded`` (``try: … except OSError: lib = None``), ``cffiwin`` (the load under
   ``if sys.platform == "win32":``), ``notcffi`` (a ``dlopen`` method of the package's own
   class), ``cffisuppress`` (``with contextlib.suppress(OSError):``) and ``cffimoving`` (the name
-  given is what another name held before it was bound again): imports that work without the
-  library.
+  given is what another name held before it was bound again), ``cffiloaded`` (the soname is
+  of a library of the package that ctypes loaded by path just before: dlopen finds it loaded):
+  imports that work without the library.
 
 Each requires cffi, as the real ones do (the scan looks for ``.dlopen(`` only in such
 distributions). The library, ``libcudastackfl.so.1`` with its ``libcudastackfl.so`` link, is built here into a
@@ -294,6 +295,15 @@ first = name
 name = "libcudastacknosuch.so.1"
 lib = ffi.dlopen(first)
 """
+LOADED = b"""import ctypes
+import os
+
+from cffi import FFI
+
+ctypes.CDLL(os.path.join(os.path.dirname(__file__), "libcudastackship.so.1"))
+ffi = FFI()
+lib = ffi.dlopen("libcudastackship.so.1")
+"""
 NOT_CFFI = b"""class Loader:
     def dlopen(self, name):
         return name
@@ -322,6 +332,8 @@ PACKAGES = {
     "cffisuppress": {"cffisuppress.py": SUPPRESS},
     "cffimoving": {"cffimoving.py": MOVING},
 }
+EXTRA = ("sfbundled", "cffiloaded")
+"""Packages with a library of their own (built in the fixture)."""
 FAIL_WITHOUT = ["cairoshape", "cffibare", "cffiline", "cffioutline", "cffivips", "sfshape", "xcbshape"]
 
 
@@ -343,10 +355,14 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if got.returncode != 0:
         pytest.fail(f"pip could not download cffi (the oracle this test needs): {got.stderr[-500:]}")
     lib = build(root / "bundled" / "libcudastackfl.so", "int cudastackfl(void) { return 1; }\n").read_bytes()
-    for name, files in {**PACKAGES, "sfbundled": _sf("sfbundled", lib)}.items():
+    ship = build(root / "ship" / "libcudastackship.so.1", "int ship(void) { return 1; }\n",
+                 flags=("-Wl,-soname,libcudastackship.so.1",)).read_bytes()  # fmt: skip
+    extra = {"sfbundled": _sf("sfbundled", lib),
+             "cffiloaded": {"cffiloaded/__init__.py": LOADED, "cffiloaded/libcudastackship.so.1": ship}}  # fmt: skip
+    for name, files in {**PACKAGES, **extra}.items():
         make_wheel(links, name, "1.0", files, ("cffi>=1.0",))
     exe = make_venv(root / "env")
-    pip_install(exe, links, *PACKAGES, "sfbundled")
+    pip_install(exe, links, *PACKAGES, *EXTRA)
     return exe
 
 
@@ -360,7 +376,7 @@ def test_an_import_that_cffi_dlopen_fails_is_an_error(python: Path, libdir: Path
     env = _env(libdir if on_path else None)
     real = {
         m: subprocess.run([str(python), "-c", f"import {m}"], env=env, capture_output=True, text=True, check=False)
-        for m in (*PACKAGES, "sfbundled")
+        for m in (*PACKAGES, *EXTRA)
     }
     fails = sorted(m for m, r in real.items() if r.returncode != 0)
     assert fails == ([] if on_path else FAIL_WITHOUT), {m: r.stderr[-300:] for m, r in real.items()}
@@ -372,7 +388,7 @@ def test_an_import_that_cffi_dlopen_fails_is_an_error(python: Path, libdir: Path
     errors = sorted((f["code"], f["distribution"]) for f in report["findings"] if f["severity"] == "error")
     assert errors == [("LDD001", m) for m in fails], report["findings"]
     for f in report["findings"]:  # nothing on the packages that import
-        assert f["distribution"] not in {*PACKAGES, "sfbundled"} - set(fails) or f["severity"] not in (
+        assert f["distribution"] not in {*PACKAGES, *EXTRA} - set(fails) or f["severity"] not in (
             "error",
             "warning",
         ), f
