@@ -10,10 +10,13 @@
   ``if not _libfuse_path: raise`` after a variable's value and branches on a stored
   ``platform.system()``): a load with :attr:`NativeLoad.finds`, whose answer the loader works out
   (:mod:`cudastack.loader.findlib`) and judges only where it is surely None (:func:`_unfound_raises`);
-- cffi's ``ffi.dlopen("libvips.so.42")`` (ABI mode: pyvips 3 without its binary module), on a
-  name bound to an ``FFI`` object only (:class:`_Cffi`), where the statement surely runs on
-  Linux: its library is not found and, for an in-line ``FFI()``, neither does the
-  ``find_library`` cffi falls back to find it.
+- cffi's ``ffi.dlopen(name)`` (ABI mode), on a name bound to an ``FFI`` object only
+  (:class:`_Cffi`), in a distribution that requires cffi, where the statement surely runs on
+  Linux (:func:`_sure_statements`): the import fails where the name is not found and, for an
+  in-line ``FFI()``, neither does the ``find_library`` cffi falls back to. pyvips 3 without its
+  binary module (the handler of ``try: import _libvips``: :attr:`NativeLoad.unless_module`),
+  cairocffi's helper over candidates (:meth:`_Cffi.candidates`), soundfile's fallbacks past its
+  bundled copy and ``find_library``, xcffib's ``find_library(...)`` else ``"libxcb.so"``.
 
 A load found in a submodule fails the package's ``import`` only where that import runs the
 submodule outside a ``try`` that survives it (:func:`cudastack.loader.predict._reached`).
