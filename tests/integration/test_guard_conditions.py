@@ -13,6 +13,8 @@ was a false ``error`` on a package whose import works, but for the last two).
   picked by a variant, not both branches of an ``if``, not a call after an ``if``/``continue``.
 - Calls of a same-named function of another module do not say what this one is passed.
 - A parameter the body rebinds (``filename = os.path.join(_here, filename)``) keeps the path.
+- An import under a test of another platform does not run, at module level or in a function
+  called at import (PySide6's Windows-only ``from . import QtNetwork``: the s34 gfx hunt).
 
 Packages of our own, built with gcc and installed by pip; reality is ``import`` in a fresh
 interpreter, and the doctor's errors must name exactly the packages whose import fails."""
@@ -83,6 +85,18 @@ SHAPES: dict[str, tuple[bytes, dict[str, bytes], bool]] = {
         b"    except Exception as error:\n        if strict:\n            raise error\n\n\n"
         b'info = json.loads(\'{"variant": "cpu"}\')\n'
         b'for library in ["libgood", "libbad"]:\n    _load_library(f"{library}.so", info["variant"] == "docs")\n',
+        {},
+        False,
+    ),
+    # --- an import only another platform runs, in a function __init__ calls and at module level
+    # (PySide6's `if sys.platform == 'win32':` ... `from . import QtNetwork`: the s34 gfx hunt)
+    "gcwinfunc": (
+        HERE + b'def _setup():\n    if sys.platform == "win32":\n        from . import _ext\n\n\n_setup()\n',
+        {},
+        False,
+    ),
+    "gcwinmodule": (
+        HERE + b'if os.name == "nt" or sys.platform.startswith("win"):\n    from . import _ext\n',
         {},
         False,
     ),

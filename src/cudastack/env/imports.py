@@ -454,7 +454,21 @@ def _static_test(test: ast.expr, known: dict[str, object] | None = None) -> bool
             type(s) is ast.Constant and s.value == "__main__" for s in sides
         ):
             return False
+    if t is ast.Compare or t is ast.Call:
+        # a platform test, decided on Linux (the target's): PySide6's ``if sys.platform ==
+        # 'win32':`` around ``from . import QtNetwork`` in a function its __init__ calls (the s34
+        # gfx hunt: QtNetwork's compiled module names QtCore, a false LDD001 without glib)
+        return _on_linux(test)
     return None
+
+
+def _on_linux(test: ast.expr) -> bool | None:
+    """:func:`cudastack.env.native_loads._on_linux` (imported at the first platform test)."""
+    global _on_linux
+    from cudastack.env.native_loads import _on_linux as decide
+
+    _on_linux = decide
+    return decide(test)
 
 
 def _environ_get(node: ast.expr) -> tuple[str, object] | None:

@@ -9,7 +9,14 @@
   names with a ``for``-``else: raise``, python-magic's candidates ending in a ``raise``, fusepy's
   ``if not _libfuse_path: raise`` after a variable's value and branches on a stored
   ``platform.system()``): a load with :attr:`NativeLoad.finds`, whose answer the loader works out
-  (:mod:`cudastack.loader.findlib`) and judges only where it is surely None (:func:`_unfound_raises`).
+  (:mod:`cudastack.loader.findlib`) and judges only where it is surely None (:func:`_unfound_raises`);
+- cffi's ``ffi.dlopen(name)`` (ABI mode), on a name bound to an ``FFI`` object only
+  (:class:`_Cffi`), in a distribution that requires cffi, where the statement surely runs on
+  Linux (:func:`_sure_statements`): the import fails where the name is not found and, for an
+  in-line ``FFI()``, neither does the ``find_library`` cffi falls back to. pyvips 3 without its
+  binary module (the handler of ``try: import _libvips``: :attr:`NativeLoad.unless_module`),
+  cairocffi's helper over candidates (:meth:`_Cffi.candidates`), soundfile's fallbacks past its
+  bundled copy and ``find_library``, xcffib's ``find_library(...)`` else ``"libxcb.so"``.
 
 A load found in a submodule fails the package's ``import`` only where that import runs the
 submodule outside a ``try`` that survives it (:func:`cudastack.loader.predict._reached`).
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import fnmatch
 import functools
 import mmap
@@ -59,6 +67,28 @@ _SONAME_WORDS = (*(w.encode() for w, how in _LOADERS.items() if how == "ctypes")
 """The calls that may open a library by a bare soname (:func:`_load`), and ``find_library``,
 whose None the import may not survive (:func:`_unfound_raises`): what can find something in a
 distribution without a ``.so`` file."""
+_CFFI_CALL = re.compile(
+    rb"(?:\b_*(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location|find_library)|\.dlopen)\s*\("
+)
+""":data:`_CALL` and cffi's ``ffi.dlopen(`` (a method, not a docstring's ``dlopen()``), for a
+distribution that requires cffi (:func:`_requires_cffi`): the other ~99 % do not pay for the
+extra search of every file they read (~30 ms a cache-off run on vllm 0.33's 84 MB)."""
+_CFFI_WORDS = (*_CALL_WORDS, b"dlopen")
+_CFFI_PIECES = (*_CALL_PIECES, b"dlopen")
+_CFFI_SONAME_WORDS = (*_SONAME_WORDS, b"dlopen")
+_REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _requires_cffi(dist: Distribution) -> bool:
+    """Whether ``dist`` requires cffi (Requires-Dist, any marker): code that makes an ``FFI``
+    object at import needs it installed (pyvips, cairocffi, soundfile, eccodes all say so)."""
+    for line in dist.requires:
+        m = _REQUIREMENT_NAME.match(line)
+        if m is not None and re.sub(r"[-_.]+", "-", m.group(1)).lower() == "cffi":
+            return True
+    return False
+
+
 _MAX_BYTES = 1 << 20
 
 
@@ -69,7 +99,8 @@ class NativeLoad:
     where: str
     """``file:line`` of the call."""
     how: str
-    """``ctypes``, ``torch.ops`` or ``spec_from_file_location``."""
+    """``ctypes``, ``torch.ops``, ``spec_from_file_location``, ``find_library`` or ``cffi``
+    (``ffi.dlopen``)."""
     paths: tuple[str, ...] = ()
     """Files of the distribution the argument matches (by path)."""
     soname: str | None = None
@@ -96,6 +127,15 @@ class NativeLoad:
     """Environment variables read before ``find_library`` is asked (fusepy's
     ``os.environ.get('FUSE_LIBRARY_PATH')``, then ``if not x: x = find_library('fuse')``): where
     the target's environment sets one, the code opens what it names and nothing is claimed."""
+    also: tuple[str, ...] = ()
+    """Names cffi's ``dlopen`` tries after ``soname`` when it fails, each in turn (cairocffi's
+    ``'libcairo.2.dylib'``, ``'libcairo-2.dll'`` after ``'libcairo.so.2'``): the import fails only
+    when none of them is found either."""
+    unless_module: tuple[str, ...] = ()
+    """Top-level modules one of which, failing to import, makes the load run: it sits in the
+    handler of a ``try`` whose body imports them (pyvips 3's ``try: import _libvips`` … ``except
+    Exception:`` then ``ffi.dlopen(library_name('vips', 42))``, ABI mode without the binary
+    module). Where the target's ``sys.path`` has every one of them, nothing is claimed."""
 
 
 def find_native_loads(dist: Distribution) -> list[NativeLoad]:
@@ -118,20 +158,22 @@ def find_native_loads(dist: Distribution) -> list[NativeLoad]:
     if path is not None:
         store_blob(path, [
             (_relative(x.where, site), x.how, tuple(_relative(p, site) for p in x.paths), x.soname,
-             _relative(x.guard, site) if x.guard else x.guard, x.each, x.init, x.finds, x.unknown, x.unless_set)
+             _relative(x.guard, site) if x.guard else x.guard, x.each, x.init, x.finds, x.unknown, x.unless_set,
+             x.also, x.unless_module)
             for x in found
         ])  # fmt: skip
     return found
 
 
 def _load_from(row: tuple[str, str, tuple[str, ...], str | None, str | None, bool, str | None, tuple[str, ...], bool,
-                          tuple[str, ...]],
+                          tuple[str, ...], tuple[str, ...], tuple[str, ...]],
                site: str) -> NativeLoad:  # fmt: skip
-    where, how, paths, soname, guard, each, init, finds, unknown, unless_set = row
+    where, how, paths, soname, guard, each, init, finds, unknown, unless_set, also, unless_module = row
     paths = tuple(_rebase(p, site) for p in paths)
     guard = _rebase(guard, site) if guard else guard
     return NativeLoad(where=_rebase(where, site), how=how, paths=paths, soname=soname, guard=guard, each=each,
-                      init=init, finds=tuple(finds), unknown=unknown, unless_set=tuple(unless_set))  # fmt: skip
+                      init=init, finds=tuple(finds), unknown=unknown, unless_set=tuple(unless_set),
+                      also=tuple(also), unless_module=tuple(unless_module))  # fmt: skip
 
 
 _HERE = "\0site/"
@@ -146,7 +188,7 @@ def _rebase(path: str, site: str) -> str:
     return site + path[len(_HERE) :] if path.startswith(_HERE) else path
 
 
-_CACHE_VERSION = 6
+_CACHE_VERSION = 8
 
 
 def _cache_file(dist: Distribution) -> str | None:
@@ -184,12 +226,15 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
         for full in _called_from(raws[name], package, lambda m: m in files and m not in raws):
             if full in files and full not in raws:
                 raws[full] = _read(dist.abspath(files[full]))
+    cffi = _requires_cffi(dist)
+    pieces, call_words, call = (_CFFI_PIECES, _CFFI_WORDS, _CFFI_CALL) if cffi else (_CALL_PIECES, _CALL_WORDS, _CALL)
+    soname_words = _CFFI_SONAME_WORDS if cffi else _SONAME_WORDS
     # the words first (a substring test runs at memchr speed; the pattern's \b and \s* do not),
     # and before them three pieces one of which each word holds (fewer and longer: ~40 % faster)
     hits = {
         n: r
         for n, r in raws.items()
-        if any(w in r for w in _CALL_PIECES) and any(w in r for w in _CALL_WORDS) and _CALL.search(r)
+        if any(w in r for w in pieces) and any(w in r for w in call_words) and call.search(r)
     }
     if not hits:
         return []
@@ -203,7 +248,7 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
         if ".so" in e.path.rpartition("/")[2] and not e.path.startswith("..")
     ]
     by_path = bool(record)
-    words = _CALL_WORDS if by_path else _SONAME_WORDS
+    words = call_words if by_path else soname_words
     if not by_path and not any(w in r for r in hits.values() for w in words):
         return []
     files = _Absolute(dist, files)
@@ -275,7 +320,8 @@ def _scan(dist: Distribution) -> list[NativeLoad]:
         if name in trees:
             package = name if files[name].endswith("__init__.py") else name.rpartition(".")[0]
             foreign = functools.partial(_imported_functions, trees[name], package, files, known, raws[name])
-            out.extend(_loads_in(trees[name], files[name], record, called, foreign, args, passes))
+            homes = functools.partial(_home_of, package, files, known)
+            out.extend(_loads_in(trees[name], files[name], record, called, foreign, args, passes, homes))
     return out
 
 
@@ -696,6 +742,7 @@ def _loads_in(
     foreign: dict[str, ast.FunctionDef] | Callable[[], dict[str, ast.FunctionDef]] | None = None,
     args: dict[str, tuple[str, ...] | None] | None = None,
     passes: _Passes | None = None,
+    homes: Callable[[str], _Home | None] | None = None,
 ) -> list[NativeLoad]:
     """The loading calls that run when the file is imported: module level, and the bodies of its
     functions that module-level code of the files read calls by name (one level). ``foreign``:
@@ -713,6 +760,7 @@ def _loads_in(
     passes = passes or _Passes()
     assigns: dict[str, ast.expr] | None = None
     aliases = _find_library_aliases(tree)
+    cffi: _Cffi | None = None  # worked out at the first ffi.dlopen
     out: list[NativeLoad] = []
     for body, func, outer in bodies:
         names: dict[str, ast.expr] | None = None
@@ -721,7 +769,11 @@ def _loads_in(
         statements = _statements(body, None, passes.module(tree) if func is None else passes.of(func, tree))
         for stmt, guard in statements:
             for call in _calls(stmt):
-                if not _is_loading_call(call) and not (aliases and _is_find_library(call, aliases)):
+                if (
+                    not _is_loading_call(call)
+                    and not (aliases and _is_find_library(call, aliases))
+                    and _callee(call) != "dlopen"
+                ):
                     continue  # _load takes none of these
                 if names is None:
                     assigns = _assignments(tree) if assigns is None else assigns
@@ -741,6 +793,12 @@ def _loads_in(
                     each = _in_fallback_loops(body)
                 if funcs is None:
                     funcs = {**((foreign() if callable(foreign) else foreign) or {}), **own}
+                if _callee(call) == "dlopen":
+                    cffi = _Cffi(tree, homes) if cffi is None else cffi
+                    load = cffi.load(call, stmt, body, func, path, names, funcs, record, guard)
+                    if load is not None:
+                        out.append(load if load.guard or outer is None else replace(load, guard=outer))
+                    continue
                 loads = [_load(call, path, names, record, guard, funcs)]
                 if varies is not None:  # run once for each string a parameter may be: a load of each
                     param, strings = varies
@@ -1626,7 +1684,7 @@ def _bound_names(node: ast.AST) -> set[str]:
     return out
 
 
-def _linux_run(body: list[ast.stmt], *, yields: bool) -> list[ast.expr] | None:
+def _linux_run(body: list[ast.stmt], *, yields: bool, flags: dict[str, bool] | None = None) -> list[ast.expr] | None:
     """What a function body yields (``yields``), in order, or returns (one value), run along the
     branches its ``sys.platform`` / ``platform.system()`` / ``os.name`` tests take on Linux;
     None when that depends on anything else (a branch not decided that yields or returns, a
@@ -1634,12 +1692,12 @@ def _linux_run(body: list[ast.stmt], *, yields: bool) -> list[ast.expr] | None:
     out: list[ast.expr] = []
     for stmt in body:
         if isinstance(stmt, ast.If):
-            decided = _on_linux(stmt.test)
+            decided = _on_linux(stmt.test) if not flags else _flag_test(stmt.test, flags)
             if decided is None:
                 if _yields_or_returns(stmt):
                     return None
                 continue
-            inner = _linux_run(stmt.body if decided else stmt.orelse, yields=yields)
+            inner = _linux_run(stmt.body if decided else stmt.orelse, yields=yields, flags=flags)
             if inner is None:
                 return None
             out.extend(inner)
@@ -1656,6 +1714,23 @@ def _linux_run(body: list[ast.stmt], *, yields: bool) -> list[ast.expr] | None:
         if isinstance(stmt, ast.Return | ast.Raise) or _yields_or_returns(stmt):
             return None
     return out  # without a yield or return here: nothing (the caller reads on)
+
+
+def _flag_test(test: ast.expr, flags: dict[str, bool]) -> bool | None:
+    """:func:`_on_linux`, where a name of ``flags`` holds a platform test's value (``not``, ``and``
+    and ``or`` of them too)."""
+    if isinstance(test, ast.Name):
+        return flags.get(test.id)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _flag_test(test.operand, flags)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_flag_test(v, flags) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)
+        if decisive in values:
+            return decisive
+        return None if None in values else not decisive
+    return _on_linux(test)
 
 
 def _yields_or_returns(node: ast.stmt) -> bool:
@@ -2064,17 +2139,646 @@ def _call_of(
     depth: int,
     funcs: dict[str, ast.FunctionDef],
 ) -> str | None:
-    """The pattern of a call of a function of the file: its one ``return`` value, evaluated with
-    its parameters bound to the patterns of the call's positional arguments."""
+    """The pattern of a call of a function of the file: its one ``return`` value, or the one its
+    Linux branches reach (pyvips 3's ``library_name(name, abi_number, lib_prefix='lib')``, whose
+    ``is_windows = os.name == 'nt'`` and ``is_mac`` pick ``f'{lib_prefix}{name}.so.{abi_number}'``),
+    evaluated with its parameters bound to the patterns of the call's arguments (an integer
+    constant as its decimal string, for an f-string) and to their constant string defaults."""
     returns = [r.value for r in ast.walk(func) if isinstance(r, ast.Return) and r.value is not None]
     if len(returns) != 1:
-        return None
+        linux = _linux_run(func.body, yields=False, flags=_platform_flags(func))
+        if linux is None or len(linux) != 1:
+            return None
+        returns = linux
+    a = func.args
     bound: dict[str, ast.expr] = {}
-    for param, arg in zip(func.args.args, call.args, strict=False):
+    positional = [*a.posonlyargs, *a.args]
+    for param, default in zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True):
+        if isinstance(default, ast.Constant) and isinstance(default.value, str):
+            bound[param.arg] = default
+    given = list(zip(positional, call.args, strict=False))
+    given += [(p, k.value) for k in call.keywords for p in (*positional, *a.kwonlyargs) if p.arg == k.arg]
+    for param, arg in given:
+        if isinstance(arg, ast.Constant) and type(arg.value) is int:
+            bound[param.arg] = ast.Constant(value=str(arg.value))
+            continue
         v = _evaluate(arg, path, names, depth + 1, funcs)
         bound[param.arg] = ast.Constant(value="*" if v is None else v)
     scope = {**names, **_assignments(func), **bound}
     return _evaluate(returns[0], path, scope, depth + 1, {k: v for k, v in funcs.items() if v is not func})
+
+
+def _platform_flags(func: ast.FunctionDef) -> dict[str, bool]:
+    """Names the function's top-level statements assign a platform test once, with its value on
+    Linux (pyvips 3's ``is_windows = os.name == 'nt'``)."""
+    once = _assignments(func)
+    out: dict[str, bool] = {}
+    for stmt in func.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            if once.get(name) is stmt.value and (value := _on_linux(stmt.value)) is not None:
+                out[name] = value
+    return out
+
+
+# --- cffi's ffi.dlopen -------------------------------------------------------------------------
+
+
+def _home_of(package: str, files: dict[str, str], known: dict[str, _Home], module: str) -> _Home | None:
+    """The file of the distribution that module ``module`` (relative to ``package``, ``.ffi``)
+    is, read once (:class:`_Home`), or None when it is no Python file of the distribution."""
+    path = files.get(_resolve(module, package))
+    if path is None:
+        return None
+    if path not in known:
+        known[path] = _Home(_read(path))
+    return known[path]
+
+
+_CFFI_MODULES = ("cffi", "cffi.api")
+_OUT_OF_LINE = re.compile(rb"(?m)^(\w+)\s*=\s*_cffi_backend\.FFI\(")
+"""The one statement of a module cffi generates for out-of-line ABI mode (``ffi.set_source(name,
+None)``: soundfile's ``_soundfile.py``, ``ffi = _cffi_backend.FFI('_soundfile', _version=…)``)."""
+
+
+class _Cffi:
+    """cffi's ``ffi.dlopen(name)`` in one file: which names are an ``FFI`` object (the receiver
+    decides what ``dlopen`` means: any other object's method of that name is not cffi's), and
+    the loads that surely run (:func:`_sure_statements`).
+
+    What ``dlopen`` does is cffi's own (``cffi/api.py`` ``_load_backend_lib`` for an in-line
+    ``FFI()``, ``_cffi_backend``'s ``ffi_dlopen`` for an out-of-line module): in-line, a name
+    holding ``.`` or ``/`` is dlopened as given (``RTLD_NOW``), and on failure, like a name
+    without them, looked up with ``ctypes.util.find_library``, OSError when that answers None;
+    out-of-line, the name goes to ``dlopen`` alone. Both fail when the name is not found and
+    find_library answers None, so a receiver known to be some ``FFI`` object, either kind, is
+    judged by both (:attr:`NativeLoad.soname` and :attr:`NativeLoad.finds`)."""
+
+    def __init__(self, tree: ast.Module, homes: Callable[[str], _Home | None] | None) -> None:
+        self.tree = tree
+        self.homes = homes
+        self._makers: tuple[set[str], set[str], set[str]] | None = None
+        self._sure: dict[int, dict[int, _Sure]] = {}
+        self._module_calls: dict[str, _Sure] | None = None
+        self.module_body = [n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        self.aliases = _find_library_aliases(tree)
+        self.moving = _moving_names(tree.body)
+
+    def load(
+        self,
+        call: ast.Call,
+        stmt: ast.stmt,
+        body: list[ast.stmt],
+        func: ast.FunctionDef | None,
+        path: str,
+        names: dict[str, ast.expr],
+        funcs: dict[str, ast.FunctionDef],
+        record: list[str],
+        guard: str | None,
+    ) -> NativeLoad | None:
+        """The load ``receiver.dlopen(name)`` makes, where ``receiver`` is an ``FFI`` object, the
+        name is known and the statement surely runs at import (module level, or in a function
+        module-level code surely calls); None otherwise."""
+        f = call.func
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and call.args):
+            return None
+        outer = _Sure([], 0)
+        if func is not None:  # a function: its call must surely run at import, and so the statement in it
+            calls = self.module_calls()
+            if func.name not in calls:
+                return None
+            outer = calls[func.name]
+        sure = self.sure(body).get(id(stmt))
+        if sure is None:
+            if func is not None and body is func.body:
+                return self.candidates(call, func, path, names, funcs, guard, outer)
+            return None
+        if outer.unless_module and sure.unless_module:
+            return None  # one of these and one of those: not said by one list
+        kind = self.receiver(f.value.id, sure, func)
+        if kind is None:
+            return None
+        known = {k: v for k, v in names.items() if not _reads(v, self.moving)}
+        scope = {**known, **sure.values}
+        where = f"{path}:{call.lineno}"
+        g = f"{path}:{guard}" if guard else None
+        unless = outer.unless_module or sure.unless_module
+        ran = (*outer.finds, *sure.finds)
+        arg = call.args[0]
+        either = scope.get(arg.id) if isinstance(arg, ast.Name) else None
+        if isinstance(either, ast.BoolOp) and isinstance(either.op, ast.Or) and len(either.values) == 2:
+            # find_library's answer, else a name: dlopen opens the answer (not judged) or the name
+            asked = _found_name(either.values[0], scope, funcs, self.aliases, path)
+            ran = (*ran, asked) if asked is not None else ran
+            arg = either.values[1] if asked is not None else arg
+        name = _evaluate(arg, path, scope, 0, funcs)
+        if not name or "*" in name:
+            return None
+        if "/" in name:  # a path: a file of the distribution, judged as it loads
+            hits = _matches(name, record)
+            if not hits or ran:
+                return None
+            return NativeLoad(where=where, how="cffi", paths=hits, guard=g, unless_module=unless)
+        finds = ((name,) if kind != "out-of-line" else ()) + ran
+        soname = name if kind != "in-line" or "." in name else None
+        return NativeLoad(where=where, how="cffi", soname=soname, finds=finds, guard=g, unless_module=unless)
+
+    def candidates(
+        self,
+        call: ast.Call,
+        func: ast.FunctionDef,
+        path: str,
+        names: dict[str, ast.expr],
+        funcs: dict[str, ast.FunctionDef],
+        guard: str | None,
+        outer: _Sure,
+    ) -> NativeLoad | None:
+        """cairocffi 1.7's helper, called once at module level (``cairo = dlopen(ffi, ('cairo-2',
+        'cairo', 'libcairo-2'), ('libcairo.so.2', 'libcairo.2.dylib', 'libcairo-2.dll'))``)::
+
+            def dlopen(ffi, library_names, filenames):
+                for library_name in library_names:
+                    library_filename = find_library(library_name)
+                    if library_filename:
+                        filenames = (library_filename, *filenames)
+                for filename in filenames:
+                    try:
+                        return ffi.dlopen(filename)
+                    except OSError as exception: …
+                raise OSError(…)
+
+        ``ffi`` is a parameter given an ``FFI`` object, the candidates a parameter given constant
+        strings, before them what find_library answers for the names of another; a statement
+        outside the two loops may not bind either. The import fails when find_library answers
+        None for every name and ``dlopen`` fails for every candidate (:attr:`NativeLoad.also`)."""
+        site = self.only_call(func.name)
+        f = call.func
+        if site is None or not isinstance(f, ast.Attribute) or not isinstance(f.value, ast.Name) or not call.args:
+            return None
+        loop = next((s for s in func.body if isinstance(s, ast.For) and call in _calls_in_loop_try(s)), None)
+        var = call.args[0]
+        if loop is None or not isinstance(loop.target, ast.Name) or not isinstance(var, ast.Name):
+            return None
+        if var.id != loop.target.id or loop.orelse or not isinstance(loop.iter, ast.Name):
+            return None
+        attempt = loop.body[0] if len(loop.body) == 1 else None
+        if not (
+            isinstance(attempt, ast.Try) and len(attempt.body) == 1 and isinstance(attempt.body[0], ast.Return)
+            and attempt.body[0].value is call and not attempt.orelse and not attempt.finalbody
+            and all(_catches(h) and not _leaves(h.body) and not _surely_raises(h.body) for h in attempt.handlers)
+        ):  # fmt: skip
+            return None
+        at = func.body.index(loop)
+        if not _surely_raises(func.body[at + 1 :]) or _leaves(func.body[at + 1 :]):
+            return None
+        params = [p.arg for p in (*func.args.posonlyargs, *func.args.args)]
+        receiver, seq = f.value.id, loop.iter.id
+        if receiver not in params or seq not in params or func.args.vararg or func.args.kwarg:
+            return None
+        found: list[str] = []
+        for stmt in func.body[:at]:
+            more = _found_first(stmt, seq, receiver, found, params)
+            if more is None:
+                return None
+            found = more
+        bound = dict(zip(params, site.args, strict=False))
+        given = bound.get(receiver)
+        module = self.module_sure(site)
+        if site.keywords or len(site.args) != len(params) or not isinstance(given, ast.Name) or module is None:
+            return None
+        kind = self.receiver(given.id, module, None)
+        tried = _constants(bound[seq], path, names, funcs)
+        finds = [_constants(bound[p], path, names, funcs) for p in found]
+        asked = [n for c in finds for n in c or ()]
+        if kind is None or not tried or None in finds or any("/" in n for n in (*tried, *asked)):
+            return None
+        direct = [t for t in tried if kind != "in-line" or "." in t]
+        if kind != "out-of-line":
+            asked += tried
+        if not direct:
+            return None
+        return NativeLoad(
+            where=f"{path}:{call.lineno}", how="cffi", soname=direct[0], also=tuple(direct[1:]),
+            finds=(*asked, *outer.finds), guard=f"{path}:{guard}" if guard else None,
+            unless_module=outer.unless_module,
+        )  # fmt: skip
+
+    def only_call(self, name: str) -> ast.Call | None:
+        """The one call of function ``name`` in the file's module-level code, if it surely runs."""
+        sites = [
+            c for stmt in self.tree.body if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            for c in ast.walk(stmt) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == name
+        ]  # fmt: skip
+        if len(sites) != 1 or self.module_sure(sites[0]) is None:
+            return None
+        return sites[0]
+
+    def module_sure(self, call: ast.Call) -> _Sure | None:
+        """The surely run module-level statement that makes ``call``."""
+        for sure in self.sure(self.module_body).values():
+            if any(c is call for c in _calls(sure.block[sure.index])):
+                return sure
+        return None
+
+    def sure(self, body: list[ast.stmt]) -> dict[int, _Sure]:
+        """:func:`_sure_statements` of ``body``, a list the file's tree (or this object) keeps alive."""
+        found = self._sure.get(id(body))
+        if found is None:
+            found = self._sure[id(body)] = _sure_statements(body, self.aliases, self.moving)
+        return found
+
+    def module_calls(self) -> dict[str, _Sure]:
+        """The functions of the file that module-level statements surely call by name (cairocffi's
+        ``cairo = dlopen(ffi, …)``), with the condition of a call (:class:`_Sure`), one without
+        any first."""
+        if self._module_calls is None:
+            found: dict[str, _Sure] = {}
+            for sure in self.sure(self.module_body).values():
+                for c in _calls(sure.block[sure.index]):
+                    if isinstance(c.func, ast.Name):
+                        had = found.get(c.func.id)
+                        if had is None or ((had.unless_module or had.finds) and not (sure.unless_module or sure.finds)):
+                            found[c.func.id] = sure
+            self._module_calls = found
+        return self._module_calls
+
+    def makers(self) -> tuple[set[str], set[str], set[str]]:
+        """Names the file binds to cffi's ``FFI`` class (``from cffi import FFI``, anywhere: pyvips
+        imports it in its ``except`` branch), to the ``cffi`` module, and to ``_cffi_backend``."""
+        if self._makers is None:
+            classes: set[str] = set()
+            modules: set[str] = set()
+            backends: set[str] = set()
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.ImportFrom) and not node.level and node.module in _CFFI_MODULES:
+                    classes.update(a.asname or a.name for a in node.names if a.name == "FFI")
+                elif isinstance(node, ast.Import):
+                    for a in node.names:
+                        if a.name == "cffi":
+                            modules.add(a.asname or a.name)
+                        elif a.name == "_cffi_backend":
+                            backends.add(a.asname or a.name)
+            self._makers = (classes, modules, backends)
+        return self._makers
+
+    def made(self, value: ast.expr) -> str | None:
+        """``in-line`` for ``FFI()`` / ``cffi.FFI()``, ``out-of-line`` for ``_cffi_backend.FFI(…)``."""
+        if not isinstance(value, ast.Call):
+            return None
+        classes, modules, backends = self.makers()
+        f = value.func
+        if isinstance(f, ast.Name) and f.id in classes:
+            return "in-line"
+        if isinstance(f, ast.Attribute) and f.attr == "FFI" and isinstance(f.value, ast.Name):
+            if f.value.id in modules:
+                return "in-line"
+            if f.value.id in backends:
+                return "out-of-line"
+        return None
+
+    def imported(self, node: ast.ImportFrom, alias: ast.alias) -> str | None:
+        """The kind of ``FFI`` object ``from M import ffi`` binds, where ``M`` is a module of the
+        distribution that makes it (``ffi = FFI()``: cairocffi's ``ffi.py``; or generated for
+        out-of-line ABI mode: soundfile's ``_soundfile.py``), else None."""
+        home = self.homes("." * node.level + (node.module or "")) if self.homes is not None and node.module else None
+        if home is None:
+            return None
+        outline = [m.group(1).decode() for m in _OUT_OF_LINE.finditer(home.raw)]
+        if outline:
+            return "out-of-line" if outline == [alias.name] and b"import _cffi_backend" in home.raw else None
+        if alias.name.encode() not in home.raw or b"cffi" not in home.raw:
+            return None
+        tree = home.tree()
+        if tree is None:
+            return None
+        value = home.assignments(tree).get(alias.name)
+        if value is None or not any(
+            isinstance(s, ast.Assign) and s.value is value for s in tree.body
+        ):  # assigned once, at module level
+            return None
+        return _Cffi(tree, None).made(value)
+
+    def receiver(self, name: str, sure: _Sure, func: ast.FunctionDef | None) -> str | None:
+        """What kind of ``FFI`` object ``name`` holds at the statement: the last statement before
+        it in its block that binds the name (pyvips: ``ffi = FFI()`` two lines above), else every
+        module-level binding of it (``from .ffi import ffi``), each an ``FFI`` object; a name a
+        function binds or takes is not known. ``in-line``, ``out-of-line``, ``cffi`` (some of
+        each) or None."""
+        for prior in reversed(sure.block[: sure.index]):
+            if name in _bound_names(prior):
+                return self.binding(prior, name)
+        if func is not None and name in _bound_names(func):
+            return None
+        kinds: set[str | None] = set()
+        todo: list[ast.stmt] = list(self.tree.body)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                if any(isinstance(g, ast.Global) and name in g.names for g in ast.walk(node)) or node.name == name:
+                    return None
+                continue
+            if name not in _bound_names(node) or (isinstance(node, ast.AnnAssign) and node.value is None):
+                continue  # (an annotation alone binds nothing: soundfile's ``_ffi: Any``)
+            if isinstance(node, ast.Assign | ast.ImportFrom | ast.Import):
+                kinds.add(self.binding(node, name))
+                continue
+            subs = _sub_blocks(node)
+            heads = [n for n in ast.iter_child_nodes(node) if not isinstance(n, ast.stmt | ast.excepthandler)]
+            if any(name in _bound_names(h) for h in heads) or any(
+                isinstance(h, ast.ExceptHandler) and h.name == name for h in getattr(node, "handlers", ())
+            ):
+                return None  # a loop target, ``with … as``, ``except … as`` of that name
+            for b in subs:
+                todo.extend(b)
+        if not kinds or None in kinds:
+            return None
+        return kinds.pop() if len(kinds) == 1 else "cffi"
+
+    def binding(self, stmt: ast.stmt, name: str) -> str | None:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            return self.made(stmt.value)
+        if isinstance(stmt, ast.ImportFrom):
+            for a in stmt.names:
+                if (a.asname or a.name) == name:
+                    return self.imported(stmt, a)
+        return None
+
+
+def _calls_in_loop_try(loop: ast.For) -> list[ast.Call]:
+    """The calls of the ``try`` statements directly in the loop's body."""
+    return [c for s in loop.body if isinstance(s, ast.Try) for b in s.body for c in _calls(b)]
+
+
+def _found_first(stmt: ast.stmt, seq: str, receiver: str, found: list[str], params: list[str]) -> list[str] | None:
+    """``found`` with the parameter whose names ``stmt`` puts find_library's answers for in front
+    of ``seq`` (cairocffi: ``for n in library_names: x = find_library(n)``, ``if x: seq = (x,
+    *seq)``), or unchanged where ``stmt`` binds neither ``seq`` nor ``receiver`` and cannot leave
+    the function; None otherwise."""
+    bound = _bound_names(stmt)
+    if seq not in bound and receiver not in bound:
+        return None if _leaves([stmt]) else found
+    if not (isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and isinstance(stmt.iter, ast.Name)):
+        return None
+    if stmt.iter.id not in params or stmt.orelse or receiver in bound or _leaves(stmt.body):
+        return None
+    first, rest = (stmt.body[0], stmt.body[1:]) if stmt.body else (None, [])
+    if not (
+        isinstance(first, ast.Assign) and len(first.targets) == 1 and isinstance(first.targets[0], ast.Name)
+        and isinstance(first.value, ast.Call) and _callee(first.value) == "find_library"
+        and [type(a) for a in first.value.args] == [ast.Name] and first.value.args[0].id == stmt.target.id  # type: ignore[attr-defined]
+        and len(rest) == 1 and isinstance(rest[0], ast.If)
+    ):  # fmt: skip
+        return None
+    answer, test = first.targets[0].id, rest[0]
+    some = _some_tested(test.test)
+    body = test.body
+    if not (isinstance(some, ast.Name) and some.id == answer and len(body) == 1 and isinstance(body[0], ast.Assign)):
+        return None
+    value = body[0].value
+    if not (
+        [t.id for t in body[0].targets if isinstance(t, ast.Name)] == [seq] and isinstance(value, ast.Tuple)
+        and len(value.elts) == 2 and isinstance(value.elts[0], ast.Name) and value.elts[0].id == answer
+        and isinstance(value.elts[1], ast.Starred) and isinstance(value.elts[1].value, ast.Name)
+        and value.elts[1].value.id == seq and not any(seq in _bound_names(s) for s in test.orelse)
+    ):  # fmt: skip
+        return None
+    return [*found, stmt.iter.id]
+
+
+@dataclass(frozen=True, slots=True)
+class _Sure:
+    """A statement that surely runs on Linux when its block is entered (:func:`_sure_statements`)."""
+
+    block: list[ast.stmt]
+    index: int
+    unless_module: tuple[str, ...] = ()
+    """It runs where importing one of these top-level modules fails (:attr:`NativeLoad.unless_module`)."""
+    finds: tuple[str, ...] = ()
+    """It runs where ``find_library`` answers None for each of these names."""
+    values: dict[str, ast.expr] = dataclasses.field(default_factory=dict)
+    """What the names the statements before it assign hold there (the last assignment along the
+    statements that surely ran, where nothing else may have bound the name since)."""
+
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+_BROAD = frozenset({"Exception", "BaseException"})
+
+
+def _moving_names(body: list[ast.stmt]) -> frozenset[str]:
+    """Names bound more than once in ``body`` (its functions included): a value that reads one is
+    not evaluated by a name's value, as what the name held then may not be what it holds where
+    the value is read."""
+    counts: dict[str, int] = {}
+    for n in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            counts[n.id] = counts.get(n.id, 0) + 1
+        elif isinstance(n, ast.alias):
+            name = n.asname or n.name.partition(".")[0]
+            counts[name] = counts.get(name, 0) + 1
+    return frozenset(k for k, c in counts.items() if c > 1)
+
+
+def _reads(node: ast.AST, names: frozenset[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _sure_statements(
+    body: list[ast.stmt], aliases: frozenset[str] = frozenset(), moving: frozenset[str] | None = None
+) -> dict[int, _Sure]:
+    """The simple statements of ``body`` that surely run on Linux, unless an exception leaves
+    first: not in a branch of a test that is not the platform's (:func:`_on_linux`), a loop body
+    (it may run no time), an ``else:`` of a ``try`` (not when its body raised), nor after a
+    ``return``, ``break`` or ``continue`` that may run. A handler runs where the ``try`` body
+    surely raises what it catches (:func:`_raises_where`), under the condition that says where:
+
+    - the body imports top-level modules, each surely reached if the ones before import, and the
+      handler catches ImportError: where one of them is missing (pyvips 3's ``try: import
+      _libvips`` … ``except Exception:``; soundfile 0.13's ``import _soundfile_data`` past its
+      platform branches, ``except (OSError, ImportError, TypeError):``);
+    - it begins ``x = find_library(n)``, ``if x is None: raise OSError(…)``: where find_library
+      answers None (soundfile's system-wide ``libsndfile`` attempt).
+
+    The handler must be the only one, or catch Exception: an earlier one could catch what an
+    earlier statement raises. Conditions nest only where they still say one thing (modules
+    outside, find_library inside). The claims rest on these only: the scan's other statements
+    (:func:`_statements`) enter every branch, which for a soname cffi fails to find on Linux only
+    (pyvips's ``ffi.dlopen('glib-2.0.so.0')`` for Windows, in a handler) would be a false alarm."""
+    out: dict[int, _Sure] = {}
+    moving = _moving_names(body) if moving is None else moving
+
+    def walk(block: list[ast.stmt], cond: _Sure, values: dict[str, ast.expr]) -> bool:
+        """Whether the statements after ``block`` surely run when it is entered; ``values``, what
+        names hold, is brought up to date for them."""
+        for i, stmt in enumerate(block):
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or _is_main_guard(stmt):
+                _forget(values, stmt)
+                continue
+            if isinstance(stmt, ast.If):
+                decided = _on_linux(stmt.test)
+                if decided is None:
+                    joined = _none_fallback(stmt, values, moving)
+                    _forget(values, stmt)
+                    if _leaves([stmt]):
+                        return False
+                    if joined is not None:
+                        values[joined[0]] = joined[1]
+                    continue
+                _forget(values, stmt.test)
+                if not walk(stmt.body if decided else stmt.orelse, cond, values):
+                    return False
+                continue
+            if isinstance(stmt, ast.Try | ast.TryStar):
+                inside = dict(values)
+                through = walk(stmt.body, cond, inside)
+                handler = stmt.handlers[0] if stmt.handlers else None
+                if handler is not None and (len(stmt.handlers) == 1 or _handler_names(handler) & _BROAD):
+                    raised = _raises_where(stmt.body, handler, aliases)
+                    if raised is not None:
+                        modules, finds = raised
+                        if not (modules and cond.unless_module):
+                            inner = replace(cond, unless_module=cond.unless_module + modules,
+                                            finds=cond.finds + finds)  # fmt: skip
+                            caught = dict(values)
+                            _forget(caught, *stmt.body)
+                            if handler.name:
+                                caught.pop(handler.name, None)
+                            walk(handler.body, inner, caught)
+                _forget(values, stmt)
+                if not walk(stmt.finalbody, cond, values) or not through or _leaves(stmt.orelse):
+                    return False
+                if any(_leaves(h.body) for h in stmt.handlers):
+                    return False
+                continue
+            if isinstance(stmt, ast.With | ast.AsyncWith):
+                if any(
+                    isinstance(i.context_expr, ast.Call) and _callee(i.context_expr) == "suppress" for i in stmt.items
+                ):
+                    _forget(values, stmt)  # contextlib.suppress: what fails inside is survived
+                    continue
+                for item in stmt.items:
+                    _forget(values, item)
+                if not walk(stmt.body, cond, values):
+                    return False
+                continue
+            if isinstance(stmt, ast.For | ast.AsyncFor | ast.While | ast.Match):
+                _forget(values, stmt)
+                if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
+                    return False
+                continue
+            out[id(stmt)] = replace(cond, block=block, index=i, values=dict(values))
+            _forget(values, stmt)
+            if (
+                isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and not _reads(stmt.value, moving)
+            ):  # fmt: skip
+                values[stmt.targets[0].id] = stmt.value
+            if isinstance(stmt, ast.Return | ast.Raise | ast.Break | ast.Continue):
+                return False
+        return True
+
+    walk(body, _Sure(body, 0), {})
+    return out
+
+
+def _none_fallback(stmt: ast.If, values: dict[str, ast.expr], moving: frozenset[str]) -> tuple[str, ast.expr] | None:
+    """``(x, a or b)`` for ``if x is None: x = b`` (or ``if not x:``), no ``else``, where ``x``
+    held ``a`` (xcffib 1.x: ``soname = ctypes.util.find_library("xcb")``, ``if soname is None:
+    soname = "libxcb.so"``)."""
+    tested = _none_tested(stmt.test)
+    if not isinstance(tested, ast.Name) or tested.id not in values or stmt.orelse or len(stmt.body) != 1:
+        return None
+    only = stmt.body[0]
+    if not (isinstance(only, ast.Assign) and len(only.targets) == 1 and isinstance(only.targets[0], ast.Name)):
+        return None
+    if only.targets[0].id != tested.id or _reads(only.value, moving) or _bound_names(stmt.test):
+        return None
+    return tested.id, ast.BoolOp(op=ast.Or(), values=[values[tested.id], only.value])
+
+
+def _forget(values: dict[str, ast.expr], *nodes: ast.AST) -> None:
+    """Drop from ``values`` every name the nodes may bind."""
+    for node in nodes:
+        for name in _bound_names(node):
+            values.pop(name, None)
+
+
+def _handler_names(handler: ast.ExceptHandler) -> set[str]:
+    if handler.type is None:
+        return {"BaseException"}
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
+
+
+def _raises_where(
+    body: list[ast.stmt], handler: ast.ExceptHandler, aliases: frozenset[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """``(modules, ())`` or ``((), names)``: the condition under which ``body`` surely raises what
+    ``handler`` catches (see :func:`_sure_statements`; ``aliases``: the file's names for
+    find_library, :func:`_find_library_aliases`), or None."""
+    caught = _handler_names(handler)
+    direct = _direct_blocks(body)  # not inside a nested try, whose handler may catch it first
+    imports: list[str] = []
+    for at in sorted(_sure_statements(body, aliases, frozenset()).values(), key=_order):
+        stmt = at.block[at.index]
+        if id(at.block) not in direct:
+            continue
+        if isinstance(stmt, ast.Import):
+            imports.extend(a.name.partition(".")[0] for a in stmt.names)
+        elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
+            imports.append(stmt.module.partition(".")[0])
+    if imports and caught & _IMPORT_ERRORS:
+        return tuple(dict.fromkeys(imports)), ()
+    if len(body) >= 2 and isinstance(body[0], ast.Assign) and isinstance(body[1], ast.If) and not body[1].orelse:
+        first, test = body[0], body[1]
+        target = first.targets[0] if len(first.targets) == 1 else None
+        call = first.value
+        if not (
+            isinstance(target, ast.Name) and isinstance(call, ast.Call) and _is_find_library(call, aliases)
+            and len(call.args) == 1 and not call.keywords
+            and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)
+        ):  # fmt: skip
+            return None
+        tested = _none_tested(test.test)
+        raise_ = test.body[0] if len(test.body) == 1 else None
+        if not (isinstance(tested, ast.Name) and tested.id == target.id and isinstance(raise_, ast.Raise)):
+            return None
+        exc = raise_.exc.func if isinstance(raise_.exc, ast.Call) else raise_.exc
+        name = exc.id if isinstance(exc, ast.Name) else exc.attr if isinstance(exc, ast.Attribute) else None
+        if name is not None and (name in caught or caught & _BROAD):
+            return (), (call.args[0].value,)
+    return None
+
+
+def _order(at: _Sure) -> tuple[int, int]:
+    """Where a statement of :func:`_sure_statements` runs, for sorting: its line and column."""
+    stmt = at.block[at.index]
+    return stmt.lineno, stmt.col_offset
+
+
+def _direct_blocks(body: list[ast.stmt]) -> set[int]:
+    """``body`` and the blocks of its ``if`` and ``with`` statements, theirs too: the statements
+    an exception leaves straight to the handlers around ``body``."""
+    out = {id(body)}
+    todo = [body]
+    while todo:
+        for stmt in todo.pop():
+            if isinstance(stmt, ast.If):
+                blocks = [stmt.body, stmt.orelse]
+            elif isinstance(stmt, ast.With | ast.AsyncWith):
+                blocks = [stmt.body]
+            else:
+                continue
+            out.update(id(b) for b in blocks)
+            todo.extend(blocks)
+    return out
+
+
+def _catches_import(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
+    return bool(names & _IMPORT_ERRORS)
 
 
 # --- torch op libraries: a guarded load that the package does not survive ---------------------

@@ -218,6 +218,7 @@ def _loaded_without_import(
     native_loads: dict[str, list[NativeLoad]],
     torch_proc: Process | None = None,
     uses_torch: Callable[[Distribution, tuple[str, ...]], bool] | None = None,
+    target: Target | None = None,
 ) -> None:
     """Native files a package loads at import by path or soname (:mod:`cudastack.env.native_loads`):
     a file of the package that fails there fails ``import`` (it was judged on demand), and a
@@ -226,6 +227,8 @@ def _loaded_without_import(
     a ``torch.ops.load_library`` whose package does not survive the failure: module-level code
     that surely runs next needs an operator the failing library defines (torchvision's _C.so)."""
     index = {f.path: i for i, f in enumerate(pred.files)}
+    provided: list[set[str] | None] = []  # the target's top-level modules, listed at the first need
+    shipped: set[str] | None = None  # the names of the environment's native files, at the first need
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
         uses: list[OpUse] | None = None
         reach: dict[str, tuple[bool, str | None]] = {}
@@ -234,6 +237,24 @@ def _loaded_without_import(
             if load.guard and load.how != "torch.ops":
                 continue
             why = f"loaded at import by {load.how} ({load.where})"
+            if load.unless_module:  # it runs where importing those fails: judged only where none is found
+                if not provided:
+                    provided.append(_top_level_modules(target, inventory))
+                have = provided[0]
+                missing = [m for m in load.unless_module if have is not None and m not in have]
+                if not missing:
+                    continue
+                why += f", which runs because {', '.join(missing)} is not found on the target's sys.path"
+            if load.how == "cffi" and load.soname and base.main is not None:
+                if shipped is None:
+                    natives = [f.path for f in pred.files if not f.path.endswith(".py")]
+                    elfs = [e for p in natives if not isinstance(e := pred.elf_cache.get(p), str)]
+                    shipped = {os.path.basename(f.path) for f in pred.files} | {e.soname for e in elfs if e.soname}
+                if {load.soname, *load.also} & shipped:
+                    continue  # a file of the environment: it may be loaded already, by path, and found by name
+                if (fails := _cffi_fails(load, base, inventory, dist.key, why)) is not None:
+                    pred.files.append(_as_reached(fails, *_reached(reach, dist, load.where.rpartition(":")[0])))
+                continue
             py = load.where.rpartition(":")[0]
             judged = [i for path in load.paths if (i := index.get(path)) is not None]
             if load.init is not None and not load.paths:
@@ -318,7 +339,7 @@ def _after_own_loads(
     that imports the module first would be missed: none seen)."""
     libs: list[tuple[str, str]] = []  # (path, where the load is)
     for load in loads:
-        if load.how not in ("ctypes", "torch.ops") or not load.paths:
+        if load.how not in ("ctypes", "torch.ops", "cffi") or not load.paths:
             continue
         opened = [
             p for p in load.paths
@@ -423,6 +444,56 @@ def _finds_nothing(load: NativeLoad, base: Process, dist: str, why: str) -> File
     name = f"find_library({load.finds[0]!r})"
     msg = f"{name} answers None, and the import raises"
     problem = LoadProblem("missing", py, name, msg, tried)
+    why += ", and the import raises"
+    return FilePrediction(
+        path=py, distribution=dist, kind="module", predicted="fails", problems=(problem,), context=why
+    )
+
+
+def _top_level_modules(target: Target | None, inventory: Inventory) -> set[str] | None:
+    """The top-level names the target's import system finds (its standard library, site
+    directories, ``.pth`` additions, ``PYTHONPATH``), or None when that is not known."""
+    from cudastack.env.unprovided import _pth_provided, provided_modules
+
+    have = provided_modules(target) if target is not None else None
+    return None if have is None else have | _pth_provided(target, inventory)  # type: ignore[arg-type]
+
+
+def _cffi_fails(load: NativeLoad, base: Process, inventory: Inventory, dist: str, why: str) -> FilePrediction | None:
+    """The failing module when cffi's ``ffi.dlopen(load.soname)`` surely fails: ``dlopen`` does not
+    find the name, searched from cffi's ``_cffi_backend`` module (the object that calls it, whose
+    runpath counts), and, where the receiver may be an in-line ``FFI()`` (``load.finds``), its
+    fallback ``ctypes.util.find_library`` answers None (:mod:`cudastack.loader.findlib`)."""
+    from cudastack.loader.findlib import find_library
+
+    assert base.main is not None and load.soname is not None
+    proc = base.clone()
+    backend = inventory.dists.get("cffi")
+    caller = base.main
+    so = [e.path for e in backend.record or ()] if backend is not None else []
+    so = [p for p in so if os.path.basename(p).startswith("_cffi_backend.") and p.endswith(".so")]
+    if backend is not None and so:
+        res = proc.dlopen(backend.abspath(so[0]))
+        if res.ok and res.root is not None:
+            caller = res.root
+    tried: tuple[str, ...] = ()
+    for name in (load.soname, *load.also):
+        hit = proc.searcher.search(name, caller)
+        if hit.path is not None:
+            return None
+        tried = tried or hit.tried
+    said = ", ".join((load.soname, *load.also))
+    why += f": {said} {'is' if not load.also else 'are'} not found where dlopen looks"
+    if load.finds:
+        cache = base.config.cache.path if base.config.cache.path.startswith("/") else "/etc/ld.so.cache"
+        answers = [find_library(n, base.environ, cache) for n in load.finds]
+        if not all(a.surely_none for a in answers):
+            return None
+        asked = ", ".join(repr(n) for n in load.finds)
+        why += f", and ctypes.util.find_library finds nothing for {asked}"
+    py = load.where.rpartition(":")[0]
+    msg = f"ffi.dlopen({load.soname!r}): cannot load library {load.soname!r}, and the import raises"
+    problem = LoadProblem("missing", py, load.soname, msg, tried)
     why += ", and the import raises"
     return FilePrediction(
         path=py, distribution=dist, kind="module", predicted="fails", problems=(problem,), context=why
@@ -1218,7 +1289,7 @@ def start_predict(
         for (i, _dist, _path), (at_import, guard) in zip(failing, verdicts, strict=True):
             pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
         _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
-        _loaded_without_import(pred, inventory, base, native_loads, torch_proc, uses_torch)
+        _loaded_without_import(pred, inventory, base, native_loads, torch_proc, uses_torch, target)
         _loaded_by_requirers(pred, inventory)
         _block_pure_imports(pred, inventory, _block_dependents(pred, inventory))
         _block_stdlib_imports(pred, inventory)
