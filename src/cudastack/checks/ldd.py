@@ -128,9 +128,10 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
             )
         lib = _found_by_name(name)
         needed = os.path.basename(requesters[0]) + (f" and {len(requesters) - 1} more" if len(requesters) > 1 else "")
+        severity, why = _severity([f for f, _ in items])
         yield Finding(
             code="LDD001",
-            severity=Severity.ERROR,
+            severity=severity,
             message=(
                 f"{name} finds no {lib} ({needed} raises then)"
                 if lib is not None
@@ -143,11 +144,30 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
             evidence=tuple(f"needed by {r}" for r in requesters[:10])
             + _loaded_by_path(f for f, _ in items)
             + (_searched(first.tried) if lib is None else _looked_up(first.tried),)
-            + (f"{provider} provides it" if provider else "no known distribution provides it",),
+            + (f"{provider} provides it" if provider else "no known distribution provides it",)
+            + why,
             fix=fix,
             hints=_degraded(ctx, dists),
             caused_by=cause,
         )
+
+
+_BY_REQUIRER = "loaded at import of "
+
+
+def _severity(files: list[FilePrediction]) -> tuple[Severity, tuple[str, ...]]:
+    """An error, unless every module of the finding fails only where another distribution's import
+    loads it (its own package's import does not): then that import fails (LDD009 there, caused by
+    this finding), and this one is a warning (the s34 gfx hunt: PyQt6's QtGui without libGL,
+    which ``import qfluentwidgets`` loads; ``import PyQt6`` works)."""
+    contexts = {f.context for f in files}
+    if not contexts or not all(c.startswith(_BY_REQUIRER) for c in contexts):
+        return Severity.ERROR, ()
+    by = sorted({c[len(_BY_REQUIRER) :].partition(":")[0] for c in contexts})
+    own = f"the import of {files[0].distribution}" if files[0].distribution else "its own package's import"
+    return Severity.WARNING, (
+        f"warning, not error: {own} does not load it; the import of {', '.join(by)} does, and fails (LDD009)",
+    )
 
 
 def _loaded_by_path(files: Iterable[FilePrediction]) -> tuple[str, ...]:
@@ -529,15 +549,16 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
         # fbgemm-gpu built for another torch minor (PKG018): its fix is that release, shown with the
         # cause; a reinstall of this one would bring back the same symbols
         off_minor = not built and dist is not None and ctx.runs("PKG018") and fbgemm_off_minor(ctx, dist)
+        severity, why = _severity([f for f, _ in items])
         yield Finding(
             code="ABI001",
-            severity=Severity.ERROR,
+            severity=severity,
             message=f"{os.path.basename(req)} needs {len(syms)} symbol(s) no loaded object defines, e.g. "
             f"{readable.get(syms[0], syms[0])[:120]}",
             subject=req,
             distribution=dist,
             path=req,
-            evidence=(*evidence, f"judged in: {f0.context}"),
+            evidence=(*evidence, f"judged in: {f0.context}", *why),
             fix=ctx.install_fix(
                 f"Install the {dist} build made for the installed libraries",
                 [dist or "PACKAGE"],
@@ -604,9 +625,10 @@ def symbol_version_missing(ctx: Context) -> Iterator[Finding]:
         how = next(
             (r.how for f, _ in items[:1] if f.result for _, r in f.result.resolutions if r.path == p0.provider), ""
         )
+        severity, why = _severity([f for f, _ in items])
         yield Finding(
             code="ABI002",
-            severity=Severity.ERROR,
+            severity=severity,
             message=f"{ver} is not defined by {p0.provider} (required by {os.path.basename(p0.requester)}"
             + (f" and {len(items) - 1} more" if len(items) > 1 else "")
             + ")",
@@ -614,7 +636,8 @@ def symbol_version_missing(ctx: Context) -> Iterator[Finding]:
             distribution=items[0][0].distribution,
             path=p0.provider,
             evidence=(p0.message, f"{file} resolved to {p0.provider}" + (f" via {how}" if how else ""))
-            + tuple(f"required by {p.requester}" for _, p in items[1:8]),
+            + tuple(f"required by {p.requester}" for _, p in items[1:8])
+            + why,
             fix=Fix(summary=f"Make a {file} that defines {ver} win the search (see how it was found), or upgrade it"),
         )
 
@@ -939,14 +962,14 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
         if roots and failing in stdlib:
             r = roots[0]
             message = (
-                f"import {', '.join(x.root for x in roots)} fails: {r.where} imports {r.top}, "
+                f"import {', '.join(dict.fromkeys(x.root for x in roots))} fails: {r.where} imports {r.top}, "
                 + ("whose import fails: " if r.dependency else "and ")
                 + f"the interpreter's own {stdlib[failing]} cannot load"
             )
         elif roots:
             r = roots[0]
             message = (
-                f"import {', '.join(x.root for x in roots)} fails: {r.where} imports {r.top}, "
+                f"import {', '.join(dict.fromkeys(x.root for x in roots))} fails: {r.where} imports {r.top}, "
                 f"and {os.path.basename(failing)} of {dep_name} fails"
             )
         else:
@@ -963,7 +986,9 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
             distribution=key,
             path=roots[0].where.rsplit(":", 1)[0] if roots else mods[0].path,
             evidence=(
-                *[f"import {r.root}: {r.where} imports {r.top} outside any guard that survives it" for r in roots],
+                *dict.fromkeys(
+                    f"import {r.root}: {r.where} imports {r.top} outside any guard that survives it" for r in roots
+                ),
                 *[f"{m.path}: {m.context}" for m in mods[:10]],
                 f"{failing} fails" + (f" ({cause[0]} {cause[1]})" if cause else ""),
             ),
