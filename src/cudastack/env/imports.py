@@ -1297,7 +1297,38 @@ class ImportTime:
                     self._named_as.setdefault(full.rpartition(".")[2], set()).add(full)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value:
                 self._named_loosely.update(node.value.split(".")[1:])
+            elif type(node) is ast.Constant and (native := self._reimported_self(node, path, package)) is not None:
+                self._imported.add(native)
+                self.named.add(package)
+                self._named_as.setdefault(package, set()).add(native)
         self._queue.extend(self._imports(new, self._package_of(path), path))
+
+    def _reimported_self(self, arg: ast.Constant, path: str, package: str) -> str | None:
+        """opencv's loader: a top-level package's ``__init__`` that takes itself out of
+        ``sys.modules`` (``sys.modules.pop("cv2")``), puts its own directory on ``sys.path`` and
+        imports its own name again (``importlib.import_module("cv2")``) loads the extension module
+        of that name inside it (``cv2/cv2.abi3.so``): the dotted name of that module, else None.
+        Not where a ``try`` of the file surrounds the call (the s34 gfx hunt: without libGL,
+        ``import cv2`` fails, and the doctor said the module loads on demand only)."""
+        native = f"{package}.{package}"
+        if arg.value != package or "." in package or native not in self._extensions or not path.endswith("__init__.py"):
+            return None
+        if not re.search(
+            rb"sys\.modules\.pop\(\s*[\"']" + re.escape(package.encode()) + rb"[\"']"
+            rb"|del\s+sys\.modules\[\s*[\"']" + re.escape(package.encode()) + rb"[\"']",
+            self.raw(path) or b"",
+        ):
+            return None
+        tree = self.trees.get(path)
+        nodes = list(ast.walk(tree)) if tree is not None else []
+        call = next((n for n in nodes if type(n) is ast.Call and n.args and n.args[0] is arg), None)
+        f = call.func if call is not None else None
+        if (f.attr if type(f) is ast.Attribute else getattr(f, "id", "")) not in _IMPORTERS:
+            return None
+        for t in nodes:
+            if type(t) in (ast.Try, ast.TryStar) and any(n is call for b in t.body for n in ast.walk(b)):  # type: ignore[attr-defined]
+                return None
+        return native
 
     def advance(self) -> bool:
         """Run one more file, or one round of newly called functions; False once nothing is left."""
