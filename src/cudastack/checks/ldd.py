@@ -72,7 +72,9 @@ def library_not_found(ctx: Context) -> Iterator[Finding]:
     looked, in order. A package whose import raises when `ctypes.util.find_library` finds
     nothing (sounddevice, python-magic) fails the same way: that answer is worked out from
     `/etc/ld.so.cache` and the directories the compiler and linker search, and said only when
-    nothing there could be found.
+    nothing there could be found. A module that its own package's import does not load, but
+    another distribution's import does, makes this a warning: that import fails, and has the
+    error (LDD009, caused by this finding).
 
     ## Why is this bad?
     `import` fails with `ImportError: libnvrtc.so.13: cannot open shared object file: No such
