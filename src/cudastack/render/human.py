@@ -87,19 +87,26 @@ def render_human(
     console.print()
 
     listed = [f for f in report.findings if f.severity >= Severity.WARNING or verbose]
-    by_key = {(f.code, f.subject): f for f in listed}
+    by_key: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+    for f in listed:
+        by_key[(f.code, f.subject)].append(f)
     # a consequence is shown under its root cause (the cause first), not in a group of its own
-    effects: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+    effects: dict[int, list[Finding]] = defaultdict(list)
     groups: dict[str, list[Finding]] = defaultdict(list)
 
     def cause_of(f: Finding) -> Finding | None:
-        c = by_key.get((f.caused_by.code, f.caused_by.subject)) if f.caused_by else None
-        return c if c is not f else None
+        found = (
+            [c for c in by_key.get((f.caused_by.code, f.caused_by.subject), ()) if c is not f] if f.caused_by else []
+        )
+        if len(found) > 1:  # one library missing for several distributions: the one the effect names
+            text = " ".join((f.message, *f.evidence)).lower()
+            found = [c for c in found if c.distribution and c.distribution in text] or found[:1]
+        return found[0] if found else None
 
     for f in listed:
         root = cause_of(f)
         if root is not None and cause_of(root) is None:
-            effects[(root.code, root.subject)].append(f)
+            effects[id(root)].append(f)
         else:
             groups[f.distribution or "(environment)"].append(f)
 
@@ -121,11 +128,11 @@ def render_human(
             for cmd in f.fix.commands:
                 console.print(Text(pad + "      $ " + cmd))
         if depth == 0:
-            for e in sorted(effects.get((f.code, f.subject), ()), key=lambda e: (-e.severity, e.code, e.subject)):
+            for e in sorted(effects.get(id(f), ()), key=lambda e: (-e.severity, e.code, e.subject)):
                 show(e, 1)
 
     def worst(fs: list[Finding]) -> int:
-        return max(int(g.severity) for f in fs for g in (f, *effects.get((f.code, f.subject), ())))
+        return max(int(g.severity) for f in fs for g in (f, *effects.get(id(f), ())))
 
     order = sorted(groups, key=lambda g: (-worst(groups[g]), g))
     for group in order:
