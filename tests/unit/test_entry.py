@@ -85,3 +85,17 @@ def test_a_thread_still_running_is_joined() -> None:
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.decode().splitlines()[-1] == "thread finished"
+
+
+def test_a_profile_is_written(tmp_path: Path) -> None:
+    """``python -m cProfile -o FILE -m cudastack ...`` writes its statistics once the command
+    returns: the process must end the ordinary way then."""
+    out = tmp_path / "prof"
+    p = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "cudastack", "--version"],
+        env=ENV,
+        capture_output=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    assert out.is_file() and out.stat().st_size > 0

@@ -86,14 +86,15 @@ def entry(argv: Sequence[str] | None = None) -> NoReturn:
     ``weakref.finalize``) and the output is flushed; every file cudastack writes is closed where
     it is written. Output that cannot be written (a full disk) exits 120, as Python itself does;
     a reader that went away (``| head``) does not count. While another thread still runs (a pool
-    not shut down, a server's reader), Python's own exit is taken: it joins them first."""
+    not shut down, a server's reader), or under a profiler or tracer (``python -m cProfile -m
+    cudastack``, which writes its statistics after the command returns), Python's own exit is taken."""
     import atexit
     import errno
     import threading
 
     code = main(argv)
-    if threading.active_count() > 1:
-        sys.exit(code)
+    if threading.active_count() > 1 or sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)  # a profiler or tracer (cProfile, coverage) writes its output after main returns
     try:
         atexit._run_exitfuncs()
     finally:
