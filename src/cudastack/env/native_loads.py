@@ -1692,7 +1692,7 @@ def _linux_run(body: list[ast.stmt], *, yields: bool, flags: dict[str, bool] | N
     out: list[ast.expr] = []
     for stmt in body:
         if isinstance(stmt, ast.If):
-            decided = _on_linux(stmt.test) if not flags else _flag_test(stmt.test, flags)
+            decided = _on_linux(stmt.test, flags=flags)
             if decided is None:
                 if _yields_or_returns(stmt):
                     return None
@@ -1714,23 +1714,6 @@ def _linux_run(body: list[ast.stmt], *, yields: bool, flags: dict[str, bool] | N
         if isinstance(stmt, ast.Return | ast.Raise) or _yields_or_returns(stmt):
             return None
     return out  # without a yield or return here: nothing (the caller reads on)
-
-
-def _flag_test(test: ast.expr, flags: dict[str, bool]) -> bool | None:
-    """:func:`_on_linux`, where a name of ``flags`` holds a platform test's value (``not``, ``and``
-    and ``or`` of them too)."""
-    if isinstance(test, ast.Name):
-        return flags.get(test.id)
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _flag_test(test.operand, flags)
-        return None if inner is None else not inner
-    if isinstance(test, ast.BoolOp):
-        values = [_flag_test(v, flags) for v in test.values]
-        decisive = isinstance(test.op, ast.Or)
-        if decisive in values:
-            return decisive
-        return None if None in values else not decisive
-    return _on_linux(test)
 
 
 def _yields_or_returns(node: ast.stmt) -> bool:
@@ -1881,16 +1864,21 @@ def _platform_probe(node: ast.expr, probes: dict[str, str] | None = None) -> str
     return None
 
 
-def _on_linux(test: ast.expr, probes: dict[str, str] | None = None) -> bool | None:
+def _on_linux(
+    test: ast.expr, probes: dict[str, str] | None = None, flags: dict[str, bool] | None = None
+) -> bool | None:
     """The value of an ``if`` test on Linux when it tests only the platform (``sys.platform ==
     "darwin"``, ``sys.platform in ("win32", "cygwin")``, ``sys.platform.startswith("linux")``,
     ``platform.system() == "Windows"``, ``os.name == "nt"``, with ``not``/``and``/``or``), else
-    None. ``probes``: as for :func:`_platform_probe`."""
+    None. ``probes``: as for :func:`_platform_probe`; ``flags``: names that hold such a test's
+    value (pyvips 3's ``is_windows = os.name == 'nt'``: :func:`_platform_flags`)."""
+    if flags and isinstance(test, ast.Name):
+        return flags.get(test.id)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = _on_linux(test.operand, probes)
+        inner = _on_linux(test.operand, probes, flags)
         return None if inner is None else not inner
     if isinstance(test, ast.BoolOp):
-        values = [_on_linux(v, probes) for v in test.values]
+        values = [_on_linux(v, probes, flags) for v in test.values]
         decisive = isinstance(test.op, ast.Or)
         if decisive in values:
             return decisive
