@@ -88,3 +88,72 @@ def test_fbgemm_built_for_another_torch_minor_is_an_error_and_fails_to_import(
     # fbgemm_gpu's _load_library re-raises: each library that fails to load fails the import
     assert "so each of these fails `import fbgemm_gpu`" in text and "undefined symbol" in text, text
     assert f["fix"]["commands"][0].endswith("'fbgemm-gpu-cpu==1.8.*'"), f["fix"]
+
+
+STANDIN_FBGEMM = b"""import os
+import torch
+
+_fbgemm_torch_compat_table = {"1.3": "2.8", "1.2": "2.7"}
+
+
+def _load_library(filename, version, no_throw=False):
+    try:
+        torch.ops.load_library(os.path.join(os.path.dirname(__file__), filename))
+    except Exception as error:
+        if not no_throw:
+            raise error
+
+
+for library in ["fbgemm_gpu_py"]:
+    _load_library(f"{library}.so", "1.3.0")
+"""
+
+
+def test_abi001_points_at_pkg018_only_when_it_runs(tmp_path: Path) -> None:
+    """ABI001 of an fbgemm built for another torch minor names PKG018 as its cause and leaves the fix
+    to it, when PKG018 runs; with ``--ignore PKG018`` it keeps its own fix and names no cause that
+    the report lacks (the s34 review, B8). A stand-in torch 2.9.1 (``libtorch.so`` built with gcc,
+    loaded RTLD_GLOBAL by its ``__init__``) and fbgemm-gpu-cpu 1.3.0 whose library needs a c10
+    symbol that libtorch lacks; reality is ``import fbgemm_gpu`` in a fresh interpreter."""
+    from tests import native
+    from tests.wheels import make_wheel, pip_install
+
+    native.need_compilers()
+    b = tmp_path / "build"
+    lib_def = 'void lib_def(void) __asm__("_ZN5torch7Library4_defEv");\nvoid lib_def(void) {}\n'
+    gone = 'void gone(void) __asm__("_ZN3c1010GoneSymbolEv");\n'
+    libtorch = native.build(b / "libtorch.so", lib_def, flags=("-Wl,-soname,libtorch.so",))
+    native.build(b / "new" / "libtorch.so", lib_def + gone + "void gone(void) {}\n", flags=("-Wl,-soname,libtorch.so",))
+    so = native.build(b / "fbgemm_gpu_py.so", gone + "void reg(void) { gone(); }\n",
+                      libs=("-ltorch",), flags=(f"-L{b}/new", "-Wl,-rpath,$ORIGIN/../torch/lib"))  # fmt: skip
+    init = (b'import ctypes, os\n__version__ = "2.9.1"\n'
+            b'ctypes.CDLL(os.path.join(os.path.dirname(__file__), "lib", "libtorch.so"), mode=ctypes.RTLD_GLOBAL)\n'
+            b"from ._ops import ops\n")  # fmt: skip
+    ops = b"import ctypes\nclass _Ops:\n    def load_library(self, p):\n        ctypes.CDLL(p)\nops = _Ops()\n"
+    links = tmp_path / "links"
+    make_wheel(
+        links,
+        "torch",
+        "2.9.1",
+        {"torch/__init__.py": init, "torch/_ops.py": ops, "torch/lib/libtorch.so": libtorch.read_bytes()},
+    )
+    fbgemm = {"fbgemm_gpu/__init__.py": STANDIN_FBGEMM, "fbgemm_gpu/fbgemm_gpu_py.so": so.read_bytes()}
+    make_wheel(links, "fbgemm-gpu-cpu", "1.3.0", fbgemm, ("torch==2.8.0",))
+    python = make_venv(tmp_path / "env")
+    pip_install(python, links, "torch")
+    pip_install(python, links, "fbgemm-gpu-cpu", extra=("--no-deps",))
+    real = subprocess.run([str(python), "-I", "-c", "import fbgemm_gpu"], capture_output=True, text=True, check=False)
+    assert real.returncode != 0 and "_ZN3c1010GoneSymbolEv" in real.stderr, real.stderr[-500:]
+
+    def abi001(*extra: str) -> list[dict[str, object]]:
+        doc = subprocess.run(
+            [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json", *extra],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        return [f for f in json.loads(doc.stdout)["findings"] if f["code"] == "ABI001"]
+
+    [with_rule] = abi001()
+    assert with_rule["caused_by"] == {"code": "PKG018", "subject": "fbgemm-gpu-cpu"} and not with_rule["fix"], with_rule
+    for extra in (("--ignore", "PKG018"), ("--select", "ABI001")):
+        [alone] = abi001(*extra)
+        assert alone["caused_by"] is None and alone["fix"], (extra, alone)
