@@ -724,6 +724,10 @@ def test_a_module_another_distributions_import_loads_fails_that_import(
         [front] = [f for f in data["findings"] if f["code"] == "LDD009"]  # frontpkg's own error
         assert front["distribution"] == "frontpkg" and front["message"].startswith("import frontpkg fails: ")
         assert front["caused_by"] == {"code": "LDD001", "subject": "libmissing.so"}
+        # with LDD001 not run, no cause the report cannot hold (the s34 review's B8, for any rule)
+        main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH=", "--ignore", "LDD001"])
+        [alone] = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["code"] == "LDD009"]
+        assert alone["caused_by"] is None and alone["message"] == front["message"], alone
 
 
 SCIPY_INIT = (

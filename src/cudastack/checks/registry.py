@@ -6,7 +6,7 @@ import functools
 import inspect
 import shlex
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cudastack.env.dists import Distribution
@@ -363,9 +363,24 @@ def run_rules(
     if any(not why and r.code == "PKG001" for r, why in rules):
         ctx.prefetch_imports_lacking()  # nor do PKG001's import walks
     try:
-        return _run(ctx, rules)
+        results = _run(ctx, rules)
     finally:
         ctx.close()
+    running = ctx.running or frozenset()
+    return [_causes_that_ran(r, running) for r in results]
+
+
+def _causes_that_ran(result: CheckResult, running: frozenset[str]) -> CheckResult:
+    """``result`` without a ``caused_by`` that points at a rule this run does not run
+    (``--select``/``--ignore``): a cause the report cannot hold would be a dangling reference (the
+    s34 review's B8, seen for PKG018; any rule's cause the same way)."""
+    if not any(f.caused_by is not None and f.caused_by.code not in running for f in result.findings):
+        return result
+    findings = tuple(
+        replace(f, caused_by=None) if f.caused_by is not None and f.caused_by.code not in running else f
+        for f in result.findings
+    )
+    return replace(result, findings=findings)
 
 
 class _Later(BaseException):
