@@ -1911,11 +1911,18 @@ def _on_linux(
 
 
 def _catches(handler: ast.ExceptHandler) -> bool:
+    names = _caught(handler)
+    return names is None or bool(
+        names & {"OSError", "Exception", "BaseException", "ImportError", "RuntimeError", "EnvironmentError"}
+    )
+
+
+def _caught(handler: ast.ExceptHandler) -> set[str] | None:
+    """The names of the exception classes a handler catches; None for a bare ``except:``."""
     if handler.type is None:
-        return True
+        return None
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    names = {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
-    return bool(names & {"OSError", "Exception", "BaseException", "ImportError", "RuntimeError", "EnvironmentError"})
+    return {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
 
 
 def _assignments(scope: ast.Module | ast.FunctionDef) -> dict[str, ast.expr]:
@@ -2762,11 +2769,8 @@ def _direct_blocks(body: list[ast.stmt]) -> set[int]:
 
 
 def _catches_import(handler: ast.ExceptHandler) -> bool:
-    if handler.type is None:
-        return True
-    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    names = {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
-    return bool(names & _IMPORT_ERRORS)
+    names = _caught(handler)
+    return names is None or bool(names & _IMPORT_ERRORS)
 
 
 # --- torch op libraries: a guarded load that the package does not survive ---------------------
