@@ -21,6 +21,7 @@ from dataclasses import field as _field
 from typing import Any
 
 from cudastack.elf.cython import parse_mapped_size, read_init_imports, searched_ranges
+from cudastack.env import lazyparse
 from cudastack.env.dists import Distribution, shadowed_sources
 from cudastack.files import open_file
 from cudastack.parallel import Forked, spare_cpus
@@ -345,8 +346,9 @@ def unguarded_import(run: ImportTime, top: str, max_files: int | None = None) ->
 
 
 def _parse(raw: bytes) -> ast.Module | None:
+    """The file's tree, function bodies parsed when read (:mod:`cudastack.env.lazyparse`)."""
     try:
-        return ast.parse(raw)
+        return lazyparse.parse(raw)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 

@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cudastack.env import lazyparse
 from cudastack.env.dists import Distribution, shadowed_sources
 from cudastack.files import open_file, read_bytes
 
@@ -716,8 +717,9 @@ def _read(path: str) -> bytes:
 
 
 def _parse(raw: bytes) -> ast.Module | None:
+    """The file's tree, function bodies parsed when read (:mod:`cudastack.env.lazyparse`)."""
     try:
-        return ast.parse(raw) if raw else None
+        return lazyparse.parse(raw) if raw else None
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # generated code nests deep
         return None
 
