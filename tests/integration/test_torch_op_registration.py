@@ -11,7 +11,6 @@ compared with ``nm -D --undefined-only``."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -38,8 +37,7 @@ def _nm_library_symbols(paths: list[str]) -> tuple[int, int]:
 def test_torchvision_registers_operators_through_torch_library_and_a_stable_abi_torchaudio_does_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if shutil.which("nm") is None:
-        pytest.skip("no nm to compare with")
+    oracles.need_tool("nm")  # binutils, which .ci/run installs (readelf); missing fails under CI
     try:
         python = corpus.build(corpus.BY_NAME["torch-cpu-companions"])
     except corpus.UnavailableError as e:
