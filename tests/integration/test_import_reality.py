@@ -476,3 +476,52 @@ def test_operators_registered_only_on_demand_keep_a_torch_pin_a_warning(
     assert not any("torch::Library" in line for line in found[0]["evidence"]), found[0]["evidence"]
     assert predicted(data, "pinned_ops/_ops.so")["predicted"] == "on-demand"
     assert rc == 0, [(f["code"], f["message"]) for f in data["findings"] if f["severity"] == "error"]
+
+
+@pytest.mark.parametrize(("imported", "severity"), [("on demand", "warning"), ("at import", "error")])
+def test_an_operator_module_that_loads_counts_only_where_import_loads_it(
+    torch_venv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], imported: str, severity: str
+) -> None:
+    """The same pin to torch 2.12.0 beside the real 2.13.0, with an extension module
+    ``_ops.abi3.so`` that takes ``torch::Library::reset`` from the real libtorch_cpu.so and loads
+    (every symbol resolves). Opened only by ``load_ops()``, nothing at import loads it: PKG001 stays
+    a warning (the review's exp8 remainder: a module that loads was counted wherever it was
+    opened from). Imported by ``__init__`` itself: an error, with the torch::Library evidence."""
+    need_compilers()
+    site = site_of(torch_venv)
+    torch_lib = site / "torch" / "lib"
+    env_site = tmp_path / "site"
+    init = (
+        "def load_ops():\n    from . import _ops\n    return _ops\n\n\nVALUE = 1\n"
+        if imported == "on demand"
+        else "from . import _ops\n\nVALUE = 1\n"
+    )
+    dist = {"name": "pinned-ops", "version": "1.0", "files": {"pinned_ops/__init__.py": init}}
+    scenario.write_dist(env_site, {**dist, "requires": ["torch==2.12.0"]})
+    so = build(
+        env_site / "pinned_ops" / "_ops.abi3.so",
+        "#define Py_LIMITED_API 0x03080000\n#include <Python.h>\n"
+        "extern void _ZN5torch7Library5resetEv(void);\n"
+        "void (*pinned_ops_keep)(void) = &_ZN5torch7Library5resetEv;\n"
+        'static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_ops", NULL, -1, NULL};\n'
+        "PyMODINIT_FUNC PyInit__ops(void) { return PyModule_Create(&m); }\n",
+        flags=(f"-I{sysconfig.get_paths()['include']}", f"-L{torch_lib}", "-ltorch_cpu", f"-Wl,-rpath,{torch_lib}"),
+    )
+    record = next(env_site.glob("pinned_ops-*.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"pinned_ops/{so.name},,\n")
+    python = make_venv(tmp_path / "env")
+    (site_of(python) / "layers.pth").write_text(f"{env_site}\n{site}\n")
+    ok, err = really_imports(python, ["torch", "pinned_ops"])
+    assert ok, err
+    proc = subprocess.run(
+        [str(python), "-c", "import torch, pinned_ops, sys; getattr(pinned_ops, 'load_ops', lambda: None)();"
+         " print('pinned_ops._ops' in sys.modules)"],
+        capture_output=True, text=True, check=False, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.stdout.strip() == "True", proc.stderr[-500:]  # the module really loads, when opened
+    rc, data = doctor(python, capsys)
+    assert predicted(data, "pinned_ops/_ops.abi3.so")["predicted"] == "loads"
+    found = [f for f in data["findings"] if f["code"] == "PKG001" and f["distribution"] == "pinned-ops"]
+    assert [f["severity"] for f in found] == [severity], found
+    assert any("torch::Library" in line for line in found[0]["evidence"]) == (imported == "at import")
+    assert rc == (1 if severity == "error" else 0)

@@ -831,6 +831,7 @@ def _shared_objects(ctx: Context, key: str, at_import: bool = False) -> list[Elf
         return None
     later = (
         {f.path for f in ctx.prediction.files if f.distribution == key and f.predicted == "on-demand"}
+        | _loads_but_not_at_import(ctx, dist)
         if at_import
         else set()
     )
@@ -843,6 +844,30 @@ def _shared_objects(ctx: Context, key: str, at_import: bool = False) -> list[Elf
             return None
         out.append(elf)
     return out
+
+
+def _loads_but_not_at_import(ctx: Context, dist: Distribution) -> set[str]:
+    """Extension modules of ``dist`` that load, but that ``import`` does not load: no code that runs
+    at import names them (:func:`cudastack.env.imports.referenced_at_import`, which says yes when it
+    cannot tell) and no load by path at import can be them. The prediction judges a module that
+    loads alone, whoever opens it; the s34 review's exp8 shape with an extension module, opened
+    only by a function the user calls. Empty when the native-load scan did not run, or a load by
+    path names a file it could not pin down."""
+    from cudastack.env.imports import referenced_at_import
+
+    loads = ctx.prediction.native_loads
+    if loads is None:
+        return set()
+    mine = loads.get(dist.key, [])
+    if any(load.init or load.unknown for load in mine):
+        return set()
+    opened = {p for load in mine for p in load.paths}
+    return {
+        f.path
+        for f in ctx.prediction.files
+        if f.distribution == dist.key and f.kind == "module" and f.predicted == "loads" and f.path not in opened
+        and not referenced_at_import(dist, f.path)
+    }  # fmt: skip
 
 
 def _stable_abi_only(ctx: Context, key: str) -> str | None:

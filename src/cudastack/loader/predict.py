@@ -93,6 +93,9 @@ class Prediction:
     they import another distribution's package whose import fails."""
     broken_stdlib: list[BrokenStdlib] = field(default_factory=list)
     """The interpreter's own lib-dynload modules that fail whatever the environment sets."""
+    native_loads: dict[str, list[NativeLoad]] | None = None
+    """Each distribution's loads of native files at import by path or name
+    (:mod:`cudastack.env.native_loads`); None when the scan did not run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1303,7 +1306,7 @@ def start_predict(
     stdlib_failing, pred.broken_stdlib = _stdlib_modules(target, base, config, cache)
 
     def finish() -> Prediction:
-        native_loads = native_scan.result()
+        native_loads = pred.native_loads = native_scan.result()
         verdicts = collect()
         for (i, _dist, _path), (at_import, guard) in zip(failing, verdicts, strict=True):
             pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
