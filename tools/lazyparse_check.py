@@ -1,6 +1,6 @@
 """Compare :func:`cudastack.env.lazyparse.parse` with ``ast.parse`` on every Python file under the
-given directories (site-packages of real environments): the two trees must dump the same, every
-attribute included, once each lazy body is read. Also times both (skeleton only, nothing read).
+given directories (site-packages of real environments), each content once: the two trees must dump
+the same, every attribute included, once each lazy body is read. Also times both (skeleton only).
 
     PYTHONPATH=src python tools/lazyparse_check.py /work/cache/vllm-0.33.0/lib/python3.11/site-packages [...]
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import multiprocessing
 import os
 import sys
@@ -70,7 +71,15 @@ def main() -> int:
     t_full = t_lazy = 0.0
     left_out = lines = 0
     files = _files(args.roots)
-    print(f"{len(files)} files under {len(args.roots)} roots", flush=True)
+    unique: dict[bytes, str] = {}
+    for path in files:
+        try:
+            with open(path, "rb") as fh:
+                unique.setdefault(hashlib.sha1(fh.read()).digest(), path)
+        except OSError:
+            continue
+    print(f"{len(files)} files under {len(args.roots)} roots, {len(unique)} different", flush=True)
+    files = sorted(unique.values())
     if args.jobs > 1:
         with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
             results = pool.map(check, files, chunksize=32)
