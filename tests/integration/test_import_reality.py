@@ -60,6 +60,17 @@ def doctor(python: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[
     return rc, json.loads(capsys.readouterr().out)
 
 
+def _layered_venv(tmp_path: Path, env_site: Path, site: Path, so: Path) -> Path:
+    """A venv that sees ``env_site`` (the one distribution written there, ``so`` added to its
+    RECORD) and then ``site`` (the real torch's), through a .pth file."""
+    (dist_info,) = env_site.glob("*.dist-info")
+    record = dist_info / "RECORD"
+    record.write_text(record.read_text() + f"{so.relative_to(env_site).as_posix()},,\n")
+    python = make_venv(tmp_path / "env")
+    (site_of(python) / "layers.pth").write_text(f"{env_site}\n{site}\n")
+    return python
+
+
 def predicted(data: dict[str, Any], suffix: str) -> dict[str, Any]:
     return next(m for m in data["modules"] if m["path"].endswith(suffix))
 
@@ -424,10 +435,7 @@ def test_a_companion_off_the_release_table_is_judged_by_what_it_binds(
         COMPANION.format(decl=decl, symbol=symbol),
         flags=(f"-I{sysconfig.get_paths()['include']}", f"-L{torch_lib}", libs, f"-Wl,-rpath,{torch_lib}"),
     )
-    record = next(env_site.glob("torchaudio-*.dist-info")) / "RECORD"
-    record.write_text(record.read_text() + f"torchaudio/lib/{so.name},,\n")
-    python = make_venv(tmp_path / "env")
-    (site_of(python) / "layers.pth").write_text(f"{env_site}\n{site}\n")
+    python = _layered_venv(tmp_path, env_site, site, so)
     ok, err = really_imports(python, ["torch", "torchaudio"])
     assert ok, err
     rc, data = doctor(python, capsys)
@@ -464,10 +472,7 @@ def test_operators_registered_only_on_demand_keep_a_torch_pin_a_warning(
         env_site / "pinned_ops" / "_ops.so",
         "extern char _ZN5torch7Library4_defEv;\nvoid *pinned_ops_def(void) { return &_ZN5torch7Library4_defEv; }\n",
     )
-    record = next(env_site.glob("pinned_ops-*.dist-info")) / "RECORD"
-    record.write_text(record.read_text() + f"pinned_ops/{so.name},,\n")
-    python = make_venv(tmp_path / "env")
-    (site_of(python) / "layers.pth").write_text(f"{env_site}\n{site}\n")
+    python = _layered_venv(tmp_path, env_site, site, so)
     ok, err = really_imports(python, ["torch", "pinned_ops"])
     assert ok, err
     rc, data = doctor(python, capsys)
@@ -507,10 +512,7 @@ def test_an_operator_module_that_loads_counts_only_where_import_loads_it(
         "PyMODINIT_FUNC PyInit__ops(void) { return PyModule_Create(&m); }\n",
         flags=(f"-I{sysconfig.get_paths()['include']}", f"-L{torch_lib}", "-ltorch_cpu", f"-Wl,-rpath,{torch_lib}"),
     )
-    record = next(env_site.glob("pinned_ops-*.dist-info")) / "RECORD"
-    record.write_text(record.read_text() + f"pinned_ops/{so.name},,\n")
-    python = make_venv(tmp_path / "env")
-    (site_of(python) / "layers.pth").write_text(f"{env_site}\n{site}\n")
+    python = _layered_venv(tmp_path, env_site, site, so)
     ok, err = really_imports(python, ["torch", "pinned_ops"])
     assert ok, err
     proc = subprocess.run(
