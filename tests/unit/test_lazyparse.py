@@ -422,9 +422,20 @@ def test_newer_python_reads_pep701_fstrings(version: str) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
-    assert out["samples"]["pep701.txt"] == {"lazy": [3, 26], "same": True}
+    assert out["samples"]["pep701.txt"] == {"lazy": [3, 26, 31], "same": True}
     assert out["samples"]["pep701_bails.txt"] == {"lazy": [], "same": True}
     assert out["samples"]["escapes.txt"] == {"lazy": [4], "same": True}
     assert proc.stderr == ""  # 3.12's SyntaxWarnings about the target's escapes are not shown
     assert not out["different"], out["different"][:20]
     assert out["compared"] > 500
+
+
+def test_a_quote_that_starts_no_string_parses_whole() -> None:
+    """An unterminated string inside a body: ``ast.parse`` refuses the file, and so does
+    ``lazyparse.parse`` (its reader does not skip the quote and leave the body out)."""
+    raw = _source('import os\n\ndef f():\n    x = "no end\n    return x\n\ndef g():\n    return 1\n')
+    with pytest.raises(SyntaxError):
+        ast.parse(raw)
+    assert lazyparse._regions(raw) is None
+    with pytest.raises(SyntaxError):
+        lazyparse.parse(raw)
