@@ -34,36 +34,20 @@ def _read_all(root: str) -> list[bytes]:
     return raws
 
 
-def _full(raw: bytes) -> None:
-    try:
-        ast.parse(raw)
-    except (SyntaxError, ValueError, RecursionError):
-        pass
+def _parsing(parse: Callable[[bytes], ast.Module], walk: bool) -> Callable[[bytes], None]:
+    """``parse`` of one file (a file it refuses counts as done), then, given ``walk``, every node
+    read (for ``lazyparse.parse``: every body parsed)."""
 
+    def run(raw: bytes) -> None:
+        try:
+            tree = parse(raw)
+        except (SyntaxError, ValueError, RecursionError):
+            return
+        if walk:
+            for _node in ast.walk(tree):
+                pass
 
-def _lazy(raw: bytes) -> None:
-    try:
-        lazyparse.parse(raw)
-    except (SyntaxError, ValueError, RecursionError):
-        pass
-
-
-def _lazy_all(raw: bytes) -> None:
-    try:
-        tree = lazyparse.parse(raw)
-    except (SyntaxError, ValueError, RecursionError):
-        return
-    for _node in ast.walk(tree):  # reads every body
-        pass
-
-
-def _full_walk(raw: bytes) -> None:
-    try:
-        tree = ast.parse(raw)
-    except (SyntaxError, ValueError, RecursionError):
-        return
-    for _node in ast.walk(tree):
-        pass
+    return run
 
 
 def main() -> None:
@@ -73,10 +57,10 @@ def main() -> None:
     args = ap.parse_args()
     raws = _read_all(args.root)
     rows: dict[str, Callable[[bytes], None]] = {
-        "ast.parse": _full,
-        "lazyparse.parse (skeleton)": _lazy,
-        "lazyparse.parse, every body read": _lazy_all,
-        "ast.parse, every node walked": _full_walk,
+        "ast.parse": _parsing(ast.parse, walk=False),
+        "lazyparse.parse (skeleton)": _parsing(lazyparse.parse, walk=False),
+        "lazyparse.parse, every body read": _parsing(lazyparse.parse, walk=True),
+        "ast.parse, every node walked": _parsing(ast.parse, walk=True),
     }
     times: dict[str, list[float]] = {name: [] for name in rows}
     for _ in range(args.runs):

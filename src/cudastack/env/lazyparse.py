@@ -174,9 +174,9 @@ def _prefix(raw: bytes, quote: int) -> bytes:
 
 
 _IDENT = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-_F_LITERAL = re.compile(rb"[{}\\\n'\"]")
+_F_TEXT = re.compile(rb"[{}\\\n'\"]")
+"""What ends a run of an f-string's literal text or format spec."""
 _F_EXPR = re.compile(rb"[{}()\[\]'\"#:\\\n]")
-_F_SPEC = re.compile(rb"[{}\\\n'\"]")
 
 
 def _string_end(raw: bytes, s: int) -> int | None:
@@ -196,7 +196,7 @@ def _fstring_end(raw: bytes, s: int) -> int | None:
     quote = bytes([q]) * 3 if raw.startswith(bytes([q]) * 3, s) else bytes([q])
     triple = len(quote) == 3
     i = s + len(quote)
-    while (m := _F_LITERAL.search(raw, i)) is not None:
+    while (m := _F_TEXT.search(raw, i)) is not None:
         j = m.start()
         c = raw[j]
         if c == 0x5C:  # a backslash escapes the next byte, but never a brace
@@ -263,7 +263,7 @@ def _field_end(raw: bytes, i: int, q: int, triple: bool) -> int | None:
 
 def _spec_end(raw: bytes, i: int, q: int, triple: bool) -> int | None:
     """The end of a format spec starting at ``i`` (after the field's ``}``)."""
-    while (m := _F_SPEC.search(raw, i)) is not None:
+    while (m := _F_TEXT.search(raw, i)) is not None:
         j = m.start()
         c = raw[j]
         if c == 0x7D:
