@@ -399,7 +399,10 @@ def parse(raw: bytes) -> ast.Module:
         out.append(b" " * (col - 1) + b"0")
         at = line_end
     out.append(raw[at:])
-    tree = _parse(b"".join(out))
+    try:
+        tree = _parse(b"".join(out))
+    except (SyntaxError, ValueError):
+        return _parse(raw)  # a skeleton that does not compile is a misreading: what the whole file gives
     wanted = {r[0] + 1: r for r in regions}
     if not _attach(tree.body, wanted, raw) or wanted:
         return _parse(raw)  # the skeleton's defs are not where the bytes said: take no chances
