@@ -42,12 +42,44 @@ def spare_cpus() -> int:
         return 0
 
 
-class Forked:
-    """``func(*args)`` running in a forked child."""
+_LAST_NICE = 10
+"""How much lower a child whose answer is read last runs (:func:`last_nice`): at nice 10
+the scheduler gives it about a tenth of what the work the parent waits on first gets, and all
+of a CPU that nothing else wants."""
 
-    def __init__(self, func: Callable[..., Any], *args: Any) -> None:
+
+def last_nice() -> int:
+    """The nice increment for a child whose answer the parent reads last, on this machine now
+    (:func:`nice_for`); 0 when the load or the CPUs cannot be read."""
+    try:
+        return nice_for(os.getloadavg()[0], len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return 0
+
+
+def nice_for(load: float, cpus: int) -> int:
+    """:data:`_LAST_NICE`, or 0 when the machine is busy with other work: a one-minute load
+    average of twice the CPUs this process may use, or more (a container may see its host's
+    load: then 0 too). On a busy machine a lowered child could starve behind other processes
+    while the parent waits for it."""
+    return _LAST_NICE if load < 2 * cpus else 0
+
+
+class Forked:
+    """``func(*args)`` running in a forked child.
+
+    ``nice``: run the child that much lower (``os.nice``). For a child whose answer the parent
+    reads after the others it waits for (the doctor's search for unprovided imports and its
+    device-code scan, read by rules that can run last), :func:`last_nice`: on a machine with
+    fewer CPUs than children the ones the parent needs first finish first, and this one fills
+    the CPU the parent leaves idle at the end (vllm 0.33, 2 CPUs: BENCHMARKS.md "Session 36").
+    """
+
+    def __init__(self, func: Callable[..., Any], *args: Any, nice: int = 0) -> None:
         self.pid = -1
         self.fd = -1
+        self._status: int | None = None
+        """The child's wait status once :meth:`done` reaped it."""
         try:
             fd = os.memfd_create("cudastack-forked", os.MFD_CLOEXEC)
         except (AttributeError, OSError):
@@ -60,6 +92,9 @@ class Forked:
         if pid == 0:  # the child: work, answer, exit without running any of the parent's cleanup
             status = 1
             try:
+                if nice:
+                    with contextlib.suppress(OSError):
+                        os.nice(nice)
                 from cudastack.result_cache import child_result
 
                 marks = {name: len(memo) for name, memo in _MEMOS.items()}
@@ -81,7 +116,7 @@ class Forked:
         if self.fd < 0:
             return None
         try:
-            _, status = os.waitpid(self.pid, 0)
+            status = os.waitpid(self.pid, 0)[1] if self._status is None else self._status
             data = os.pread(self.fd, os.fstat(self.fd).st_size, 0) if status == 0 else b""
         finally:
             os.close(self.fd)
@@ -98,11 +133,23 @@ class Forked:
 
         return merge_child(value)
 
+    def done(self) -> bool:
+        """Whether :meth:`result` would answer without waiting (the child has exited, or there
+        is no child)."""
+        if self.fd < 0 or self._status is not None:
+            return True
+        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        if pid == 0:
+            return False
+        self._status = status
+        return True
+
     def cancel(self) -> None:
         """Stop a child whose answer is not wanted (and reap it)."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-            with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
+            if self._status is None:
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)

@@ -5,6 +5,8 @@ start. What the run reports must be what running every rule in order reports."""
 from __future__ import annotations
 
 import json
+import os
+import select
 import subprocess
 import sysconfig
 from pathlib import Path
@@ -113,3 +115,49 @@ def test_a_rule_needing_the_prediction_runs_after_the_others(env: tuple[Path, Pa
     assert results[0].findings[0].message == seen[4].removeprefix("asks got ") + " files"
     assert results[2].findings[0].message == "analysed True"  # as in order: T001 had computed it
     assert "_predicting" not in ctx.__dict__ and "_deferring" not in ctx.__dict__
+
+
+def test_a_rule_reading_an_unfinished_background_answer_runs_after_the_prediction(env: tuple[Path, Path]) -> None:
+    """PKG017's search runs in a lowered child (``Forked(nice=last_nice())``): a rule that reads
+    its answer before the child has finished is deferred past the prediction's rules, and still
+    reads the child's answer."""
+    from cudastack.env.unprovided import BackgroundSearch
+    from cudastack.parallel import Forked
+
+    gate_r, gate_w = os.pipe()
+    row = ("somedist", "somedist", "lost", "/x/somedist/__init__.py", 3, "import lost", ("import somedist",))
+
+    def answer_when_let() -> list[tuple[object, ...]]:
+        select.select([gate_r], [], [], 20)  # a run that waits for it at once: answers anyway, late
+        return [row]
+
+    seen: list[str] = []
+
+    def reads(ctx: Context) -> list[Finding]:
+        seen.append("reads")
+        got = ctx.unprovided_imports
+        seen.append(f"reads got {[u.module for u in got]}")
+        return []
+
+    def predicts(ctx: Context) -> list[Finding]:
+        seen.append("predicts")
+        seen.append(f"predicts got {len(ctx.prediction.files) > 0}")
+        os.write(gate_w, b"x")  # the child may answer now: after the prediction
+        return []
+
+    ctx = _context(*env, True)
+    background = BackgroundSearch.__new__(BackgroundSearch)
+    background.child = Forked(answer_when_let)
+    ctx.__dict__["_unprovided_search"] = background
+    try:
+        results = _run(ctx, [(_rule("T001", reads), None), (_rule("T002", predicts), None)])
+    finally:
+        os.close(gate_r)
+        os.close(gate_w)
+    assert seen == [
+        "reads", "predicts",  # first pass: both deferred
+        "reads", "predicts", "predicts got True",  # second: the child still waits; the prediction finishes
+        "reads", "reads got ['lost']",  # third: the child's answer, waited for
+    ]  # fmt: skip
+    assert [r.code for r in results] == ["T001", "T002"]
+    assert "_unprovided_search" not in ctx.__dict__ and "_deferring" not in ctx.__dict__

@@ -7,7 +7,7 @@ import inspect
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cudastack.env.dists import Distribution
 from cudastack.env.inventory import Inventory
@@ -104,7 +104,7 @@ class Context:
         finish = self.__dict__.get("_predicting")
         if finish is None:
             finish = self.__dict__["_predicting"] = start_predict(self.target, self.inventory, cache=self.elf_cache)
-        if self.__dict__.get("_deferring"):
+        if self.__dict__.get("_deferring") == _ALL:
             raise _Later
         del self.__dict__["_predicting"]
         return finish()
@@ -130,7 +130,7 @@ class Context:
         packages of a module that nothing in the environment provides (``env/unprovided.py``)."""
         from cudastack.env.unprovided import find_unprovided_imports
 
-        background = self.__dict__.pop("_unprovided_search", None)
+        background = self._background("_unprovided_search")
         found = background.result() if background is not None else None
         return found if found is not None else find_unprovided_imports(self.target, self.inventory)
 
@@ -170,7 +170,7 @@ class Context:
         (or collected from the child :meth:`prefetch_device_code` started)."""
         from cudastack.cuda.coverage import scan_environment
 
-        background = self.__dict__.pop("_device_scan", None)
+        background = self._background("_device_scan")
         found = background.result() if background is not None else None
         return found if found is not None else scan_environment(self.inventory, self.elf_cache, deep=self.target.deep)
 
@@ -202,10 +202,19 @@ class Context:
         run: the report carries what the rules that ran needed, and computes nothing more. A
         prediction started but left to finish later counts (a rule asking waits for it)."""
         if name == "prediction" and "_predicting" in self.__dict__:
-            if self.__dict__.get("_deferring"):
+            if self.__dict__.get("_deferring") == _ALL:
                 raise _Later
             return True
         return name in self.__dict__
+
+    def _background(self, name: str) -> Any:
+        """The background work ``name`` (a child started by a ``prefetch_*`` method), taken for
+        its answer, or None when there is none. While :func:`_run` defers, a child that has not
+        finished defers the asking rule instead: its answer is read last (``Forked(nice=last_nice())``)."""
+        background = self.__dict__.get(name)
+        if background is not None and self.__dict__.get("_deferring") and not background.done():
+            raise _Later
+        return self.__dict__.pop(name, None)
 
     def prefetch_device_code(self) -> None:
         """Start the device-code scan on another CPU now (see ``BackgroundScan``), when there is
@@ -384,31 +393,45 @@ def _causes_that_ran(result: CheckResult, running: frozenset[str]) -> CheckResul
 
 
 class _Later(BaseException):
-    """A rule asked for the prediction while :func:`_run` defers it: the rule runs again once the
-    others have. A BaseException, so that a rule's own ``except Exception`` does not take it."""
+    """A rule asked for the prediction, or for a background answer not ready yet, while
+    :func:`_run` defers them: the rule runs again once the others have. A BaseException, so that
+    a rule's own ``except Exception`` does not take it."""
+
+
+_ALL = "all"
+"""``Context._deferring`` in :func:`_run`'s first pass: the prediction and unfinished background
+answers defer a rule; in the second pass (``"background"``) only the latter do."""
 
 
 def _run(ctx: Context, rules: list[tuple[Rule, str | None]]) -> list[CheckResult]:
-    """Each rule's result, in the rules' order. The rules that need the prediction run last: the
-    first to ask starts it (:func:`cudastack.loader.predict.start_predict`: its children, then the
-    ELF files and the modules judged here), the rules that need none run while the children
-    finish, and then the others, each from its start (rules only read the context, so a rule
-    run again says what it would have said in order; vllm 0.33, two CPUs: PKG013's ~0.15 s and
-    the device-code rules no longer wait behind the native-load child)."""
-    results: list[CheckResult | None] = []
-    later: list[int] = []
-    ctx.__dict__["_deferring"] = True
-    try:
-        for r, why_not in rules:
-            try:
-                results.append(_run_one(ctx, r, why_not))
-            except _Later:
-                later.append(len(results))
-                results.append(None)
-    finally:
-        del ctx.__dict__["_deferring"]
-    for i in later:
-        results[i] = _run_one(ctx, *rules[i])
+    """Each rule's result, in the rules' order, the rules run in three passes:
+
+    1. every rule; one that needs the prediction is deferred (the first to ask starts it:
+       :func:`cudastack.loader.predict.start_predict`, its children, then the ELF files and the
+       modules judged here), and so is one that needs the answer of a background child that has
+       not finished (:meth:`Context._background`);
+    2. the deferred ones, the prediction now finished (its children's answers are the ones the
+       parent waits for), background answers still deferring;
+    3. what is left, waiting for each answer.
+
+    Rules only read the context, so a rule run again says what it would have said in order.
+    vllm 0.33, two CPUs: PKG013's ~0.15 s and the device-code rules do not wait behind the
+    native-load child, and the lowered background children (:func:`cudastack.parallel.last_nice`) finish while
+    the prediction does."""
+    results: list[CheckResult | None] = [None] * len(rules)
+    todo = list(range(len(rules)))
+    for deferring in (_ALL, "background", None):
+        later: list[int] = []
+        ctx.__dict__["_deferring"] = deferring
+        try:
+            for i in todo:
+                try:
+                    results[i] = _run_one(ctx, *rules[i])
+                except _Later:
+                    later.append(i)
+        finally:
+            del ctx.__dict__["_deferring"]
+        todo = later
     return [r for r in results if r is not None]
 
 

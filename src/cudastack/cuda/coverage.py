@@ -26,7 +26,7 @@ from cudastack.elf.cache import ElfCache
 from cudastack.elf.table_cache import TableStore, default_store
 from cudastack.env.dists import Distribution
 from cudastack.env.inventory import Inventory, iter_native_files
-from cudastack.parallel import Forked
+from cudastack.parallel import Forked, last_nice
 
 DEVICE_FILE_SUFFIXES = (".cubin", ".fatbin")
 
@@ -197,8 +197,13 @@ class BackgroundScan:
     """
 
     def __init__(self, inventory: Inventory, cache: ElfCache, *, deep: bool = False) -> None:
-        self.child = Forked(lambda: _encode(scan_environment(inventory, cache, deep=deep)))
+        # read by the CUDA rules, which can run after the prediction: the answer is wanted last
+        self.child = Forked(lambda: _encode(scan_environment(inventory, cache, deep=deep)), nice=last_nice())
         self.pid = self.child.pid
+
+    def done(self) -> bool:
+        """Whether :meth:`result` would answer without waiting."""
+        return self.child.done()
 
     def result(self) -> DeviceCodeInventory | None:
         """The child's scan (waiting for it to finish), or None when there is none to be had."""
