@@ -114,6 +114,11 @@ def test_a_load_by_an_unknown_path_is_judged_by_the_files_that_export_its_init(
     # unseen but for the time: session 31's first cut did): the parent's own scan is not needed
     ahead = predict._NativeLoadsAhead(read_inventory(build_target(python=str(python))))
     assert ahead.child is not None and ahead.child.pid > 0
-    monkeypatch.setattr(predict, "find_native_loads", lambda d: pytest.fail(f"scanned {d.key} in the parent"))
+    monkeypatch.setattr(
+        predict, "find_native_loads_and_imports", lambda d: pytest.fail(f"scanned {d.key} in the parent")
+    )
     [load] = ahead.result()["nvcbad"]
+    assert "importlib.util" in ahead.imports["nvcbad"], (
+        ahead.imports
+    )  # `import importlib.util, os, sys`: handed back too
     assert load.init == "_nvc" and load.how == "spec_from_file_location" and not load.paths, load

@@ -17,7 +17,13 @@ import ast
 from collections.abc import Iterator
 
 from cudastack.env.dists import Distribution
-from cudastack.env.imports import ImportTime, _absolute, _import_sites, _running_import_sites, module_name
+from cudastack.env.imports import (
+    ImportTime,
+    _absolute,
+    _import_sites,
+    _running_import_sites,
+    module_name,
+)
 
 MAX_FILES = 600
 """Each walk stops after this many files, undecided (torch's own import runs ~1,500): a bound on
@@ -65,6 +71,44 @@ class Outer:
                 None,
             )
         return self.where[top]
+
+    def unguarded_module(self, name: str) -> str | None:
+        """``"file:line"`` of a statement that runs at import, imports module ``name`` of another
+        distribution outside any ``try`` that survives it, in a file whose own import runs
+        unguarded too (:meth:`_reached_unguarded`); else None. qtpy's ``QtDataVisualization.py``
+        runs ``from PySide6.QtDataVisualization import *`` unguarded, but ``qtpy/__init__.py``
+        imports that file inside ``contextlib.suppress(ImportError, PythonQtError)``: ``import
+        qtpy`` survives it."""
+        for path, guard, node in self._sites(name):
+            if guard is None and self._reached_unguarded(path, frozenset()):
+                return f"{path}:{node.lineno}"
+        return None
+
+    def _sites(self, name: str) -> Iterator[tuple[str, int | None, ast.Import | ast.ImportFrom]]:
+        """(file, guard, statement) of each statement of the walk so far that runs and imports
+        module ``name`` itself (not another of the same last part)."""
+        base = name.rpartition(".")[2]
+        for path in self.run.order:
+            tree = self.run.tree(path, base.encode())
+            if tree is None:
+                continue
+            running = self.run.running.get(path, set())
+            for guard, node in _import_sites(tree, base, self.run.raw(path)):
+                if id(node) in running and isinstance(node, ast.Import | ast.ImportFrom):
+                    if name in _absolute(node, self.run._package_of(path)):
+                        yield path, guard, node
+
+    def _reached_unguarded(self, path: str, seen: frozenset[str]) -> bool:
+        """Whether the walk runs the file ``path`` through imports none of which sits in a ``try``
+        that survives it: a top-level module is run by the import itself; another is run by each
+        statement that imports it, and one unguarded such statement in a file reached unguarded
+        is enough. A file no statement of the walk imports (a computed import), a cycle, or more
+        than 32 files deep counts as unguarded: a guard is dropped only where it is seen."""
+        name = module_name(path, self.run._dist.site_dir)
+        if not name or "." not in name or path in seen or len(seen) > 32:
+            return True
+        sites = list(self._sites(name))
+        return not sites or any(guard is None and self._reached_unguarded(p, seen | {path}) for p, guard, _n in sites)
 
     def guarded_only(self, top: str) -> set[str]:
         """Modules of ``top`` that the running code imports only inside a ``try`` that survives
@@ -164,8 +208,8 @@ class Reach:
         if walked is None or where is None:
             return None
         inner, wanted = walked
-        if name in wanted:
-            return where  # the requirer imports the extension module itself
+        if name in wanted:  # the requirer imports the extension module itself: where it does so
+            return self._outer.unguarded_module(name)  # with the file reached unguarded
         if not inner.loads(name):
             return None
         running: list[tuple[str, int | None, ast.AST]] = []

@@ -33,7 +33,13 @@ from cudastack.env.dists import Distribution
 from cudastack.env.imports import imported_plainly, lazy_attribute, module_name, package_imports, start_import_verdicts
 from cudastack.env.inventory import Inventory, iter_native_files
 from cudastack.env.libwheels import find_library_preloads
-from cudastack.env.native_loads import NativeLoad, OpUse, find_native_loads, find_op_uses, library_defines
+from cudastack.env.native_loads import (
+    NativeLoad,
+    OpUse,
+    find_native_loads_and_imports,
+    find_op_uses,
+    library_defines,
+)
 from cudastack.files import read_bytes
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
 from cudastack.loader.search import Resolution
@@ -623,12 +629,15 @@ def _stdlib_importers(stdlib: str, module: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _loaded_by_requirers(pred: Prediction, inventory: Inventory) -> None:
+def _loaded_by_requirers(pred: Prediction, inventory: Inventory, imports: dict[str, tuple[str, ...]]) -> None:
     """A failing module that its own package's import does not load (judged on demand) fails
     ``import`` of another distribution whose import-time code loads it: ``import jax`` imports
-    ``jaxlib.xla_client``, which loads ``jaxlib/_jax.so`` (:mod:`cudastack.env.crossdist`). Only
-    distributions that require the module's own (Requires-Dist, no extra) are asked, each walked
-    once and only as far as the bound of :data:`cudastack.env.crossdist.MAX_FILES`."""
+    ``jaxlib.xla_client``, which loads ``jaxlib/_jax.so`` (:mod:`cudastack.env.crossdist`). The
+    distributions asked are those that require the module's own (Requires-Dist, no extra), and
+    those whose scanned import statements (``imports``: :func:`_undeclared_importers`) name its
+    package without declaring it (pyqtgraph's ``import PyQt6.QtGui`` after probing for a
+    binding; none of the Qt add-ons declares one). Each is walked once and only as far as the
+    bound of :data:`cudastack.env.crossdist.MAX_FILES`."""
     failing = [
         i
         for i, f in enumerate(pred.files)
@@ -644,13 +653,15 @@ def _loaded_by_requirers(pred: Prediction, inventory: Inventory) -> None:
             # runs ~1,500 files, past any walk's bound (crossdist.MAX_FILES): never decided here
         for dep in _required(d, wanted):
             requirers.setdefault(dep, []).append(d)
+    undeclared = _undeclared_importers(pred, failing, inventory, imports, requirers)
     outers: dict[str, Outer] = {}
     reaches: dict[tuple[str, str], Reach] = {}
     together: dict[str, Together] = {}  # one shared walk per failing module's distribution
     for i in failing:
         f = pred.files[i]
         dist = inventory.dists.get(f.distribution or "")
-        for requirer in requirers.get(f.distribution or "", ()) if dist else ():
+        asked = [*requirers.get(f.distribution or "", ()), *undeclared.get(i, ())]
+        for requirer in asked if dist else ():
             assert dist is not None
             reach = reaches.get((requirer.key, dist.key))
             if reach is None:
@@ -667,6 +678,49 @@ def _loaded_by_requirers(pred: Prediction, inventory: Inventory) -> None:
                 b = BlockedImport(distribution=requirer.key, root=name.partition(".")[0], where=where,
                                   top=top, dependency=dist.key, failing=f.path)  # fmt: skip
                 pred.blocked_imports.append(b)
+
+
+def _undeclared_importers(
+    pred: Prediction,
+    failing: list[int],
+    inventory: Inventory,
+    imports: dict[str, tuple[str, ...]],
+    requirers: dict[str, list[Distribution]],
+) -> dict[int, list[Distribution]]:
+    """For each failing module (an index of ``pred.files``), the distributions that do not
+    declare its distribution but whose scanned import statements name its *own package*: the
+    shortest package above it whose ``__init__.py`` its distribution ships (``PyQt6`` for
+    ``PyQt6/QtGui.abi3.so``), else the module itself (``PySide6.QtCharts`` of pyside6-addons,
+    whose ``PySide6/__init__.py`` is pyside6-essentials'). A namespace shared by many
+    distributions (``cuda``: cuda-core, cuda-bindings, cuda-pathfinder …) thus names none of
+    them, and on vllm 0.33 no distribution is added. The import model decides; this only
+    chooses whom it asks."""
+    own_inits: dict[str, set[str]] = {}
+    out: dict[int, list[Distribution]] = {}
+    for i in failing:
+        f = pred.files[i]
+        dist = inventory.dists.get(f.distribution or "")
+        name = module_name(f.path, dist.site_dir) if dist else None
+        if dist is None or not name:
+            continue
+        if dist.key not in own_inits:
+            own_inits[dist.key] = {
+                e.path[: -len("/__init__.py")].replace("/", ".")
+                for e in dist.record or ()
+                if e.path.endswith("/__init__.py") and not e.path.startswith("..")
+            }
+        parts = name.split(".")
+        own = next((p for k in range(1, len(parts)) if (p := ".".join(parts[:k])) in own_inits[dist.key]), name)
+        declared = {d.key for d in requirers.get(dist.key, ())}
+        found = [
+            inventory.dists[key]
+            for key, names in sorted(imports.items())
+            if key not in declared and key != dist.key and key in inventory.dists
+            and any(n == own or n.startswith(own + ".") for n in names)
+        ]  # fmt: skip
+        if found:
+            out[i] = found
+    return out
 
 
 def _block_dependents(pred: Prediction, inventory: Inventory) -> dict[str, tuple[str, str]]:
@@ -1061,23 +1115,36 @@ class _NativeLoadsAhead:
     def __init__(self, inventory: Inventory) -> None:
         self.dists = sorted((d for d in inventory.dists.values() if d.key != "torch"), key=lambda d: d.key)
         self.child = Forked(_scan_native_loads, self.dists) if spare_cpus() else None
+        self.imports: dict[str, tuple[str, ...]] = {}
+        """Distribution key → the modules the import statements of the files scanned may name
+        (:func:`~cudastack.env.native_loads.find_native_loads_and_imports`), once :meth:`result`
+        has answered."""
 
     def result(self) -> dict[str, list[NativeLoad]]:
         answer = self.child.result() if self.child is not None else None
         if isinstance(answer, list) and len(answer) == len(self.dists):
             try:
-                return {
+                loads = {
                     d.key: [NativeLoad(**dict(zip(_LOAD_FIELDS, row, strict=True))) for row in rows]
-                    for d, rows in zip(self.dists, answer, strict=True)
+                    for d, (rows, _names) in zip(self.dists, answer, strict=True)
                 }  # fmt: skip
+                self.imports = {d.key: tuple(names) for d, (_rows, names) in zip(self.dists, answer, strict=True)}
+                return loads
             except (TypeError, ValueError):
                 pass  # of another shape: scan here
-        return {d.key: find_native_loads(d) for d in self.dists}
+        found = {d.key: find_native_loads_and_imports(d) for d in self.dists}
+        self.imports = {key: names for key, (_loads, names) in found.items()}
+        return {key: loads for key, (loads, _names) in found.items()}
 
 
-def _scan_native_loads(dists: list[Distribution]) -> list[list[tuple[object, ...]]]:
-    """The child's answer: each distribution's loads as plain tuples (``marshal``)."""
-    return [[tuple(getattr(x, f) for f in _LOAD_FIELDS) for x in find_native_loads(d)] for d in dists]
+def _scan_native_loads(dists: list[Distribution]) -> list[tuple[list[tuple[object, ...]], tuple[str, ...]]]:
+    """The child's answer: each distribution's loads as plain tuples (``marshal``), and the
+    modules its scanned files' import statements may name."""
+    out = []
+    for d in dists:
+        loads, names = find_native_loads_and_imports(d)
+        out.append(([tuple(getattr(x, f) for f in _LOAD_FIELDS) for x in loads], names))
+    return out
 
 
 _LOAD_FIELDS = tuple(f.name for f in fields(NativeLoad))
@@ -1312,7 +1379,7 @@ def start_predict(
             pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
         _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
         _loaded_without_import(pred, inventory, base, native_loads, torch_proc, uses_torch, target)
-        _loaded_by_requirers(pred, inventory)
+        _loaded_by_requirers(pred, inventory, native_scan.imports)
         _block_pure_imports(pred, inventory, _block_dependents(pred, inventory))
         _block_stdlib_imports(pred, inventory)
         pred.files.extend(stdlib_failing)
