@@ -285,6 +285,28 @@ def test_body_that_does_not_compile_reads_as_pass() -> None:
     assert [type(n).__name__ for n in tree.body] == ["Import", "FunctionDef", "Assign"]
 
 
+def test_may_hold_searches_an_unread_body_without_parsing_it() -> None:
+    """``may_hold(node, word)`` is False only for a lazy ``def`` whose bytes lack ``word``, and
+    asking parses nothing; a word in a string or a comment of the body says True (a superset)."""
+    raw = _source(
+        "def plain():\n    x = 1\n    return x\n\n"
+        "def setter():\n    global CACHE\n    CACHE = 1\n\n"
+        "def talker():\n    return 'global'  # only a word\n\n"
+        "class K:\n    def m(self):\n        return 2\n"
+    )
+    tree = lazyparse.parse(raw)
+    plain, setter, talker, k = tree.body
+    assert _lazy_defs(tree) == [1, 5, 9, 13]
+    assert lazyparse.may_hold(plain, b"global") is False
+    assert lazyparse.may_hold(setter, b"global") is True
+    assert lazyparse.may_hold(talker, b"global") is True
+    assert _lazy_defs(tree) == [1, 5, 9, 13]  # nothing parsed by asking
+    assert lazyparse.may_hold(k, b"global") is True  # not a lazy def: unknown, so True
+    assert any(isinstance(n, ast.Global) for n in ast.walk(setter))  # the answers match the trees
+    assert not any(isinstance(n, ast.Global) for n in ast.walk(plain))
+    assert lazyparse.may_hold(plain, b"global") is True  # read now: no longer lazy, so True
+
+
 def test_descriptor_is_transparent() -> None:
     """Nodes made in Python, assigned, deleted and visited behave as without laziness."""
     f = ast.FunctionDef(name="f", args=ast.arguments(), body=[ast.Pass()], decorator_list=[])

@@ -89,6 +89,14 @@ for _cls in (ast.FunctionDef, ast.AsyncFunctionDef):
         _cls.body = _Body()  # type: ignore[assignment]
 
 
+def may_hold(node: ast.AST, word: bytes) -> bool:
+    """False only when ``node`` is a ``def`` whose body has not been parsed and whose bytes (the
+    ``def`` line to the body's end) do not hold ``word``: then no token of its body or header is
+    ``word`` (``global``), and a search for one needs no parse. True otherwise."""
+    lazy = node.__dict__.get(_LAZY)
+    return lazy is None or lazy[0].find(word, lazy[1], lazy[2]) >= 0
+
+
 def _body(raw: bytes, start: int, end: int, line: int, indent: int) -> list[ast.stmt]:
     """The body of the ``def`` at ``raw[start:end]`` (0-based ``line``), parsed at its own lines
     and columns: an indented one inside ``if 1:`` on the line before."""

@@ -1263,7 +1263,12 @@ def _unfound_raises(
                 continue
             if assigned is None:
                 assigned = _found_targets(body, aliases) - {
-                    n for f in funcs.values() for g in ast.walk(f) if isinstance(g, ast.Global) for n in g.names
+                    n
+                    for f in funcs.values()
+                    if lazyparse.may_hold(f, b"global")  # no body parsed only to find none
+                    for g in ast.walk(f)
+                    if isinstance(g, ast.Global)
+                    for n in g.names
                 }
             values: dict[str, _Value] = {}
             if subject.id in assigned and _reaching(body, node, values, answer):
