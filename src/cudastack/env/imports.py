@@ -1208,14 +1208,7 @@ class ImportTime:
             if rel.endswith(".py"):
                 name = rel[:-3].removesuffix("/__init__")
                 self._files[name.replace("/", ".")] = dist.abspath(rel)
-        self._module_of = {path: name for name, path in self._files.items()}
-        self._extensions = {
-            name.replace("/", ".")
-            for path in itertools.chain((e.path for e in dist.record or ()), unrecorded)
-            if path.endswith(".so") and not path.startswith("..")
-            for name in [path.split(".", 1)[0].removesuffix("/__init__")]
-        }
-        """Extension modules (``from cupy.cuda import common`` names ``common.cpython-….so``)."""
+        self._unrecorded = unrecorded
         self.has_python = bool(self._files)
         self._dist = dist
         self._walk = _Walk()
@@ -1276,6 +1269,22 @@ class ImportTime:
         self._replaced: set[str] = set()
         """Packages whose ``__path__`` a graft replaces: cuda-core's
         ``globals().update(versioned_mod.__dict__)`` copies cu13's ``__path__`` over its own."""
+
+    @functools.cached_property
+    def _module_of(self) -> dict[str, str]:
+        """File → module name (made on first use: the unprovided-import search builds an
+        ImportTime for each of vllm 0.33's 199 distributions and asks only for its files)."""
+        return {path: name for name, path in self._files.items()}
+
+    @functools.cached_property
+    def _extensions(self) -> set[str]:
+        """Extension modules (``from cupy.cuda import common`` names ``common.cpython-….so``)."""
+        return {
+            name.replace("/", ".")
+            for path in itertools.chain((e.path for e in self._dist.record or ()), self._unrecorded)
+            if path.endswith(".so") and not path.startswith("..")
+            for name in [path.split(".", 1)[0].removesuffix("/__init__")]
+        }
 
     @property
     def modules(self) -> dict[str, str]:

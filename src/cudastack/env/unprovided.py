@@ -204,14 +204,21 @@ def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts:
     reported: set[str] = set()
     found: list[UnprovidedImport] = []
 
+    inert: set[str] = set()
+    """Names entered once that are no module (``from a.b import SomeClass`` gives ``a.b.SomeClass``)
+    with every module above them run: entering them again runs nothing (~50k of vllm 0.33's 60k)."""
+
     def enter(name: str, chain: _Chain, depth: int) -> None:
         parts = name.split(".")
+        deep = depth > _MAX_DEPTH
         for i in range(1, len(parts) + 1):  # a.b.c runs a, then a.b, then a.b.c
             module = ".".join(parts[:i])
-            if module in seen or module not in files or depth > _MAX_DEPTH:
+            if module in seen or module not in files or deep:
                 continue
             seen.add(module)
             run_module(module, chain, depth)
+        if name not in seen and not deep:
+            inert.add(name)
 
     def run_module(module: str, chain: _Chain, depth: int) -> None:
         path = files[module]
@@ -222,7 +229,7 @@ def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts:
                 if not top:
                     continue
                 if relative or top in files or name in files:
-                    if name not in seen:  # else its parents were entered with it: nothing to do
+                    if name not in seen and name not in inert:  # else its parents were entered with it
                         enter(name, (chain, step), depth + 1)
                 elif top not in have and top not in reported and top not in stmts.own:
                     steps = _steps((chain, step))
