@@ -34,13 +34,29 @@ class Outer:
     """The names of other distributions' modules that importing ``requirer``'s top-level packages
     imports (the walk done once per requirer, bounded by ``max_files``)."""
 
-    def __init__(self, requirer: Distribution, max_files: int = MAX_FILES) -> None:
+    def __init__(self, requirer: Distribution, max_files: int = MAX_FILES, *, sure: bool = False) -> None:
         self.run = ImportTime(requirer)
         self._max = max_files
+        self._sure = sure
+        """Count only statements that surely run when their file does (:func:`_sure_statements`):
+        for a requirer that does not declare the distribution it imports, which is then an
+        optional backend picked at run time (pyqtgraph imports ``PySide6.QtGui`` in an ``elif``
+        on the binding its probe found first: with PyQt6 working and PySide6 broken, ``import
+        pyqtgraph`` works)."""
+        self._sure_ids: dict[str, set[int]] = {}
         self._names: set[str] | None = None
         self._guarded: dict[str, set[str]] = {}
         self.where: dict[str, str | None] = {}
         """Top-level package → ``"file:line"`` of an unguarded import of it, or None."""
+
+    def _counts(self, path: str, tree: ast.Module, node: ast.AST) -> bool:
+        """Whether a running statement of ``path`` counts (see ``sure``)."""
+        if not self._sure:
+            return True
+        ids = self._sure_ids.get(path)
+        if ids is None:
+            ids = self._sure_ids[path] = _sure_statements(tree.body)
+        return id(node) in ids
 
     def _running_imports(self, top: str) -> Iterator[tuple[str, int | None, ast.Import | ast.ImportFrom]]:
         """(file, guard, statement) of each import statement that runs and names a module of
@@ -55,7 +71,8 @@ class Outer:
             for base in bases:
                 for guard, node in _import_sites(tree, base, raw):
                     if id(node) in running and isinstance(node, ast.Import | ast.ImportFrom):
-                        yield path, guard, node
+                        if guard is not None or self._counts(path, tree, node):
+                            yield path, guard, node
 
     def unguarded(self, top: str) -> str | None:
         """``"file:line"`` of a statement that runs at import, imports a module of the top-level
@@ -79,14 +96,15 @@ class Outer:
         runs ``from PySide6.QtDataVisualization import *`` unguarded, but ``qtpy/__init__.py``
         imports that file inside ``contextlib.suppress(ImportError, PythonQtError)``: ``import
         qtpy`` survives it."""
-        for path, guard, node in self._sites(name):
-            if guard is None and self._reached_unguarded(path, frozenset()):
+        for path, guard, node, counts in self._sites(name):
+            if guard is None and counts and self._reached_unguarded(path, frozenset()):
                 return f"{path}:{node.lineno}"
         return None
 
-    def _sites(self, name: str) -> Iterator[tuple[str, int | None, ast.Import | ast.ImportFrom]]:
-        """(file, guard, statement) of each statement of the walk so far that runs and imports
-        module ``name`` itself (not another of the same last part)."""
+    def _sites(self, name: str) -> Iterator[tuple[str, int | None, ast.Import | ast.ImportFrom, bool]]:
+        """(file, guard, statement, whether it counts: see ``sure``) of each statement of the
+        walk so far that runs and imports module ``name`` itself (not another of the same last
+        part)."""
         base = name.rpartition(".")[2]
         for path in self.run.order:
             tree = self.run.tree(path, base.encode())
@@ -96,7 +114,7 @@ class Outer:
             for guard, node in _import_sites(tree, base, self.run.raw(path)):
                 if id(node) in running and isinstance(node, ast.Import | ast.ImportFrom):
                     if name in _absolute(node, self.run._package_of(path)):
-                        yield path, guard, node
+                        yield path, guard, node, self._counts(path, tree, node)
 
     def _reached_unguarded(self, path: str, seen: frozenset[str]) -> bool:
         """Whether the walk runs the file ``path`` through imports none of which sits in a ``try``
@@ -108,7 +126,9 @@ class Outer:
         if not name or "." not in name or path in seen or len(seen) > 32:
             return True
         sites = list(self._sites(name))
-        return not sites or any(guard is None and self._reached_unguarded(p, seen | {path}) for p, guard, _n in sites)
+        return not sites or any(
+            guard is None and counts and self._reached_unguarded(p, seen | {path}) for p, guard, _n, counts in sites
+        )
 
     def guarded_only(self, top: str) -> set[str]:
         """Modules of ``top`` that the running code imports only inside a ``try`` that survives
@@ -134,6 +154,22 @@ class Outer:
                 pass  # past the bound, what it imported so far is a part of what it imports
             self._names = self.run.imported_names()
         return sorted(n for n in self._names if n.partition(".")[0] == top)
+
+
+def _sure_statements(body: list[ast.stmt]) -> set[int]:
+    """ids of the statements of a module body that run whenever the module runs to its end: the
+    body's own, and those inside ``try`` (body, ``else``, ``finally``), ``with`` and class bodies;
+    not those in an ``if``, a loop, a handler, a ``match`` or a function."""
+    out: set[int] = set()
+    todo = list(body)
+    while todo:
+        stmt = todo.pop()
+        out.add(id(stmt))
+        if isinstance(stmt, ast.Try | ast.TryStar):
+            todo.extend([*stmt.body, *stmt.orelse, *stmt.finalbody])
+        elif isinstance(stmt, ast.With | ast.AsyncWith | ast.ClassDef):
+            todo.extend(stmt.body)
+    return out
 
 
 class Together:

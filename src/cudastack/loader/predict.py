@@ -654,18 +654,21 @@ def _loaded_by_requirers(pred: Prediction, inventory: Inventory, imports: dict[s
         for dep in _required(d, wanted):
             requirers.setdefault(dep, []).append(d)
     undeclared = _undeclared_importers(pred, failing, inventory, imports, requirers)
-    outers: dict[str, Outer] = {}
+    outers: dict[tuple[str, bool], Outer] = {}
     reaches: dict[tuple[str, str], Reach] = {}
     together: dict[str, Together] = {}  # one shared walk per failing module's distribution
     for i in failing:
         f = pred.files[i]
         dist = inventory.dists.get(f.distribution or "")
-        asked = [*requirers.get(f.distribution or "", ()), *undeclared.get(i, ())]
-        for requirer in asked if dist else ():
+        asked = [(r, False) for r in requirers.get(f.distribution or "", ())]
+        asked += [(r, True) for r in undeclared.get(i, ())]  # only statements that surely run
+        for requirer, sure in asked if dist else ():
             assert dist is not None
             reach = reaches.get((requirer.key, dist.key))
             if reach is None:
-                outer = outers.get(requirer.key) or outers.setdefault(requirer.key, Outer(requirer))
+                outer = outers.get((requirer.key, sure)) or outers.setdefault(
+                    (requirer.key, sure), Outer(requirer, sure=sure)
+                )
                 shared = together.get(dist.key) or together.setdefault(dist.key, Together(dist))
                 reach = reaches[(requirer.key, dist.key)] = Reach(outer, dist, together=shared)
             where = reach.loads(f.path)
