@@ -38,7 +38,7 @@ class Outer:
         self.run = ImportTime(requirer)
         self._max = max_files
         self._sure = sure
-        """Count only statements that surely run when their file does (:func:`_sure_statements`):
+        """Count only statements that surely run when their file does (:func:`_unconditional`):
         for a requirer that does not declare the distribution it imports, which is then an
         optional backend picked at run time (pyqtgraph imports ``PySide6.QtGui`` in an ``elif``
         on the binding its probe found first: with PyQt6 working and PySide6 broken, ``import
@@ -55,7 +55,7 @@ class Outer:
             return True
         ids = self._sure_ids.get(path)
         if ids is None:
-            ids = self._sure_ids[path] = _sure_statements(tree.body)
+            ids = self._sure_ids[path] = _unconditional(tree.body)
         return id(node) in ids
 
     def _running_imports(self, top: str) -> Iterator[tuple[str, int | None, ast.Import | ast.ImportFrom]]:
@@ -156,10 +156,13 @@ class Outer:
         return sorted(n for n in self._names if n.partition(".")[0] == top)
 
 
-def _sure_statements(body: list[ast.stmt]) -> set[int]:
+def _unconditional(body: list[ast.stmt]) -> set[int]:
     """ids of the statements of a module body that run whenever the module runs to its end: the
     body's own, and those inside ``try`` (body, ``else``, ``finally``), ``with`` and class bodies;
-    not those in an ``if``, a loop, a handler, a ``match`` or a function."""
+    not those in an ``if``, a loop, a handler, a ``match`` or a function. Simpler than
+    :func:`cudastack.env.native_loads._sure_statements`, which also stops after a branch that may
+    raise: that one says a load surely runs, this one that the import fails, and a raise before
+    the statement fails it as well."""
     out: set[int] = set()
     todo = list(body)
     while todo:
