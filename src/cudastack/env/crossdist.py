@@ -24,6 +24,7 @@ from cudastack.env.imports import (
     _running_import_sites,
     module_name,
 )
+from cudastack.env.native_loads import _unconditional
 
 MAX_FILES = 600
 """Each walk stops after this many files, undecided (torch's own import runs ~1,500): a bound on
@@ -38,7 +39,9 @@ class Outer:
         self.run = ImportTime(requirer)
         self._max = max_files
         self._sure = sure
-        """Count only statements that surely run when their file does (:func:`_unconditional`):
+        """Count only statements that surely run when their file does
+        (:func:`cudastack.env.native_loads._unconditional`: not under an ``if``, a ``while``, a
+        handler or an ``else``, nor in a function):
         for a requirer that does not declare the distribution it imports, which is then an
         optional backend picked at run time (pyqtgraph imports ``PySide6.QtGui`` in an ``elif``
         on the binding its probe found first: with PyQt6 working and PySide6 broken, ``import
@@ -154,25 +157,6 @@ class Outer:
                 pass  # past the bound, what it imported so far is a part of what it imports
             self._names = self.run.imported_names()
         return sorted(n for n in self._names if n.partition(".")[0] == top)
-
-
-def _unconditional(body: list[ast.stmt]) -> set[int]:
-    """ids of the statements of a module body that run whenever the module runs to its end: the
-    body's own, and those inside ``try`` (body, ``else``, ``finally``), ``with`` and class bodies;
-    not those in an ``if``, a loop, a handler, a ``match`` or a function. Simpler than
-    :func:`cudastack.env.native_loads._sure_statements`, which also stops after a branch that may
-    raise: that one says a load surely runs, this one that the import fails, and a raise before
-    the statement fails it as well."""
-    out: set[int] = set()
-    todo = list(body)
-    while todo:
-        stmt = todo.pop()
-        out.add(id(stmt))
-        if isinstance(stmt, ast.Try | ast.TryStar):
-            todo.extend([*stmt.body, *stmt.orelse, *stmt.finalbody])
-        elif isinstance(stmt, ast.With | ast.AsyncWith | ast.ClassDef):
-            todo.extend(stmt.body)
-    return out
 
 
 class Together:
