@@ -212,7 +212,7 @@ class Context:
         its answer, or None when there is none. While :func:`_run` defers, a child that has not
         finished defers the asking rule instead: its answer is read last (``Forked(nice=last_nice())``)."""
         background = self.__dict__.get(name)
-        if background is not None and self.__dict__.get("_deferring") and not background.done():
+        if background is not None and self.__dict__.get("_deferring") and not background.child.done():
             raise _Later
         return self.__dict__.pop(name, None)
 

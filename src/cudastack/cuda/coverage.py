@@ -201,10 +201,6 @@ class BackgroundScan:
         self.child = Forked(lambda: _encode(scan_environment(inventory, cache, deep=deep)), nice=last_nice())
         self.pid = self.child.pid
 
-    def done(self) -> bool:
-        """Whether :meth:`result` would answer without waiting."""
-        return self.child.done()
-
     def result(self) -> DeviceCodeInventory | None:
         """The child's scan (waiting for it to finish), or None when there is none to be had."""
         data = self.child.result()

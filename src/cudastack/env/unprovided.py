@@ -155,10 +155,6 @@ class BackgroundSearch:
         # read by PKG017, which can run after the prediction: the child's answer is wanted last
         self.child = Forked(lambda: [_encode(u) for u in find_unprovided_imports(target, inventory)], nice=last_nice())
 
-    def done(self) -> bool:
-        """Whether :meth:`result` would answer without waiting."""
-        return self.child.done()
-
     def result(self) -> tuple[UnprovidedImport, ...] | None:
         """The child's answer (waiting for it to finish), or None when there is none to be had."""
         data = self.child.result()

@@ -635,9 +635,10 @@ def _loaded_by_requirers(pred: Prediction, inventory: Inventory, imports: dict[s
     ``jaxlib.xla_client``, which loads ``jaxlib/_jax.so`` (:mod:`cudastack.env.crossdist`). The
     distributions asked are those that require the module's own (Requires-Dist, no extra), and
     those whose scanned import statements (``imports``: :func:`_undeclared_importers`) name its
-    package without declaring it (pyqtgraph's ``import PyQt6.QtGui`` after probing for a
-    binding; none of the Qt add-ons declares one). Each is walked once and only as far as the
-    bound of :data:`cudastack.env.crossdist.MAX_FILES`."""
+    package without declaring it (PyQt6-Frameless-Window's ``from PyQt6.QtWidgets import``; none
+    of the Qt add-ons declares a binding), counting only statements that surely run
+    (``Outer(sure=True)``). Each is walked once and only as far as the bound of
+    :data:`cudastack.env.crossdist.MAX_FILES`."""
     failing = [
         i
         for i, f in enumerate(pred.files)
