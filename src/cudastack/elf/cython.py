@@ -260,8 +260,9 @@ def _length_index(ro: bytes, totals: set[int], text: bytes, anchored: bool = Fal
             continue
         # the text table alone, longest first: no shorter than the best (unless it does not split
         # the anchors: a longer one from a string's end may not)
+        # (and of 8 lengths or more with the rest, as offer() keeps: m >= 7)
         shortest = best[0][1] - 2 if best is not None and best[0][0] else 0
-        for m in range(len(sums) - 1, max(shortest, 0), -1):
+        for m in range(len(sums) - 1, max(shortest, 6), -1):
             end = min((t for t in totals if t >= sums[m]), default=top)
             if end - sums[m] > _MAX_BYTES_TABLE:
                 break
