@@ -209,3 +209,47 @@ def test_the_op_name_search_agrees_with_the_regular_expression_on_real_libraries
             checked += 1
             found += want
     assert checked > 1000 and 0 < found < checked, (checked, found)
+
+
+_SCHEMAS = r"""
+const char *schemas[] = {"myns::alpha(Tensor x) -> Tensor", "myns::beta.out(Tensor x) -> Tensor",
+    "myns::ns::nested(Tensor x)", "myns", "gamma(Tensor x) -> Tensor", "delta.default(Tensor x)",
+    "xmyns::epsilon(Tensor x)", "myns::zeta_(Tensor x)", "other::eta(", 0};
+"""
+
+
+def test_the_batched_op_search_agrees_with_library_defines_on_real_libraries(tmp_path: Path) -> None:
+    """``first_defined`` (each library opened once, each namespace's ``ns::name(`` forms collected
+    in one pass) against ``library_defines`` per library and operator, its definition, on the real
+    op libraries of torchvision, torchaudio and torchcodec and on one built with gcc that holds each
+    form (an overload ``ns::name.out(``, the namespace as a string of its own, ``ns::`` inside a
+    longer word, a name followed by ``_``): every ``ns::name`` they hold, names cut and extended
+    from them, an overload, absent namespaces, and the first hit in order over two libraries."""
+    import re
+
+    from cudastack.env.native_loads import first_defined, library_defines
+
+    libs: list[Path] = [build(tmp_path / "libschemas.so", _SCHEMAS)]
+    for stack in ("torch-cpu-companions", "torchcodec-on-cpu-torch"):
+        try:
+            site = site_of(corpus.build(corpus.BY_NAME[stack]))
+        except corpus.UnavailableError as e:
+            oracles.missing(str(e))
+        libs += [p for pkg in ("torchvision", "torchaudio", "torchcodec") for p in sorted((site / pkg).rglob("*.so"))]
+    assert len(libs) >= 4, libs
+    checked = found = 0
+    for lib in libs:
+        data = lib.read_bytes()
+        ops = sorted({m.group().decode() for m in re.finditer(rb"\w+::\w+", data)})[:120]
+        names = [o for op in ops for o in (op, op[:-1], op + "x", op + ".out", "nons::" + op.partition("::")[2])]
+        for op in names:
+            want = library_defines(str(lib), op)
+            got = first_defined([str(lib)], [op])
+            assert (got == 0) is want, (lib, op)
+            checked += 1
+            found += want
+        # the first operator, in order, that any of two libraries defines
+        other = libs[(libs.index(lib) + 1) % len(libs)]
+        want_k = next((k for k, op in enumerate(names) if any(library_defines(str(p), op) for p in (other, lib))), None)
+        assert first_defined([str(other), str(lib)], names) == want_k, lib
+    assert checked > 1000 and 0 < found < checked, (checked, found)

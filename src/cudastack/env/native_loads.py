@@ -43,6 +43,7 @@ tells from a library's bytes whether it is the one that defines them.
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import dataclasses
 import fnmatch
@@ -2981,6 +2982,58 @@ def library_defines(path: str, op: str) -> bool:
             return _names_call(data, name.encode())
     except (OSError, ValueError):
         return False
+
+
+def first_defined(paths: list[str], ops: list[str]) -> int | None:
+    """The index in ``ops`` of the first operator that one of the libraries at ``paths`` defines
+    (:func:`library_defines`), or None: each file opened once, and each namespace's
+    ``ns::name(`` / ``ns::name.`` forms collected in one pass over its ``ns::`` occurrences,
+    not two searches of the whole file per operator (torchcodec: 12 libraries × 11 operators,
+    ~0.1 s of the prediction's end on the vllm 0.33 environment)."""
+    with contextlib.ExitStack() as stack:
+        opened: list[bytes | mmap.mmap] = []
+        for path in paths:
+            try:
+                fh = stack.enter_context(open_file(path))
+                opened.append(stack.enter_context(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)))
+            except (OSError, ValueError):
+                continue  # as library_defines: an unreadable file defines nothing
+        whole: dict[tuple[int, bytes], set[bytes]] = {}
+        named: dict[tuple[int, bytes], bool] = {}
+        for k, op in enumerate(ops):
+            ns, _, name = (x.encode() for x in op.partition("::"))
+            for n, data in enumerate(opened):
+                if _WORD_ONLY.fullmatch(name) is None:
+                    if data.find(op.encode() + b"(") >= 0 or data.find(op.encode() + b".") >= 0:
+                        return k
+                else:
+                    if (n, ns) not in whole:
+                        whole[n, ns] = _whole_forms(data, ns + b"::")
+                    if name in whole[n, ns]:
+                        return k
+                if (n, ns) not in named:
+                    named[n, ns] = data.find(b"\0" + ns + b"\0") >= 0
+                if named[n, ns] and _names_call(data, name):
+                    return k
+    return None
+
+
+_WORD_ONLY = re.compile(rb"\w+")
+_WORD = re.compile(rb"\w*")
+
+
+def _whole_forms(data: bytes | mmap.mmap, prefix: bytes) -> set[bytes]:
+    """Each ``name`` that follows an occurrence of ``prefix`` (``ns::``) as a whole word, then
+    ``(`` or ``.``: for a name of word characters, ``data.find(prefix + name + b"(") >= 0 or
+    data.find(prefix + name + b".") >= 0`` exactly (a word is maximal, and neither byte is one)."""
+    out: set[bytes] = set()
+    at = data.find(prefix)
+    while at >= 0:
+        m = _WORD.match(data, at + len(prefix))
+        if m is not None and data[m.end() : m.end() + 1] in (b"(", b"."):
+            out.add(m.group())
+        at = data.find(prefix, at + 1)
+    return out
 
 
 _WORD_OR_COLON = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:")

@@ -38,7 +38,7 @@ from cudastack.env.native_loads import (
     OpUse,
     find_native_loads_and_imports,
     find_op_uses,
-    library_defines,
+    first_defined,
 )
 from cudastack.files import read_bytes
 from cudastack.loader.process import DlopenResult, LoadProblem, Process
@@ -300,9 +300,10 @@ def _loaded_without_import(
                 # torchvision's extension.py catches _C.so's OSError, then _meta_registrations.py
                 # registers a fake kernel for torchvision::nms, which _C.so defines
                 uses = find_op_uses(dist) if uses is None else uses
-                need = next((u for u in uses if any(library_defines(pred.files[i].path, u.op) for i in failing)), None)
-                if need is None:
+                k = first_defined([pred.files[i].path for i in failing], [u.op for u in uses])
+                if k is None:
                     continue
+                need = uses[k]
                 why += f", inside the try at {load.guard}; then {need.where} needs {need.op}, which it defines"
             if failing and len(failing) == len(judged):
                 at, guard = _reached(reach, dist, py)
