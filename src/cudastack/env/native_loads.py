@@ -124,7 +124,9 @@ class NativeLoad:
     """A ctypes load whose argument is not known at all (decord's ``ctypes.CDLL(
     libinfo.find_lib_path()[0])``, the path found by another module's search): the library is one
     of the distribution's own that no file of it needs (its dependencies are not what a package
-    opens), and the import fails for sure only when every one of those fails."""
+    opens), or one of ``paths``, here the files whose names the load's file or a file it imports
+    spells out (:func:`_named_candidates`), and the import fails for sure only when every one of
+    those fails."""
     unless_set: tuple[str, ...] = ()
     """Environment variables read before ``find_library`` is asked (fusepy's
     ``os.environ.get('FUSE_LIBRARY_PATH')``, then ``if not x: x = find_library('fuse')``): where
@@ -196,7 +198,7 @@ def _rebase(path: str, site: str) -> str:
     return site + path[len(_HERE) :] if path.startswith(_HERE) else path
 
 
-_CACHE_VERSION = 9
+_CACHE_VERSION = 10
 
 
 def _cache_file(dist: Distribution) -> str | None:
@@ -356,7 +358,23 @@ def _loads(dist: Distribution, files: dict[str, str], roots: list[str], raws: di
             foreign = functools.partial(_imported_functions, trees[name], package, files, known, raws[name])
             homes = functools.partial(_home_of, package, files, known)
             out.extend(_loads_in(trees[name], files[name], record, called, foreign, args, passes, homes))
-    return out
+    return [_named_candidates(load, files, raws, record) if load.unknown else load for load in out]
+
+
+def _named_candidates(load: NativeLoad, files: _Absolute, raws: dict[str, bytes], record: list[str]) -> NativeLoad:
+    """An unknown ctypes load with ``paths`` set to the distribution's files whose names the
+    load's file or a file of the distribution it imports spells out: dgl's ``_ffi/base.py`` runs
+    ``ctypes.CDLL(libinfo.find_lib_path()[0])``, and ``libinfo.py`` searches its directories for
+    ``"libdgl.so"``, which ``_ffi/_cy3/core.so`` then needs by soname without a search path to it
+    (glibc finds it among the loaded objects). A name built at run time names nothing."""
+    path = load.where.rpartition(":")[0]
+    mod = next((n for n in raws if files[n] == path), None)
+    if mod is None:
+        return load
+    package = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
+    texts = [raws[mod], *(raws[h] for h in _imported(raws[mod], package) if h in raws)]
+    named = tuple(p for p in record if any(os.path.basename(p).encode() in t for t in texts))
+    return replace(load, paths=named) if named else load
 
 
 class _Passes:

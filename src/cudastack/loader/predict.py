@@ -278,9 +278,11 @@ def _loaded_without_import(
                 why += f", as {load.init}: one of the files of {dist.key} that export {init}"
             elif load.unknown:
                 # the argument is not known: one of the distribution's libraries that no file of it
-                # needs, and the import fails for sure when every one of them would
-                judged = _root_libraries(pred, dist.key)
+                # needs or that the source names, and the import fails for sure when every one would
+                judged = sorted({*judged, *_root_libraries(pred, dist.key)})
                 why += f", a path not known: one of the libraries of {dist.key} no file of it needs"
+                if load.paths:
+                    why += " or " + ", ".join(os.path.basename(p) for p in load.paths)
             # a wildcard that matches modules picks one of them, not a library beside them
             # (torchaudio's lib/*.so); a library is judged only where no module matches and it is
             # the one file the name can be (torchcodec's libtorchcodec_image.so, by
