@@ -14,7 +14,8 @@ from exactly those packages.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import (
@@ -26,6 +27,42 @@ from cudastack.env.imports import (
 )
 from cudastack.env.native_loads import _unconditional
 
+_FLAG_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*_AVAILABLE")
+_FLAG_FUNC = re.compile(r"is_[a-z][a-z0-9_]*_available")
+_PRESENCE = frozenset(
+    {
+        "RequirementCache",
+        "module_available",
+        "package_available",
+        "_package_available",
+        "_is_package_available",
+        "find_spec",
+    }
+)
+"""Checks that a distribution or module is installed without importing it (lightning-utilities'
+``RequirementCache`` and ``module_available``, transformers' ``_is_package_available``,
+``importlib.util.find_spec``)."""
+_BARE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+"""A name alone: no version requirement, extra or marker."""
+
+
+def _called_name(func: ast.expr) -> str | None:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _binds(stmt: ast.stmt, name: str) -> bool:
+    """Whether a module-level statement other than a plain assignment binds ``name`` (inside an
+    ``if`` or a ``try``, by ``global``, an import or a loop)."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load):
+            return True
+        if isinstance(n, ast.alias) and (n.asname or n.name.rpartition(".")[2]) == name:
+            return True
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n.name == name:
+            return True
+    return False
+
+
 MAX_FILES = 600
 """Each walk stops after this many files, undecided (torch's own import runs ~1,500): a bound on
 the time one question may take. Undecided is "not shown", and the module stays on demand."""
@@ -35,7 +72,14 @@ class Outer:
     """The names of other distributions' modules that importing ``requirer``'s top-level packages
     imports (the walk done once per requirer, bounded by ``max_files``)."""
 
-    def __init__(self, requirer: Distribution, max_files: int = MAX_FILES, *, sure: bool = False) -> None:
+    def __init__(
+        self,
+        requirer: Distribution,
+        max_files: int = MAX_FILES,
+        *,
+        sure: bool = False,
+        installed: Callable[[str], bool] | None = None,
+    ) -> None:
         self.run = ImportTime(requirer)
         self._max = max_files
         self._sure = sure
@@ -46,6 +90,12 @@ class Outer:
         optional backend picked at run time (pyqtgraph imports ``PySide6.QtGui`` in an ``elif``
         on the binding its probe found first: with PyQt6 working and PySide6 broken, ``import
         pyqtgraph`` works)."""
+        self._installed = installed
+        """Given, a ``sure`` count also takes the body of an ``if`` on an availability flag of an
+        installed module (:meth:`_available`): torchmetrics' ``if _TORCHVISION_AVAILABLE: from
+        torchvision import transforms``, the flag ``RequirementCache("torchvision")``, true once
+        torchvision is installed, whether or not its import works."""
+        self._flags: dict[str, bool] = {}
         self._sure_ids: dict[str, set[int]] = {}
         self._names: set[str] | None = None
         self._guarded: dict[str, set[str]] = {}
@@ -58,8 +108,82 @@ class Outer:
             return True
         ids = self._sure_ids.get(path)
         if ids is None:
-            ids = self._sure_ids[path] = _unconditional(tree.body)
+            true = self._available if self._installed is not None else None
+            ids = self._sure_ids[path] = _unconditional(tree.body, true)
         return id(node) in ids
+
+    def _available(self, test: ast.expr) -> bool:
+        """Whether an ``if`` test is an availability flag that is surely true: a name such as
+        ``_TORCHVISION_AVAILABLE``, or a call ``is_torchvision_available()``, bound once at module
+        level in a file the walk runs to a presence check of an installed distribution or module
+        that imports nothing (``RequirementCache("torchvision")``, ``module_available(…)``,
+        ``package_available(…)``, ``find_spec(…) is not None``), directly or by a function that
+        returns such a name. A flag set by trying the import itself is false where that import
+        fails, and is not one; nor is a requirement with a version (it may not hold)."""
+        if isinstance(test, ast.Call) and not test.args and not test.keywords:
+            name = _called_name(test.func)
+            if name is None or _FLAG_FUNC.fullmatch(name) is None:
+                return False
+            return self._flag(name, function=True)
+        name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else None
+        return name is not None and _FLAG_NAME.fullmatch(name) is not None and self._flag(name)
+
+    def _flag(self, name: str, function: bool = False, depth: int = 0) -> bool:
+        key = f"{name}()" if function else name
+        if key not in self._flags:
+            self._flags[key] = False  # a cycle reads false
+            found = self._definitions(name, function)
+            value = found[0] if len(found) == 1 else None
+            if function and isinstance(value, ast.Name) and depth < 4:
+                self._flags[key] = self._flag(value.id, depth=depth + 1)
+            elif value is not None:
+                self._flags[key] = self._present(value)
+        return self._flags[key]
+
+    def _definitions(self, name: str, function: bool) -> list[ast.expr]:
+        """What module-level code of the files the walk runs binds ``name`` to (a function: the
+        value of its one ``return``): every such binding, to be taken only when there is one."""
+        out: list[ast.expr] = []
+        needle = name.encode()
+        for path in self.run.order:
+            raw = self.run.raw(path)
+            if raw is None or needle not in raw:
+                continue
+            tree = self.run.tree(path)
+            for stmt in tree.body if tree is not None else ():
+                if function and isinstance(stmt, ast.FunctionDef) and stmt.name == name:
+                    returns = [n for n in ast.walk(stmt) if isinstance(n, ast.Return)]
+                    out.extend(r.value if r.value is not None else ast.Constant(None) for r in returns)
+                    if len(returns) != 1:
+                        out.append(ast.Constant(None))
+                elif not function and isinstance(stmt, ast.Assign | ast.AnnAssign):
+                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                    value: ast.expr = stmt.value if stmt.value is not None else ast.Constant(None)
+                    for t in targets:
+                        if isinstance(t, ast.Name) and t.id == name:
+                            out.append(value)
+                        elif isinstance(t, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == name for e in t.elts):
+                            # ``_x_available, _x_version = _is_package_available("x", return_version=True)``
+                            mine = isinstance(t.elts[0], ast.Name) and t.elts[0].id == name
+                            out.append(value if mine else ast.Constant(None))
+                elif not function and not isinstance(stmt, ast.Import | ast.ImportFrom) and _binds(stmt, name):
+                    out.append(ast.Constant(None))  # bound another way too (in an ``if``, a ``try``)
+        return out
+
+    def _present(self, value: ast.expr) -> bool:
+        assert self._installed is not None
+        if isinstance(value, ast.Compare) and len(value.ops) == 1 and isinstance(value.ops[0], ast.IsNot):
+            right = value.comparators[0]
+            if isinstance(right, ast.Constant) and right.value is None:
+                value = value.left
+            else:
+                return False
+        if not isinstance(value, ast.Call) or _called_name(value.func) not in _PRESENCE or not value.args:
+            return False
+        arg = value.args[0]
+        if not isinstance(arg, ast.Constant) or not isinstance(arg.value, str):
+            return False
+        return _BARE.fullmatch(arg.value) is not None and self._installed(arg.value)
 
     def _running_imports(self, top: str) -> Iterator[tuple[str, int | None, ast.Import | ast.ImportFrom]]:
         """(file, guard, statement) of each import statement that runs and names a module of
@@ -91,6 +215,15 @@ class Outer:
                 None,
             )
         return self.where[top]
+
+    def surely_imports(self, top: str) -> str | None:
+        """``"file:line"`` of a statement that imports a module of the top-level package ``top``
+        outside any ``try`` that survives it, counted (see ``sure``), in a file the walk reaches
+        that way too (:meth:`_reached_unguarded`); else None."""
+        for path, guard, node in self._running_imports(top):
+            if guard is None and self._reached_unguarded(path, frozenset()):
+                return f"{path}:{node.lineno}"
+        return None
 
     def unguarded_module(self, name: str) -> str | None:
         """``"file:line"`` of a statement that runs at import, imports module ``name`` of another

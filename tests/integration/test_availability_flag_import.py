@@ -1,0 +1,142 @@
+"""A distribution that declares a package only in an extra and imports it under an availability
+flag: torchmetrics 1.9 runs ``if _TORCHVISION_AVAILABLE: from torchvision import transforms``, the
+flag ``RequirementCache("torchvision")``, true once torchvision is installed, working or not. The
+s37 hunt (torch 2.13 CPU with a cu130 torchvision: "operator torchvision::nms does not exist"):
+``import torchmetrics`` fails, and with it lightning and pytorch-lightning, which require
+torchmetrics; the doctor flagged torchvision and timm only.
+
+Packages of our own, built with gcc and installed by pip. ``brokenvis``: its ``__init__`` imports
+an extension module that needs a library that is not there. Its importers, each declaring it in an
+extra only:
+
+- ``flagmetrics``: the flag is ``module_available("brokenvis")`` (a presence check that imports
+  nothing), the import under ``if`` in a module its ``__init__`` imports; fails.
+- ``funcflag``: transformers' shape, ``is_brokenvis_available()`` returning a name bound to
+  ``_is_package_available("brokenvis", return_version=True)``; fails.
+- ``tryflag``: the flag set by trying the import (false when it fails); imports.
+- ``versionflag``: ``RequirementCache("brokenvis>=2.0")`` with brokenvis 1.0; imports.
+- ``otherflag``: the flag of a module that is not installed; imports.
+
+And ``lightish`` requires ``flagmetrics`` (no extra) and imports it: fails. Reality: ``import`` of
+each in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from tests import native
+from tests.venvs import make_venv
+from tests.wheels import make_wheel, pip_install
+
+EXT = """#define Py_LIMITED_API 0x03080000
+#include <Python.h>
+extern int gone(void);
+static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "core", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_core(void) { if (gone()) return NULL; return PyModule_Create(&m); }
+"""
+PRESENCE = b"""import importlib.metadata
+import importlib.util
+
+from packaging_free_version import at_least
+
+
+def module_available(name):
+    return importlib.util.find_spec(name) is not None
+
+
+def _is_package_available(name, return_version=False):
+    found = importlib.util.find_spec(name) is not None
+    version = importlib.metadata.version(name) if found else "N/A"
+    return (found, version) if return_version else found
+
+
+class RequirementCache:
+    def __init__(self, requirement):
+        name, _, minimum = requirement.partition(">=")
+        self.ok = module_available(name) and (not minimum or at_least(importlib.metadata.version(name), minimum))
+
+    def __bool__(self):
+        return self.ok
+"""
+AT_LEAST = b"""def at_least(version, minimum):
+    return tuple(int(x) for x in version.split(".")) >= tuple(int(x) for x in minimum.split("."))
+"""
+FLAGGED = {
+    "flagmetrics": b'_BROKENVIS_AVAILABLE = module_available("brokenvis")\n',
+    "funcflag": (
+        b'_brokenvis_available, _brokenvis_version = _is_package_available("brokenvis", return_version=True)\n\n\n'
+        b"def is_brokenvis_available():\n    return _brokenvis_available\n"
+    ),
+    "tryflag": b"try:\n    import brokenvis  # noqa: F401\n\n    _BROKENVIS_AVAILABLE = True\n"
+    b"except ImportError:\n    _BROKENVIS_AVAILABLE = False\n",
+    "versionflag": b'_BROKENVIS_AVAILABLE = RequirementCache("brokenvis>=2.0")\n',
+    "otherflag": b'_NOTINSTALLED_AVAILABLE = module_available("notinstalled")\n',
+}
+TESTS = {
+    "flagmetrics": b"_BROKENVIS_AVAILABLE",
+    "funcflag": b"is_brokenvis_available()",
+    "tryflag": b"_BROKENVIS_AVAILABLE",
+    "versionflag": b"_BROKENVIS_AVAILABLE",
+    "otherflag": b"_NOTINSTALLED_AVAILABLE",
+}
+
+
+def _wheels(tmp_path: Path) -> Path:
+    b = tmp_path / "build"
+    gone = native.build(b / "libgone.so", "int gone(void) { return 0; }\n", flags=("-Wl,-soname,libgone.so",))
+    inc = sysconfig.get_paths()["include"]
+    ext = native.build(b / "core.abi3.so", EXT, libs=("-l:libgone.so",), flags=(f"-I{inc}", f"-L{b}"))
+    gone.unlink()  # never shipped
+    links = tmp_path / "links"
+    make_wheel(links, "brokenvis", "1.0", {
+        "brokenvis/__init__.py": b"from . import core  # noqa: F401\n",
+        "brokenvis/core.abi3.so": ext.read_bytes(),
+    })  # fmt: skip
+    make_wheel(links, "packaging-free-version", "1.0", {"packaging_free_version.py": AT_LEAST})
+    for pkg, flag in FLAGGED.items():
+        use = TESTS[pkg].split(b"(")[0].decode()
+        make_wheel(
+            links, pkg, "1.0", {
+                f"{pkg}/__init__.py": f"from {pkg} import image  # noqa: F401\n".encode(),
+                f"{pkg}/utilities/__init__.py": b"",
+                f"{pkg}/utilities/presence.py": PRESENCE,
+                f"{pkg}/utilities/imports.py": f"from {pkg}.utilities.presence import (  # noqa: F401\n"
+                f"    RequirementCache, _is_package_available, module_available)\n\n".encode() + flag,
+                f"{pkg}/image.py": f"from {pkg}.utilities.imports import {use}\n\nif ".encode() + TESTS[pkg]
+                + b":\n    from brokenvis import core  # noqa: F401\n",
+            },
+            requires=("packaging-free-version", 'brokenvis; extra == "image"'),
+            extras=("image",),
+        )  # fmt: skip
+    make_wheel(links, "lightish", "1.0", {"lightish/__init__.py": b"from flagmetrics import image  # noqa: F401\n"},
+               requires=("flagmetrics",))  # fmt: skip
+    return links
+
+
+def test_an_import_under_an_availability_flag_of_an_installed_package_runs(tmp_path: Path) -> None:
+    python = make_venv(tmp_path / "env")
+    names = ["brokenvis", *FLAGGED, "lightish"]
+    pip_install(python, _wheels(tmp_path), *names)
+    real = {
+        m: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True, check=False)
+        for m in names
+    }
+    failing = {m for m, r in real.items() if r.returncode != 0}
+    assert failing == {"brokenvis", "flagmetrics", "funcflag", "lightish"}, {
+        m: r.stderr[-300:] for m, r in real.items()
+    }
+    assert all("libgone.so" in real[m].stderr for m in failing), {m: real[m].stderr[-300:] for m in failing}
+
+    argv = [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
+    out = subprocess.run([*argv, "-e", "LD_LIBRARY_PATH="], capture_output=True, text=True, timeout=300, check=False)
+    report = json.loads(out.stdout)
+    errors = {(f["code"], f["distribution"]) for f in report["findings"] if f["severity"] == "error"}
+    assert errors == {("LDD001", "brokenvis"), ("LDD009", "flagmetrics"), ("LDD009", "funcflag"),
+                      ("LDD009", "lightish")}, report["findings"]  # fmt: skip
+    by = {f["distribution"]: f for f in report["findings"] if f["code"] == "LDD009"}
+    assert "flagmetrics/image.py:4" in by["flagmetrics"]["message"], by["flagmetrics"]
+    assert "lightish/__init__.py:1 imports flagmetrics" in by["lightish"]["message"], by["lightish"]
