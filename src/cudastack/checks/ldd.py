@@ -922,9 +922,15 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
     distribution cannot load (numpy's core extension, ``torch._C``), every distribution whose
     import-time code imports that package first fails too: extension modules whose package
     imports it (``scipy.ndimage``), and top-level packages of distributions with no native code
-    at all (``import accelerate`` runs ``import torch``). Only distributions that require the
+    at all (``import accelerate`` runs ``import torch``). The distributions that require the
     failing one (Requires-Dist, no extra) are asked; an import inside a ``try`` whose handler
-    survives the ImportError does not count. One finding per distribution, pointing at the
+    survives the ImportError does not count. So are those that declare it only in an extra,
+    counting only imports that surely run: at module level, under nothing but ``if`` tests on an
+    availability flag of an installed package that imports nothing (torchmetrics' ``if
+    _TORCHVISION_AVAILABLE:``, a ``RequirementCache("torchvision")``; not a flag set by trying the
+    import, nor one with a version requirement). Then the same for whatever requires a
+    distribution found failing this way (lightning requires torchmetrics), to a fixed point.
+    One finding per distribution, pointing at the
     finding of the root cause: an error when the distribution's own top-level import fails, a
     warning when only modules below it do (``import scipy.ndimage``, ``import scipy`` working).
     The interpreter's own modules count too: where ``_ssl`` cannot load (LDD010), a package
