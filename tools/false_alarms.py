@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -65,9 +66,16 @@ crashes in ``_C.so``'s static initialisers; fbgemm-gpu-cpu 1.3.0 aborts in
 ``FunctionSchema::cloneWithRealTypes``; both were filed as pure-Python failures, so misses read 0)."""
 
 
+_MISSING_OP = re.compile(r"operator \w+::\w+ does not exist")
+"""torch's error where a package registers a fake kernel for an operator its own op library would
+have defined, had it loaded (torchvision's ``_meta_registrations.py`` after ``_C.so`` failed in a
+``try``): a native failure one step removed; the s37 hunt's torchvision, timm, torchmetrics and
+lightning were counted as pure-Python failures, so their misses read 0."""
+
+
 def is_native(err: str) -> bool:
     """Whether a failed import's error (as :func:`probe` words it) is a native failure."""
-    return any(w in err for w in NATIVE_WORDS)
+    return any(w in err for w in NATIVE_WORDS) or _MISSING_OP.search(err) is not None
 
 
 def probe(python: str, root: str) -> str | None:
