@@ -9,8 +9,10 @@ Packages of our own, built with gcc and installed by pip. ``brokenvis``: its ``_
 an extension module that needs a library that is not there. Its importers, each declaring it in an
 extra only:
 
-- ``flagmetrics``: the flag is ``module_available("brokenvis")`` (a presence check that imports
+- ``flagmetrics``: the flag is ``package_available("brokenvis")`` (a presence check that imports
   nothing), the import under ``if`` in a module its ``__init__`` imports; fails.
+- ``modflag``: the flag is lightning-utilities' ``module_available``, which imports the module and
+  answers False on its ImportError; imports.
 - ``funcflag``: transformers' shape, ``is_brokenvis_available()`` returning a name bound to
   ``_is_package_available("brokenvis", return_version=True)``; fails.
 - ``tryflag``: the flag set by trying the import (false when it fails); imports.
@@ -38,14 +40,23 @@ extern int gone(void);
 static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "core", NULL, -1, NULL};
 PyMODINIT_FUNC PyInit_core(void) { if (gone()) return NULL; return PyModule_Create(&m); }
 """
-PRESENCE = b"""import importlib.metadata
+PRESENCE = b"""import importlib
+import importlib.metadata
 import importlib.util
 
 from packaging_free_version import at_least
 
 
-def module_available(name):
+def package_available(name):
     return importlib.util.find_spec(name) is not None
+
+
+def module_available(name):  # as lightning-utilities': it imports the module
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 def _is_package_available(name, return_version=False):
@@ -57,7 +68,7 @@ def _is_package_available(name, return_version=False):
 class RequirementCache:
     def __init__(self, requirement):
         name, _, minimum = requirement.partition(">=")
-        self.ok = module_available(name) and (not minimum or at_least(importlib.metadata.version(name), minimum))
+        self.ok = package_available(name) and (not minimum or at_least(importlib.metadata.version(name), minimum))
 
     def __bool__(self):
         return self.ok
@@ -66,7 +77,8 @@ AT_LEAST = b"""def at_least(version, minimum):
     return tuple(int(x) for x in version.split(".")) >= tuple(int(x) for x in minimum.split("."))
 """
 FLAGGED = {
-    "flagmetrics": b'_BROKENVIS_AVAILABLE = module_available("brokenvis")\n',
+    "flagmetrics": b'_BROKENVIS_AVAILABLE = package_available("brokenvis")\n',
+    "modflag": b'_BROKENVIS_AVAILABLE = module_available("brokenvis")\n',
     "funcflag": (
         b'_brokenvis_available, _brokenvis_version = _is_package_available("brokenvis", return_version=True)\n\n\n'
         b"def is_brokenvis_available():\n    return _brokenvis_available\n"
@@ -74,10 +86,11 @@ FLAGGED = {
     "tryflag": b"try:\n    import brokenvis  # noqa: F401\n\n    _BROKENVIS_AVAILABLE = True\n"
     b"except ImportError:\n    _BROKENVIS_AVAILABLE = False\n",
     "versionflag": b'_BROKENVIS_AVAILABLE = RequirementCache("brokenvis>=2.0")\n',
-    "otherflag": b'_NOTINSTALLED_AVAILABLE = module_available("notinstalled")\n',
+    "otherflag": b'_NOTINSTALLED_AVAILABLE = package_available("notinstalled")\n',
 }
 TESTS = {
     "flagmetrics": b"_BROKENVIS_AVAILABLE",
+    "modflag": b"_BROKENVIS_AVAILABLE",
     "funcflag": b"is_brokenvis_available()",
     "tryflag": b"_BROKENVIS_AVAILABLE",
     "versionflag": b"_BROKENVIS_AVAILABLE",
@@ -105,7 +118,8 @@ def _wheels(tmp_path: Path) -> Path:
                 f"{pkg}/utilities/__init__.py": b"",
                 f"{pkg}/utilities/presence.py": PRESENCE,
                 f"{pkg}/utilities/imports.py": f"from {pkg}.utilities.presence import (  # noqa: F401\n"
-                f"    RequirementCache, _is_package_available, module_available)\n\n".encode() + flag,
+                "    RequirementCache, _is_package_available, module_available, package_available,\n"
+                ")\n\n".encode() + flag,
                 f"{pkg}/image.py": f"from {pkg}.utilities.imports import {use}\n\nif ".encode() + TESTS[pkg]
                 + b":\n    from brokenvis import core  # noqa: F401\n",
             },

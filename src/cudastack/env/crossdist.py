@@ -29,21 +29,15 @@ from cudastack.env.native_loads import _unconditional
 
 _FLAG_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*_AVAILABLE")
 _FLAG_FUNC = re.compile(r"is_[a-z][a-z0-9_]*_available")
-_PRESENCE = frozenset(
-    {
-        "RequirementCache",
-        "module_available",
-        "package_available",
-        "_package_available",
-        "_is_package_available",
-        "find_spec",
-    }
-)
-"""Checks that a distribution or module is installed without importing it (lightning-utilities'
-``RequirementCache`` and ``module_available``, transformers' ``_is_package_available``,
-``importlib.util.find_spec``)."""
-_BARE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
-"""A name alone: no version requirement, extra or marker."""
+_PRESENCE = frozenset({"RequirementCache", "package_available", "_is_package_available", "find_spec"})
+"""Checks that a distribution or top-level module is installed without importing it, given its
+name alone: lightning-utilities' ``RequirementCache(requirement)`` (its metadata; the import is its
+fallback only where that fails) and ``package_available``, transformers' ``_is_package_available``,
+``importlib.util.find_spec``. Not lightning-utilities' ``module_available``, which imports the
+module and answers False on its ImportError, nor ``find_spec`` of a dotted name, which imports the
+parent package."""
+_BARE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
+"""A top-level name alone: no dot, version requirement, extra or marker."""
 
 
 def _called_name(func: ast.expr) -> str | None:
@@ -116,10 +110,11 @@ class Outer:
         """Whether an ``if`` test is an availability flag that is surely true: a name such as
         ``_TORCHVISION_AVAILABLE``, or a call ``is_torchvision_available()``, bound once at module
         level in a file the walk runs to a presence check of an installed distribution or module
-        that imports nothing (``RequirementCache("torchvision")``, ``module_available(…)``,
+        that imports nothing (:data:`_PRESENCE`: ``RequirementCache("torchvision")``,
         ``package_available(…)``, ``find_spec(…) is not None``), directly or by a function that
-        returns such a name. A flag set by trying the import itself is false where that import
-        fails, and is not one; nor is a requirement with a version (it may not hold)."""
+        returns such a name. A flag set by trying the import (``module_available`` among them) is
+        false where that import fails, and is not one; nor is a requirement with a version (it
+        may not hold)."""
         if isinstance(test, ast.Call) and not test.args and not test.keywords:
             name = _called_name(test.func)
             if name is None or _FLAG_FUNC.fullmatch(name) is None:
