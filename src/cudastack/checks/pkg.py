@@ -2090,6 +2090,16 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
     Unlike PKG001 this needs no `Requires-Dist`: it finds the dependency a distribution uses and
     does not declare (matplotlib-inline imports matplotlib and does not require it).
 
+    A dotted module under another distribution's installed package is judged too: `from a.b
+    import c` needs the module `a.b`, `import a.b.c` each of `a.b` and `a.b.c` (`from a import b`
+    may name an attribute, and is not judged). It is missing when the package found first on the
+    search path (`PYTHONPATH`, then the site directories) is a regular package holding no file or
+    directory of that name, and none of the `__init__` files on the way can make a module another
+    way (`sys.modules`, an importer, `__path__`, a lazy module). dgl 2.1 imports
+    `torchdata.datapipes.iter`, which torchdata 0.11 no longer ships. Not judged: the standard
+    library, a name an editable install or an executable `.pth` line may provide, a single-file
+    module, a namespace package.
+
     Severity: an `error`, since the import raises `ModuleNotFoundError`; the evidence is the
     chain. A `warning` with `caused_by` pointing at PKG001 when a requirement that PKG001 reports
     missing may provide the module (its name matches, the table of the Fix section names it, or,
@@ -2143,6 +2153,9 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
         roots = ", ".join(f"`import {r}`" for r in dict.fromkeys(u.root for u in hits))
         evidence = [f"{dist.name} {dist.version} ({dist.meta_dir}): {roots} runs, at module level:"]
         evidence += [f"  {step}" for step in first.chain]
+        if "." in module:  # a submodule of an installed package that its files do not hold
+            yield _missing_submodule(ctx, dist, module, first, rel, evidence)
+            continue
         evidence.append(
             f"nothing provides `{module}`: not in {', '.join(ctx.target.site_dirs)}, the standard "
             f"library or {dist.name} itself"
@@ -2188,6 +2201,36 @@ def unprovided_import(ctx: Context) -> Iterator[Finding]:
             ),
             caused_by=Cause(code="PKG001", subject=cause) if cause else None,
         )
+
+
+def _missing_submodule(
+    ctx: Context, dist: Distribution, module: str, first: UnprovidedImport, rel: str, evidence: list[str]
+) -> Finding:
+    """PKG017 for a dotted module under an installed package that does not ship it (dgl 2.1's
+    ``from torchdata.datapipes.iter import …`` with torchdata 0.11, which dropped ``datapipes``)."""
+    top = module.partition(".")[0]
+    owner = next(
+        (d for d in ctx.inventory.dists.values() if any(e.path == f"{top}/__init__.py" for e in d.record or ())),
+        None,
+    )
+    whose = f"{owner.name} {owner.version}" if owner is not None else f"the installed `{top}`"
+    evidence.append(
+        f"`{module}` is no file or directory under the package `{top}` found first on the search path "
+        f"({whose}), and nothing in its `__init__` files makes modules another way"
+    )
+    return Finding(
+        code="PKG017",
+        severity=Severity.ERROR,
+        message=f"import {first.root} fails: {rel}:{first.line} imports {module}, which {whose} does not ship",
+        subject=f"{dist.key} -> {module}",
+        distribution=dist.key,
+        path=first.path,
+        evidence=tuple(evidence),
+        fix=Fix(
+            summary=f"Install a release of {owner.name if owner else top} that ships `{module}`, or move "
+            f"{dist.name} to a release that does not import it"
+        ),
+    )
 
 
 _IMPORT_OF = r"^[ \t]*(?:import[ \t]+(?:[\w.]+[ \t]*(?:as[ \t]+\w+)?[ \t]*,[ \t]*)*|from[ \t]+){}\b"

@@ -68,20 +68,24 @@ def find_unprovided_imports(target: Target, inventory: Inventory) -> tuple[Unpro
     if have is None:
         return ()
     have |= _pth_provided(target, inventory)
-    provided = "\0".join(sorted(have))
+    # the answer also depends on the other distributions' files (a submodule another one no longer
+    # ships): it is kept per state of the whole environment
+    state = "\0".join(f"{d.key}={d.version}" for d in sorted(inventory.dists.values(), key=lambda d: d.key))
+    provided = "\0".join(sorted(have)) + "\0\0" + state
+    sub = _Submodules(target, standard_modules(target) | _pth_provided(target, inventory))
     out: list[UnprovidedImport] = []
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
         cache = _cache_file(dist, provided)
         found = _load(cache) if cache else None
         if found is None:
-            found = _search(dist, have)
+            found = _search(dist, have, sub)
             if cache:
                 _store(cache, found)
         out.extend(found)
     return tuple(out)
 
 
-def _search(dist: Distribution, have: set[str]) -> list[UnprovidedImport]:
+def _search(dist: Distribution, have: set[str], sub: _Submodules | None = None) -> list[UnprovidedImport]:
     run = import_time(dist)
     if run is None:
         return []
@@ -90,7 +94,7 @@ def _search(dist: Distribution, have: set[str]) -> list[UnprovidedImport]:
     for root in run.roots:
         if root.partition(".")[0] in _NOT_IMPORTED or _stray(root, run):
             continue
-        found.extend(_walk(dist, run, root, have, stmts))
+        found.extend(_walk(dist, run, root, have, stmts, sub))
     return found
 
 
@@ -108,7 +112,7 @@ def _stray(root: str, run: ImportTime) -> bool:
     return not primary(root) and any(primary(r) for r in run.roots)
 
 
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 def _cache_file(dist: Distribution, provided: str) -> str | None:
@@ -190,7 +194,9 @@ def _decode(row: tuple[object, ...]) -> UnprovidedImport:
     )
 
 
-def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts: _Statements) -> list[UnprovidedImport]:
+def _walk(
+    dist: Distribution, run: ImportTime, root: str, have: set[str], stmts: _Statements, sub: _Submodules | None = None
+) -> list[UnprovidedImport]:
     """Python's own order: a module's statements one by one, each import of a module of the
     distribution entered at once (and entered only once, as ``sys.modules`` would). A chain is
     kept linked, ``(the chain before, step)``, and written out only for a report: copying it at
@@ -216,11 +222,29 @@ def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts:
         if name not in seen and not deep:
             inert.add(name)
 
+    def report(module: str, path: str, chain: _Chain, step: _Step) -> None:
+        steps = _steps((chain, step))
+        if not _confirmed(run, steps):
+            return
+        reported.add(module)  # one per module: the first statement that needs it
+        _path, line, text = step
+        found.append(
+            UnprovidedImport(
+                distribution=dist.key,
+                root=root,
+                module=module,
+                path=path,
+                line=line,
+                statement=text,
+                chain=(f"import {root}", *(f"{p}:{n} `{t}`" for p, n, t in steps)),
+            )
+        )
+
     def run_module(module: str, chain: _Chain, depth: int) -> None:
         path = files[module]
         package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
         for step, names, relative in stmts.of(path, package):
-            for name in names:
+            for k, name in enumerate(names):
                 top = name.partition(".")[0]
                 if not top:
                     continue
@@ -228,22 +252,12 @@ def _walk(dist: Distribution, run: ImportTime, root: str, have: set[str], stmts:
                     if name not in seen and name not in inert:  # else its parents were entered with it
                         enter(name, (chain, step), depth + 1)
                 elif top not in have and top not in reported and top not in stmts.own:
-                    steps = _steps((chain, step))
-                    if not _confirmed(run, steps):
-                        continue
-                    reported.add(top)  # one per module: the first statement that needs it
-                    _path, line, text = step
-                    found.append(
-                        UnprovidedImport(
-                            distribution=dist.key,
-                            root=root,
-                            module=top,
-                            path=path,
-                            line=line,
-                            statement=text,
-                            chain=(f"import {root}", *(f"{p}:{n} `{t}`" for p, n, t in steps)),
-                        )
-                    )
+                    report(top, path, chain, step)
+                elif sub is not None and "." in name and top in have and (k == 0 or stmts.plain(step)):
+                    # ``from a.b import c`` needs the module a.b (names[0]); ``import a.b, c.d`` each
+                    missing = sub.missing(name)
+                    if missing is not None and missing not in reported:
+                        report(missing, path, chain, step)
 
     enter(root, None, 0)
     return found
@@ -280,6 +294,11 @@ class _Statements:
     def own(self) -> set[str]:
         """What the distribution ships at any depth (asked only of a module nothing else provides)."""
         return _shipped_modules(self._dist)
+
+    def plain(self, step: _Step) -> bool:
+        """Whether the statement is ``import a.b, c`` (each name a module), not ``from a import b``
+        (``a.b`` may be an attribute)."""
+        return step[2].startswith("import")
 
     def of(self, path: str, package: str) -> list[_Import]:
         """The statements of ``path``, relative names resolved against ``package`` (a file is one
@@ -498,6 +517,81 @@ def _pth_provided(target: Target, inventory: Inventory) -> set[str]:
         if any(e.path.partition("/")[0].partition(".")[0] in named for e in dist.record or ()):
             out |= _shipped_modules(dist)
     return out
+
+
+_DYNAMIC = (b"sys.modules", b"meta_path", b"path_hooks", b"__path__", b"__getattr__", b"import_module", b"Lazy")
+"""What a package's ``__init__`` holds when it may make submodules no file is: entries of
+``sys.modules`` (six-style), an importer, a changed ``__path__``, a lazy module."""
+
+
+class _Submodules:
+    """Whether a dotted module under an installed regular package is missing: no file or directory
+    of that name under the package's directory, the first on the search path (``PYTHONPATH``, then
+    the site directories), and nothing in the ``__init__`` files on the way that can make a
+    module some other way (:data:`_DYNAMIC`). dgl 2.1's ``from torchdata.datapipes.iter import
+    IterDataPipe`` with torchdata 0.11, which no longer ships ``datapipes``. Unknown (None) for a
+    top-level name of the standard library, one a ``.pth`` line or an editable install may provide,
+    a single-file module or a namespace package."""
+
+    def __init__(self, target: Target, skip: set[str]) -> None:
+        self._dirs = [p for p in target.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + list(target.site_dirs)
+        self._skip = skip | {top for pth in target.pth for top, _src in pth.editable_mappings}
+        self._memo: dict[str, str | None] = {}
+        self._listed: dict[str, dict[str, str] | None] = {}
+
+    def _entries(self, directory: str) -> dict[str, str] | None:
+        """A directory's entries: each subdirectory by its name, each file by a NUL and its name
+        (the values: every name)."""
+        if directory not in self._listed:
+            try:
+                with os.scandir(directory) as it:
+                    self._listed[directory] = {e.name if e.is_dir() else "\0" + e.name: e.name for e in it}
+            except OSError:
+                self._listed[directory] = None
+        return self._listed[directory]
+
+    def missing(self, name: str) -> str | None:
+        """The first missing module of ``name`` (``a.b`` of ``a.b.c``), or None."""
+        if name not in self._memo:
+            self._memo[name] = self._missing(name)
+        return self._memo[name]
+
+    def _missing(self, name: str) -> str | None:
+        top, *rest = name.split(".")
+        if top in self._skip:
+            return None
+        directory = None
+        for d in self._dirs:
+            entries = self._entries(d)
+            if entries is None:
+                return None
+            if top in entries:
+                directory = os.path.join(d, top)
+                break
+            if any(e.partition(".")[0] == top for e in entries.values()):
+                return None  # a module file first: no package
+        if directory is None:
+            return None
+        done = [top]
+        for part in rest:
+            init = os.path.join(directory, "__init__.py")
+            try:
+                raw = read_bytes(init, _MAX_PY_BYTES).data
+            except OSError:
+                return None  # a namespace package (or unreadable): other directories may hold it
+            if any(w in raw for w in _DYNAMIC):
+                return None
+            entries = self._entries(directory)
+            if entries is None:
+                return None
+            done.append(part)
+            if part in entries:
+                directory = os.path.join(directory, part)
+                continue
+            if any(e.partition(".")[0] == part for e in entries.values()):
+                return None  # a module file: whatever follows is an attribute or not ours to judge
+            return ".".join(done)
+        return None
 
 
 def _listing(directory: str) -> set[str] | None:
