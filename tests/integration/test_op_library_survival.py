@@ -190,6 +190,19 @@ def test_torchvision_built_for_cuda_fails_on_cpu_torch_for_its_fake_kernels(caps
     assert "torchvision/_meta_registrations.py:" in ext["context"] and "needs torchvision::nms" in ext["context"]
 
 
+def _op_libraries() -> list[Path]:
+    """The real op libraries of torchvision, torchaudio and torchcodec in the corpus' stacks."""
+    libs: list[Path] = []
+    for stack in ("torch-cpu-companions", "torchcodec-on-cpu-torch"):
+        try:
+            site = site_of(corpus.build(corpus.BY_NAME[stack]))
+        except corpus.UnavailableError as e:
+            oracles.missing(str(e))
+        libs += [p for pkg in ("torchvision", "torchaudio", "torchcodec") for p in sorted((site / pkg).rglob("*.so"))]
+    assert len(libs) >= 4, libs
+    return libs
+
+
 def test_the_op_name_search_agrees_with_the_regular_expression_on_real_libraries() -> None:
     """``library_defines``' last step finds ``name(`` or ``name.overload(`` not preceded by a word
     character or a colon by the name's bytes (the look-behind kept ``re`` from searching for the
@@ -200,14 +213,7 @@ def test_the_op_name_search_agrees_with_the_regular_expression_on_real_libraries
 
     from cudastack.env.native_loads import _names_call
 
-    libs: list[Path] = []
-    for stack in ("torch-cpu-companions", "torchcodec-on-cpu-torch"):
-        try:
-            site = site_of(corpus.build(corpus.BY_NAME[stack]))
-        except corpus.UnavailableError as e:
-            oracles.missing(str(e))
-        libs += [p for pkg in ("torchvision", "torchaudio", "torchcodec") for p in sorted((site / pkg).rglob("*.so"))]
-    assert len(libs) >= 4, libs
+    libs = _op_libraries()
     checked = found = 0
     for lib in libs:
         data = lib.read_bytes()
@@ -238,14 +244,7 @@ def test_the_batched_op_search_agrees_with_library_defines_on_real_libraries(tmp
 
     from cudastack.env.native_loads import first_defined, library_defines
 
-    libs: list[Path] = [build(tmp_path / "libschemas.so", _SCHEMAS)]
-    for stack in ("torch-cpu-companions", "torchcodec-on-cpu-torch"):
-        try:
-            site = site_of(corpus.build(corpus.BY_NAME[stack]))
-        except corpus.UnavailableError as e:
-            oracles.missing(str(e))
-        libs += [p for pkg in ("torchvision", "torchaudio", "torchcodec") for p in sorted((site / pkg).rglob("*.so"))]
-    assert len(libs) >= 4, libs
+    libs = [build(tmp_path / "libschemas.so", _SCHEMAS), *_op_libraries()]
     checked = found = 0
     for lib in libs:
         data = lib.read_bytes()
