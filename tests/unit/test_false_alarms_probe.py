@@ -13,8 +13,7 @@ import subprocess
 from pathlib import Path
 from types import ModuleType
 
-import pytest
-
+from tests import oracles
 from tests.venvs import make_venv, site_of
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "false_alarms.py"
@@ -39,7 +38,7 @@ def test_an_import_killed_by_a_signal_is_a_native_failure(tmp_path: Path) -> Non
 
 def test_a_cpp_exception_that_aborts_the_import_is_a_native_failure(tmp_path: Path) -> None:
     if shutil.which("g++") is None:
-        pytest.skip("no g++ to build the aborting library")
+        oracles.missing("no g++ to build the aborting library")
     src = tmp_path / "throws.cpp"
     src.write_text(
         "#include <stdexcept>\n"
