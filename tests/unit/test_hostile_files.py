@@ -349,6 +349,9 @@ def test_a_fifo_named_as_a_torch_op_library_is_not_waited_on(tmp_path: Path) -> 
     os.mkfifo(fifo)
     code = f"from cudastack.env.native_loads import library_defines; print(library_defines({str(fifo)!r}, 'ns::op'))"
     assert _in_child(code) == "False"
+    # the batched search the prediction uses (first_defined) opens it the same way
+    code = f"from cudastack.env.native_loads import first_defined; print(first_defined([{str(fifo)!r}], ['ns::op']))"
+    assert _in_child(code) == "None"
 
 
 def test_a_fifo_top_level_txt_is_not_waited_on_by_the_plan_overlay(tmp_path: Path) -> None:
