@@ -785,7 +785,9 @@ def _block_dependents(pred: Prediction, inventory: Inventory) -> dict[str, tuple
     return broken
 
 
-def _block_pure_imports(pred: Prediction, inventory: Inventory, broken: dict[str, tuple[str, str]]) -> None:
+def _block_pure_imports(
+    pred: Prediction, inventory: Inventory, broken: dict[str, tuple[str, str]], target: Target | None = None
+) -> None:
     """The same propagation, for the top-level imports of distributions with no module failing on
     its own (most have no native code at all: accelerate, peft; scipy's modules are blocked
     above, and ``import scipy`` itself imports numpy): ``import <root>`` fails when it runs,
@@ -805,7 +807,7 @@ def _block_pure_imports(pred: Prediction, inventory: Inventory, broken: dict[str
     if not own:
         return
     done = {b.distribution for b in pred.blocked_imports}  # (a requirer that loads a failing module)
-    installed: Callable[[str], bool] | None = None
+    installed: list[Callable[[str], bool] | None] = []  # asked at the first extras-only importer
     while own:  # to a fixed point: lightning requires torchmetrics, whose import fails for torchvision's
         blocked: dict[str, tuple[str, str]] = {}
         for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
@@ -827,9 +829,10 @@ def _block_pure_imports(pred: Prediction, inventory: Inventory, broken: dict[str
                         blocked.setdefault(dist.key, (root, failing))
                         break
             extras = sorted(_required(dist, set(own), extra=True) - set(deps)) if dist.key not in blocked else []
-            if extras:
-                installed = installed or _installed(inventory)
-                flagged = _flagged_import(dist, extras, own, installed)
+            if extras and not installed:
+                installed.append(_installed(inventory, target))
+            if extras and installed[0] is not None:
+                flagged = _flagged_import(dist, extras, own, installed[0])
                 if flagged is not None:
                     pred.blocked_imports.append(flagged)
                     blocked.setdefault(dist.key, (flagged.root, flagged.failing))
@@ -846,7 +849,6 @@ def _flagged_import(
     ``installed``). torchmetrics 1.9 imports torchvision under ``if _TORCHVISION_AVAILABLE:``, a
     ``RequirementCache("torchvision")`` that is true once torchvision is installed, working or not:
     with torchvision's ``_C.so`` failing, ``import torchmetrics`` fails (the s37 hunt)."""
-
     outer = Outer(dist, sure=True, installed=installed)
     for dep in extras:
         top, failing = own[dep]
@@ -859,17 +861,15 @@ def _flagged_import(
     return None
 
 
-def _installed(inventory: Inventory) -> Callable[[str], bool]:
-    """Whether a name is that of an installed distribution (normalized) or top-level module."""
+def _installed(inventory: Inventory, target: Target | None) -> Callable[[str], bool] | None:
+    """Whether a name is that of an installed distribution (normalized: what a metadata check such
+    as ``RequirementCache`` sees) or a top-level module the target's import system finds (what
+    ``find_spec`` sees, :func:`_top_level_modules`); None when the latter is not known (then no
+    flag is taken for true)."""
+    modules = _top_level_modules(target, inventory)
+    if modules is None:
+        return None
     keys = {d.key for d in inventory.dists.values()}
-    modules: set[str] = set()
-    for d in inventory.dists.values():
-        for e in d.record or ():
-            head, sep, _ = e.path.partition("/")
-            if sep:
-                modules.add(head)
-            elif e.path.endswith(".py") or ".so" in e.path:
-                modules.add(e.path.partition(".")[0])
     return lambda name: canonicalize_name(name) in keys or name in modules
 
 
@@ -1446,7 +1446,7 @@ def start_predict(
         _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
         _loaded_without_import(pred, inventory, base, native_loads, torch_proc, uses_torch, target)
         _loaded_by_requirers(pred, inventory, native_scan.imports)
-        _block_pure_imports(pred, inventory, _block_dependents(pred, inventory))
+        _block_pure_imports(pred, inventory, _block_dependents(pred, inventory), target)
         _block_stdlib_imports(pred, inventory)
         pred.files.extend(stdlib_failing)
         for dist in inventory.dists.values():
