@@ -67,12 +67,13 @@ def find_unprovided_imports(target: Target, inventory: Inventory) -> tuple[Unpro
     have = _provided(target)
     if have is None:
         return ()
-    have |= _pth_provided(target, inventory)
+    pth = _pth_provided(target, inventory)
+    have |= pth
     # the answer also depends on the other distributions' files (a submodule another one no longer
     # ships): it is kept per state of the whole environment
     state = "\0".join(f"{d.key}={d.version}" for d in sorted(inventory.dists.values(), key=lambda d: d.key))
     provided = "\0".join(sorted(have)) + "\0\0" + state
-    sub = _Submodules(target, standard_modules(target) | _pth_provided(target, inventory))
+    sub = _Submodules(target, pth)
     out: list[UnprovidedImport] = []
     for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
         cache = _cache_file(dist, provided)
@@ -533,12 +534,20 @@ class _Submodules:
     top-level name of the standard library, one a ``.pth`` line or an editable install may provide,
     a single-file module or a namespace package."""
 
-    def __init__(self, target: Target, skip: set[str]) -> None:
+    def __init__(self, target: Target, pth: set[str]) -> None:
+        self._target, self._pth = target, pth
         self._dirs = [p for p in target.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + list(target.site_dirs)
-        self._skip = skip | {top for pth in target.pth for top, _src in pth.editable_mappings}
         self._memo: dict[str, str | None] = {}
         self._listed: dict[str, dict[str, str] | None] = {}
         self._inits: dict[str, bool] = {}
+
+    @functools.cached_property
+    def _skip(self) -> set[str]:
+        """The standard library (first on ``sys.path``), what ``.pth`` lines and editable installs
+        may provide: listed at the first dotted name asked (a run whose answers are all kept
+        between runs asks none)."""
+        editable = {top for pth in self._target.pth for top, _src in pth.editable_mappings}
+        return standard_modules(self._target) | self._pth | editable
 
     def _plain(self, directory: str) -> bool:
         """Whether the package directory has an ``__init__.py`` that can make no module some other
