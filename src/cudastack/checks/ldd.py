@@ -928,8 +928,15 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
     counting only imports that surely run: at module level, under nothing but ``if`` tests on an
     availability flag of an installed package that imports nothing (torchmetrics' ``if
     _TORCHVISION_AVAILABLE:``, a ``RequirementCache("torchvision")``; not a flag set by trying the
-    import, nor one with a version requirement). Then the same for whatever requires a
-    distribution found failing this way (lightning requires torchmetrics), to a fixed point.
+    import, nor one with a version requirement). A flag may be a function of such checks, combined
+    by ``and``/``or``, a version comparison of an installed distribution, or a try of an import
+    predicted to work (transformers 5's ``is_torchvision_available()``). A distribution can also
+    fail through a *submodule* of a third one whose own import works: peft's ``from transformers
+    import BloomPreTrainedModel`` makes transformers' lazy module import
+    ``transformers.models.bloom.modeling_bloom``, which surely imports torchvision; the module a
+    lazy name comes from is read from the package's ``if TYPE_CHECKING:`` imports. Then the same
+    for whatever requires a distribution found failing this way (lightning requires
+    torchmetrics), to a fixed point.
     One finding per distribution, pointing at the
     finding of the root cause: an error when the distribution's own top-level import fails, a
     warning when only modules below it do (``import scipy.ndimage``, ``import scipy`` working).
@@ -978,7 +985,8 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
             r = roots[0]
             message = (
                 f"import {', '.join(dict.fromkeys(x.root for x in roots))} fails: {r.where} imports {r.top}, "
-                f"and {os.path.basename(failing)} of {dep_name} fails"
+                + (f"which imports {r.via}, " if r.via else "")
+                + f"and {os.path.basename(failing)} of {dep_name} fails"
             )
         else:
             message = (
@@ -995,7 +1003,9 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
             path=roots[0].where.rsplit(":", 1)[0] if roots else mods[0].path,
             evidence=(
                 *dict.fromkeys(
-                    f"import {r.root}: {r.where} imports {r.top} outside any guard that survives it" for r in roots
+                    f"import {r.root}: {r.where} imports {r.top} outside any guard that survives it"
+                    + (f"; {r.top} surely imports {r.via}" if r.via else "")
+                    for r in roots
                 ),
                 *[f"{m.path}: {m.context}" for m in mods[:10]],
                 f"{failing} fails" + (f" ({cause[0]} {cause[1]})" if cause else ""),

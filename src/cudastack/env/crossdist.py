@@ -14,15 +14,19 @@ from exactly those packages.
 from __future__ import annotations
 
 import ast
+import operator
 import re
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import (
     ImportTime,
     _absolute,
+    _catches_import_errors,
     _import_sites,
     _running_import_sites,
+    _suppresses_import_errors,
     module_name,
 )
 from cudastack.env.native_loads import _unconditional
@@ -38,6 +42,61 @@ module and answers False on its ImportError, nor ``find_spec`` of a dotted name,
 parent package."""
 _BARE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
 """A top-level name alone: no dot, version requirement, extra or marker."""
+
+
+_VERSION_PARSE = frozenset({"parse", "Version", "parse_version"})
+"""``packaging.version.parse`` / ``Version``, and setuptools' ``parse_version``, of a version string."""
+_ORDER: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+    ast.Eq: operator.eq, ast.NotEq: operator.ne,
+}  # fmt: skip
+_UNKNOWN = object()
+"""A value not known statically."""
+_FALLS_OFF = object()
+"""A function body that ran to its end (it returns None)."""
+_IMPORT_FAILS = object()
+"""A function body at an import that fails (its handler runs, if one catches ImportError)."""
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    """Whether a ``return`` or ``raise`` is among the statements (not in a nested definition)."""
+    todo: list[ast.AST] = list(body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Return | ast.Raise):
+            return True
+        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _binds_any(stmt: ast.stmt) -> bool:
+    """Whether a statement binds a name (an assignment, a walrus, an import, a definition)."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            return True
+        if isinstance(n, ast.alias | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Global):
+            return True
+    return False
+
+
+def _unguarded_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The module-level statements, and those of ``try``, ``with``, ``for`` and ``if`` blocks in
+    it, that no ``try`` with a handler catching ImportError (or a base of it) and no ``with``
+    suppressing it encloses."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ast.Try | ast.TryStar):
+            if not any(_catches_import_errors(h) for h in stmt.handlers):
+                yield from _unguarded_statements(stmt.body)
+            for h in stmt.handlers:
+                yield from _unguarded_statements(h.body)
+            yield from _unguarded_statements([*stmt.orelse, *stmt.finalbody])
+        elif isinstance(stmt, ast.With | ast.AsyncWith):
+            if not any(_suppresses_import_errors(i) for i in stmt.items):
+                yield from _unguarded_statements(stmt.body)
+        elif isinstance(stmt, ast.If | ast.For | ast.AsyncFor | ast.While):
+            yield from _unguarded_statements([*stmt.body, *stmt.orelse])
 
 
 def _called_name(func: ast.expr) -> str | None:
@@ -73,8 +132,11 @@ class Outer:
         *,
         sure: bool = False,
         installed: Callable[[str], bool] | None = None,
+        version: Callable[[str], str | None] | None = None,
+        importable: Callable[[str], bool] | None = None,
+        roots: list[str] | None = None,
     ) -> None:
-        self.run = ImportTime(requirer)
+        self.run = ImportTime(requirer, roots=roots)
         self._max = max_files
         self._sure = sure
         """Count only statements that surely run when their file does
@@ -89,7 +151,14 @@ class Outer:
         installed module (:meth:`_available`): torchmetrics' ``if _TORCHVISION_AVAILABLE: from
         torchvision import transforms``, the flag ``RequirementCache("torchvision")``, true once
         torchvision is installed, whether or not its import works."""
-        self._flags: dict[str, bool] = {}
+        self._version = version
+        """The version of an installed distribution, by name (``_is_package_available("torch",
+        return_version=True)``, then compared with ``version.parse("2.6.0")``)."""
+        self._importable = importable
+        """Whether a top-level module is installed and its import is predicted to work: decides an
+        import a flag function tries (transformers' ``is_vision_available()``)."""
+        self._flags: dict[str, object] = {}
+        self._reach: dict[str, frozenset[str]] | None = None
         self._sure_ids: dict[str, set[int]] = {}
         self._names: set[str] | None = None
         self._guarded: dict[str, set[str]] = {}
@@ -109,12 +178,14 @@ class Outer:
     def _available(self, test: ast.expr) -> bool:
         """Whether an ``if`` test is an availability flag that is surely true: a name such as
         ``_TORCHVISION_AVAILABLE``, or a call ``is_torchvision_available()``, bound once at module
-        level in a file the walk runs to a presence check of an installed distribution or module
-        that imports nothing (:data:`_PRESENCE`: ``RequirementCache("torchvision")``,
-        ``package_available(…)``, ``find_spec(…) is not None``), directly or by a function that
-        returns such a name. A flag set by trying the import (``module_available`` among them) is
-        false where that import fails, and is not one; nor is a requirement with a version (it
-        may not hold)."""
+        level in a file the walk runs, whose value :meth:`_value` works out to be true: a
+        presence check of an installed distribution or module that imports nothing
+        (:data:`_PRESENCE`: ``RequirementCache("torchvision")``, ``package_available(…)``,
+        ``find_spec(…) is not None``), directly, through names and functions, ``and``/``or``/
+        ``not``, or a version comparison of an installed distribution. A flag set by trying the
+        import (``module_available`` among them) is false where that import fails, and is not
+        one, unless the import is of a module the prediction has working (``importable``); nor
+        is a requirement with a version (it may not hold)."""
         if isinstance(test, ast.Call) and not test.args and not test.keywords:
             name = _called_name(test.func)
             if name is None or _FLAG_FUNC.fullmatch(name) is None:
@@ -123,22 +194,32 @@ class Outer:
         name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else None
         return name is not None and _FLAG_NAME.fullmatch(name) is not None and self._flag(name)
 
-    def _flag(self, name: str, function: bool = False, depth: int = 0) -> bool:
+    def _flag(self, name: str, function: bool = False) -> bool:
+        value = self._module_value(name, function, 0)
+        return value is not _UNKNOWN and bool(value)
+
+    def _module_value(self, name: str, function: bool, depth: int) -> object:
+        """The value a module-level name holds, or a function without parameters returns, when
+        it is bound once in the files the walk runs; else ``_UNKNOWN``."""
         key = f"{name}()" if function else name
         if key not in self._flags:
-            self._flags[key] = False  # a cycle reads false
+            self._flags[key] = _UNKNOWN  # a cycle is unknown
             found = self._definitions(name, function)
-            value = found[0] if len(found) == 1 else None
-            if function and isinstance(value, ast.Name) and depth < 4:
-                self._flags[key] = self._flag(value.id, depth=depth + 1)
-            elif value is not None:
-                self._flags[key] = self._present(value)
+            if len(found) == 1 and depth < 8:
+                node = found[0]
+                if isinstance(node, ast.FunctionDef):
+                    args = node.args
+                    plain = not (args.posonlyargs or args.args or args.vararg or args.kwonlyargs or args.kwarg)
+                    value = self._run(node.body, {}, depth + 1) if plain else _UNKNOWN
+                    self._flags[key] = None if value is _FALLS_OFF else _UNKNOWN if value is _IMPORT_FAILS else value
+                else:
+                    self._flags[key] = self._value(node, {}, depth + 1)
         return self._flags[key]
 
-    def _definitions(self, name: str, function: bool) -> list[ast.expr]:
-        """What module-level code of the files the walk runs binds ``name`` to (a function: the
-        value of its one ``return``): every such binding, to be taken only when there is one."""
-        out: list[ast.expr] = []
+    def _definitions(self, name: str, function: bool) -> list[ast.expr | ast.FunctionDef]:
+        """What module-level code of the files the walk runs binds ``name`` to (a function: its
+        definition): every such binding, to be taken only when there is one."""
+        out: list[ast.expr | ast.FunctionDef] = []
         needle = name.encode()
         for path in self.run.order:
             raw = self.run.raw(path)
@@ -146,11 +227,8 @@ class Outer:
                 continue
             tree = self.run.tree(path)
             for stmt in tree.body if tree is not None else ():
-                if function and isinstance(stmt, ast.FunctionDef) and stmt.name == name:
-                    returns = [n for n in ast.walk(stmt) if isinstance(n, ast.Return)]
-                    out.extend(r.value if r.value is not None else ast.Constant(None) for r in returns)
-                    if len(returns) != 1:
-                        out.append(ast.Constant(None))
+                if function and isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
+                    out.append(stmt if isinstance(stmt, ast.FunctionDef) else ast.Constant(None))
                 elif not function and isinstance(stmt, ast.Assign | ast.AnnAssign):
                     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                     value: ast.expr = stmt.value if stmt.value is not None else ast.Constant(None)
@@ -159,26 +237,143 @@ class Outer:
                             out.append(value)
                         elif isinstance(t, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == name for e in t.elts):
                             # ``_x_available, _x_version = _is_package_available("x", return_version=True)``
-                            mine = isinstance(t.elts[0], ast.Name) and t.elts[0].id == name
-                            out.append(value if mine else ast.Constant(None))
+                            i = next(i for i, e in enumerate(t.elts) if isinstance(e, ast.Name) and e.id == name)
+                            out.append(ast.Subscript(value=value, slice=ast.Constant(i), ctx=ast.Load()))
                 elif not function and not isinstance(stmt, ast.Import | ast.ImportFrom) and _binds(stmt, name):
                     out.append(ast.Constant(None))  # bound another way too (in an ``if``, a ``try``)
         return out
 
-    def _present(self, value: ast.expr) -> bool:
-        assert self._installed is not None
-        if isinstance(value, ast.Compare) and len(value.ops) == 1 and isinstance(value.ops[0], ast.IsNot):
-            right = value.comparators[0]
-            if isinstance(right, ast.Constant) and right.value is None:
-                value = value.left
-            else:
-                return False
-        if not isinstance(value, ast.Call) or _called_name(value.func) not in _PRESENCE or not value.args:
-            return False
-        arg = value.args[0]
+    def _run(self, body: list[ast.stmt], env: dict[str, object], depth: int) -> object:
+        """What a function body without parameters returns, run on what is known statically:
+        ``_FALLS_OFF`` at its end, ``_IMPORT_FAILS`` when an import it runs fails, ``_UNKNOWN``
+        at any statement not modelled. Statements with no ``return`` or ``raise`` in them that
+        bind nothing (``logger.warning(…)``) are passed over; a ``try`` handler runs only for an
+        import that fails (transformers' ``is_vision_available()``: ``try: import PIL.Image``)."""
+        for stmt in body:
+            if isinstance(stmt, ast.Return):
+                return self._value(stmt.value, env, depth) if stmt.value is not None else None
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                value, target = self._value(stmt.value, env, depth), stmt.targets[0]
+                if isinstance(target, ast.Name):
+                    env[target.id] = value
+                elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+                    parts = value if isinstance(value, tuple) and len(value) == len(target.elts) else None
+                    for i, e in enumerate(target.elts):
+                        env[e.id] = parts[i] if parts is not None else _UNKNOWN  # type: ignore[attr-defined]
+                else:
+                    return _UNKNOWN
+            elif isinstance(stmt, ast.Import | ast.ImportFrom):
+                if (isinstance(stmt, ast.ImportFrom) and stmt.level) or self._importable is None:
+                    return _UNKNOWN
+                names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+                if not all(self._importable(n.partition(".")[0]) for n in names):
+                    return _IMPORT_FAILS
+            elif isinstance(stmt, ast.Try) and not stmt.orelse and not _exits(stmt.finalbody):
+                value = self._run(stmt.body, env, depth)
+                if value is _IMPORT_FAILS:
+                    handler = next((h for h in stmt.handlers if _catches_import_errors(h)), None)
+                    value = self._run(handler.body, env, depth) if handler is not None else value
+                if value is not _FALLS_OFF:
+                    return value
+            elif isinstance(stmt, ast.If) and _exits([stmt]):
+                test = self._value(stmt.test, env, depth)
+                if test is _UNKNOWN:
+                    return _UNKNOWN
+                value = self._run(stmt.body if test else stmt.orelse, env, depth)
+                if value is not _FALLS_OFF:
+                    return value
+            elif not (isinstance(stmt, ast.Expr | ast.If | ast.Pass) and not _binds_any(stmt)):
+                return _UNKNOWN
+        return _FALLS_OFF
+
+    def _value(self, node: ast.expr, env: dict[str, object], depth: int) -> object:
+        """The value of an expression, where it is known statically (see :meth:`_available`)."""
+        t = type(node)
+        if t is ast.Constant:
+            return node.value  # type: ignore[attr-defined]
+        if t is ast.Name:
+            name = node.id  # type: ignore[attr-defined]
+            return env[name] if name in env else self._module_value(name, False, depth)
+        if t is ast.BoolOp:
+            last: object = _UNKNOWN
+            for operand in node.values:  # type: ignore[attr-defined]
+                last = self._value(operand, env, depth)
+                if last is _UNKNOWN or bool(last) != isinstance(node.op, ast.And):  # type: ignore[attr-defined]
+                    return last
+            return last
+        if t is ast.UnaryOp and isinstance(node.op, ast.Not):  # type: ignore[attr-defined]
+            value = self._value(node.operand, env, depth)  # type: ignore[attr-defined]
+            return _UNKNOWN if value is _UNKNOWN else not value
+        if t is ast.Subscript:
+            index = node.slice  # type: ignore[attr-defined]
+            if not (isinstance(index, ast.Constant) and type(index.value) is int):
+                return _UNKNOWN
+            inner = node.value  # type: ignore[attr-defined]
+            if isinstance(inner, ast.Call) and index.value == 0 and self._installed is not None:
+                asked = self._presence(inner)  # ``_is_package_available("x")[0]`` (transformers 5)
+                if asked is not None:
+                    return self._installed(asked)
+            value = self._value(inner, env, depth)
+            return (
+                value[index.value] if isinstance(value, tuple) and -len(value) <= index.value < len(value) else _UNKNOWN
+            )
+        if t is ast.Compare:
+            return self._compare(node, env, depth)  # type: ignore[arg-type]
+        if t is ast.Call:
+            return self._call(node, env, depth)  # type: ignore[arg-type]
+        return _UNKNOWN
+
+    def _presence(self, call: ast.Call) -> str | None:
+        """The name a presence check (:data:`_PRESENCE`) asks about, when it is a bare name."""
+        if _called_name(call.func) not in _PRESENCE or not call.args:
+            return None
+        arg = call.args[0]
         if not isinstance(arg, ast.Constant) or not isinstance(arg.value, str):
-            return False
-        return _BARE.fullmatch(arg.value) is not None and self._installed(arg.value)
+            return None
+        return arg.value if _BARE.fullmatch(arg.value) is not None else None
+
+    def _call(self, call: ast.Call, env: dict[str, object], depth: int) -> object:
+        name = _called_name(call.func)
+        if name is None or self._installed is None:
+            return _UNKNOWN
+        if not call.args and not call.keywords and _FLAG_FUNC.fullmatch(name):
+            return self._module_value(name, True, depth)
+        asked = self._presence(call)
+        if asked is not None:
+            found = self._installed(asked)
+            if any(k.arg == "return_version" and isinstance(k.value, ast.Constant) and k.value.value is True
+                   for k in call.keywords):  # fmt: skip
+                version = self._version(asked) if found and self._version is not None else None
+                return (found, version) if version is not None or not found else _UNKNOWN
+            return found if not call.keywords else _UNKNOWN
+        if name in _VERSION_PARSE and len(call.args) == 1 and not call.keywords:
+            text = self._value(call.args[0], env, depth)
+            if isinstance(text, str):
+                from packaging.version import InvalidVersion, Version
+
+                try:
+                    return Version(text)
+                except InvalidVersion:
+                    return _UNKNOWN
+        return _UNKNOWN
+
+    def _compare(self, node: ast.Compare, env: dict[str, object], depth: int) -> object:
+        if len(node.ops) != 1:
+            return _UNKNOWN
+        op, right = node.ops[0], node.comparators[0]
+        if isinstance(op, ast.Is | ast.IsNot) and isinstance(right, ast.Constant) and right.value is None:
+            left = node.left  # ``find_spec("x") is not None``
+            if not isinstance(left, ast.Call) or self._presence(left) is None or left.keywords:
+                return _UNKNOWN
+            found = self._value(left, env, depth)
+            return _UNKNOWN if found is _UNKNOWN else bool(found) == isinstance(op, ast.IsNot)
+        compare = _ORDER.get(type(op))
+        a, b = self._value(node.left, env, depth), self._value(right, env, depth)
+        from packaging.version import Version
+
+        if compare is None or not isinstance(a, Version) or not isinstance(b, Version):
+            return _UNKNOWN
+        return compare(a, b)
 
     def _running_imports(self, top: str) -> Iterator[tuple[str, int | None, ast.Import | ast.ImportFrom]]:
         """(file, guard, statement) of each import statement that runs and names a module of
@@ -220,6 +415,20 @@ class Outer:
                 return f"{path}:{node.lineno}"
         return None
 
+    def sure_statements(self, top: str) -> Iterator[tuple[str, ast.Import | ast.ImportFrom]]:
+        """(file, statement) of each import statement of a module of the top-level package
+        ``top`` that :meth:`surely_imports` would name, in the order the files ran."""
+        self.names(top)  # the walk, done
+        for path in self.run.order:
+            tree = self.run.tree(path, top.encode())
+            if tree is None:
+                continue
+            running = self.run.running.get(path, set())
+            for guard, node in _import_sites(tree, top + ".", self.run.raw(path)):
+                if guard is None and id(node) in running and isinstance(node, ast.Import | ast.ImportFrom):
+                    if self._counts(path, tree, node) and self._reached_unguarded(path, frozenset()):
+                        yield path, node
+
     def unguarded_module(self, name: str) -> str | None:
         """``"file:line"`` of a statement that runs at import, imports module ``name`` of another
         distribution outside any ``try`` that survives it, in a file whose own import runs
@@ -252,7 +461,15 @@ class Outer:
         that survives it: a top-level module is run by the import itself; another is run by each
         statement that imports it, and one unguarded such statement in a file reached unguarded
         is enough. A file no statement of the walk imports (a computed import), a cycle, or more
-        than 32 files deep counts as unguarded: a guard is dropped only where it is seen."""
+        than 32 files deep counts as unguarded: a guard is dropped only where it is seen.
+
+        Counted ``sure``, each of those is the other way round: a file is surely run only by a
+        chain of counted statements from a root, or as the package of a module so run (the
+        roots' parents among them). A file only a computed import reaches is not: transformers'
+        lazy ``models.auto`` reaches ``processing_auto`` through a table of strings that
+        ``from transformers import AutoModel`` never runs."""
+        if self._sure:
+            return bool(self.sure_roots(path))
         name = module_name(path, self.run._dist.site_dir)
         if not name or "." not in name or path in seen or len(seen) > 32:
             return True
@@ -260,6 +477,61 @@ class Outer:
         return not sites or any(
             guard is None and counts and self._reached_unguarded(p, seen | {path}) for p, guard, _n, counts in sites
         )
+
+    def sure_root(self, path: str) -> str | None:
+        """One root of :meth:`sure_roots`, or None."""
+        return min(self.sure_roots(path), default=None)
+
+    def sure_roots(self, path: str) -> frozenset[str]:
+        """Counted ``sure`` (see :meth:`_reached_unguarded`): the roots from which a chain of
+        counted statements surely runs the file ``path``. Only module-level statements count,
+        and they run whenever their file does, so a chain holds for its root alone, whatever
+        the other roots run. Worked out forward, once the walk is done: from each root (and its
+        parent packages), along each counted ``import`` statement outside any ``try`` or ``with``
+        that may catch its ImportError, to the modules it names and their parent packages."""
+        name = module_name(path, self.run._dist.site_dir)
+        if self._reach is None:
+            self.names("")  # the walk, done
+            self._reach = self._forward()
+        return self._reach.get(name or "", frozenset())
+
+    def _forward(self) -> dict[str, frozenset[str]]:
+        run = self.run
+        reach: dict[str, set[str]] = {}
+        todo: list[str] = []
+        for root in run.roots:
+            parts = root.split(".")
+            for i in range(1, len(parts) + 1):
+                reach.setdefault(".".join(parts[:i]), set()).add(root)
+                todo.append(".".join(parts[:i]))
+        edges: dict[str, list[str]] = {}
+        while todo:
+            module = todo.pop()
+            if module not in edges:
+                edges[module] = self._sure_edges(module)
+            for target in edges[module]:
+                have = reach.setdefault(target, set())
+                if not reach[module] <= have:
+                    have |= reach[module]
+                    todo.append(target)
+        return {m: frozenset(r) for m, r in reach.items()}
+
+    def _sure_edges(self, module: str) -> list[str]:
+        """The modules of the distribution (and their parent packages) that counted, unguarded
+        import statements of ``module``'s file import."""
+        path = self.run.modules.get(module)
+        tree = self.run.tree(path) if path is not None else None
+        if path is None or tree is None:
+            return []
+        package = self.run._package_of(path)
+        running = self.run.running.get(path, set())
+        out: list[str] = []
+        for node in _unguarded_statements(tree.body):
+            if isinstance(node, ast.Import | ast.ImportFrom) and id(node) in running and self._counts(path, tree, node):
+                for name in _absolute(node, package):
+                    parts = name.split(".")
+                    out.extend(n for i in range(1, len(parts) + 1) if (n := ".".join(parts[:i])) in self.run.modules)
+        return out
 
     def guarded_only(self, top: str) -> set[str]:
         """Modules of ``top`` that the running code imports only inside a ``try`` that survives
@@ -285,6 +557,143 @@ class Outer:
                 pass  # past the bound, what it imported so far is a part of what it imports
             self._names = self.run.imported_names()
         return sorted(n for n in self._names if n.partition(".")[0] == top)
+
+
+def _lazy(tree: ast.Module) -> bool:
+    """Whether a module serves names it does not bind: a module-level ``__getattr__`` (PEP 562),
+    or ``sys.modules[__name__] = …`` (transformers' ``_LazyModule``), at module level or in the
+    ``else`` of ``if TYPE_CHECKING:``."""
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__getattr__":
+            return True
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and t.value.attr == "modules"
+            for t in stmt.targets
+        ):
+            return True
+        if isinstance(stmt, ast.If):
+            todo.extend([*stmt.body, *stmt.orelse])
+    return False
+
+
+def _type_checking_imports(tree: ast.Module) -> Iterator[ast.ImportFrom]:
+    """The ``from … import …`` statements in the module-level ``if TYPE_CHECKING:`` blocks: what
+    a lazy module tells type checkers its names are (transformers: ``from .modeling_utils import
+    PreTrainedModel``, ``from .models import *``)."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.If):
+            test = stmt.test
+            name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else ""
+            if name == "TYPE_CHECKING":
+                yield from (
+                    n for n in ast.walk(ast.Module(body=stmt.body, type_ignores=[])) if isinstance(n, ast.ImportFrom)
+                )
+
+
+def _defines(tree: ast.Module, name: str) -> bool:
+    """Whether module-level code binds ``name`` itself (a definition, an assignment or an import;
+    not in ``if TYPE_CHECKING:``)."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and stmt.name == name:
+            return True
+        if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.Import | ast.ImportFrom) and _binds(stmt, name):
+            return True
+    return False
+
+
+def _exports(tree: ast.Module, name: str) -> bool:
+    """Whether ``from module import *`` binds ``name``: listed in the module's ``__all__`` when it
+    has one (bound once, to a list or tuple of strings), else bound by it and public."""
+    listed: list[ast.expr] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) and _binds(stmt, "__all__"):
+            listed.append(stmt.value if stmt.value is not None and not isinstance(stmt, ast.AugAssign) else stmt)  # type: ignore[arg-type]
+    if not listed:
+        return not name.startswith("_") and _defines(tree, name)
+    value = listed[0]
+    if len(listed) != 1 or not isinstance(value, ast.List | ast.Tuple):
+        return False  # not known: not taken
+    return any(isinstance(e, ast.Constant) and e.value == name for e in value.elts)
+
+
+class LazyNames:
+    """Which module of a distribution ``from module import name`` imports when ``module`` is lazy
+    (:func:`_lazy`) and does not bind ``name`` itself: its submodule ``name``, else where its
+    ``if TYPE_CHECKING:`` imports say the name comes from, followed through lazy modules and
+    ``*`` imports (transformers 5: ``from transformers import BloomPreTrainedModel`` imports
+    ``transformers.models.bloom.modeling_bloom``). None when it is not lazy, binds the name, or
+    the imports do not say."""
+
+    def __init__(self, run: ImportTime) -> None:
+        self.run = run
+        self._found: dict[tuple[str, str], str | None] = {}
+        self._holders: dict[str, set[str]] = {}
+
+    def _holding(self, name: str) -> set[str]:
+        """The modules whose source spells ``name`` (and their parent packages)."""
+        if name not in self._holders:
+            needle = name.encode()
+            out: set[str] = set()
+            for module, path in self.run.modules.items():
+                if self.run.contains(path, needle):
+                    parts = module.split(".")
+                    out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+            self._holders[name] = out
+        return self._holders[name]
+
+    def provider(self, module: str, name: str, depth: int = 0) -> str | None:
+        key = (module, name)
+        if key not in self._found:
+            self._found[key] = None  # a cycle finds nothing
+            self._found[key] = self._provider(module, name, depth)
+        return self._found[key]
+
+    def _provider(self, module: str, name: str, depth: int) -> str | None:
+        run = self.run
+        if f"{module}.{name}" in run.modules:
+            return f"{module}.{name}"
+        path = run.modules.get(module)
+        tree = run.tree(path) if path is not None and depth < 6 else None
+        if tree is None or not _lazy(tree) or _defines(tree, name):
+            return None
+        package = module if path is not None and path.endswith("__init__.py") else module.rpartition(".")[0]
+        stars: list[str] = []
+        for node in _type_checking_imports(tree):
+            base = _absolute(node, package)[0]
+            for alias in node.names:
+                if alias.name == "*":
+                    stars.append(base)
+                elif (alias.asname or alias.name) == name:
+                    found = self.provider(base, alias.name, depth + 1)
+                    return found or (base if base in run.modules else None)
+        holding = self._holding(name) if stars else set()
+        for base in stars:
+            if base not in holding:
+                continue  # no file of it spells the name
+            target = run.modules.get(base)
+            sub = run.tree(target) if target is not None else None
+            if sub is not None and _exports(sub, name):
+                return base
+            found = self.provider(base, name, depth + 1)
+            if found:
+                return found
+        return None
+
+    def needed(self, node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+        """The modules of the distribution an import statement imports, below its top-level
+        packages: the dotted names it spells, and for ``from m import X`` the module that lazy
+        ``m`` imports for ``X`` (:meth:`provider`)."""
+        out = [name for name in _absolute(node, package) if name in self.run.modules and "." in name]
+        if isinstance(node, ast.ImportFrom):
+            base = _absolute(node, package)[0]
+            for alias in node.names:
+                if alias.name != "*" and f"{base}.{alias.name}" not in self.run.modules:
+                    found = self.provider(base, alias.name)
+                    if found and found not in out:
+                        out.append(found)
+        return out
 
 
 class Together:

@@ -2246,6 +2246,19 @@ class ImportTime:
     def tree(self, path: str, needle: bytes = b"") -> ast.Module | None:
         """The parsed file (one parse per file, shared by every question: node identities count);
         None when unreadable or, given ``needle``, when the bytes do not contain it."""
+        if not self.contains(path, needle) or not self._raw[path]:
+            return None
+        if path not in self.trees:
+            self.trees[path] = _parse(self._raw[path])
+        return self.trees[path]
+
+    def raw(self, path: str) -> bytes | None:
+        """The bytes :meth:`tree` parsed."""
+        return self._raw.get(path)
+
+    def contains(self, path: str, needle: bytes) -> bool:
+        """Whether the file's bytes (read as :meth:`tree` reads them, and kept) hold ``needle``;
+        nothing is parsed."""
         raw = self._raw.get(path)
         if raw is None:
             try:
@@ -2253,15 +2266,7 @@ class ImportTime:
                     raw = self._raw[path] = fh.read(_MAX_PY_BYTES)
             except OSError:
                 raw = self._raw[path] = b""
-        if not raw or needle not in raw:
-            return None
-        if path not in self.trees:
-            self.trees[path] = _parse(raw)
-        return self.trees[path]
-
-    def raw(self, path: str) -> bytes | None:
-        """The bytes :meth:`tree` parsed."""
-        return self._raw.get(path)
+        return needle in raw
 
     def names(self, base: str) -> bool:
         """Whether code that runs at import names module ``base`` (see :func:`_names_module`)."""

@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -28,9 +29,16 @@ from packaging.utils import canonicalize_name
 from cudastack.data.libraries import KNOWN_PRELOADS
 from cudastack.elf.cache import ElfCache
 from cudastack.elf.reader import ElfFile
-from cudastack.env.crossdist import Outer, Reach, Together
+from cudastack.env.crossdist import LazyNames, Outer, Reach, Together
 from cudastack.env.dists import Distribution
-from cudastack.env.imports import imported_plainly, lazy_attribute, module_name, package_imports, start_import_verdicts
+from cudastack.env.imports import (
+    ImportTime,
+    imported_plainly,
+    lazy_attribute,
+    module_name,
+    package_imports,
+    start_import_verdicts,
+)
 from cudastack.env.inventory import Inventory, iter_native_files
 from cudastack.env.libwheels import find_library_preloads
 from cudastack.env.native_loads import (
@@ -130,6 +138,10 @@ class BlockedImport:
     top: str
     dependency: str
     failing: str
+    via: str = ""
+    """When ``top`` is a module of a third distribution whose import works (its submodule, which
+    ``where`` imports directly or through its lazy ``__getattr__``): the failing package that
+    module imports and where (``"torchvision at transformers/image_utils.py:59"``)."""
 
 
 def is_extension_module(
@@ -807,7 +819,15 @@ def _block_pure_imports(
     if not own:
         return
     done = {b.distribution for b in pred.blocked_imports}  # (a requirer that loads a failing module)
-    installed: list[Callable[[str], bool] | None] = []  # asked at the first extras-only importer
+    failing_tops = {top for top, _f in own.values()}
+    facts: list[dict[str, Any] | None] = []  # the flag evaluator's, made at the first flag asked
+    lazy = _Submodules(inventory)
+
+    def evaluator() -> dict[str, Any] | None:
+        if not facts:
+            facts.append(_facts(inventory, target, failing_tops))
+        return facts[0]
+
     while own:  # to a fixed point: lightning requires torchmetrics, whose import fails for torchvision's
         blocked: dict[str, tuple[str, str]] = {}
         for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
@@ -829,19 +849,111 @@ def _block_pure_imports(
                         blocked.setdefault(dist.key, (root, failing))
                         break
             extras = sorted(_required(dist, set(own), extra=True) - set(deps)) if dist.key not in blocked else []
-            if extras and not installed:
-                installed.append(_installed(inventory, target))
-            if extras and installed[0] is not None:
-                flagged = _flagged_import(dist, extras, own, installed[0])
+            if extras and evaluator() is not None:
+                flagged = _flagged_import(dist, extras, own, evaluator())  # type: ignore[arg-type]
                 if flagged is not None:
                     pred.blocked_imports.append(flagged)
                     blocked.setdefault(dist.key, (flagged.root, flagged.failing))
+            if dist.key not in blocked and lazy.partial(own, done | set(broken)):
+                found = lazy.blocked(dist, own, evaluator)
+                if found is not None:
+                    pred.blocked_imports.append(found)
+                    blocked.setdefault(dist.key, (found.root, found.failing))
         done |= set(blocked)
+        failing_tops.update(root for root, _f in blocked.values())
         own = blocked
 
 
+class _Submodules:
+    """A failing package taken down by a *submodule* of a third distribution whose own import
+    works: peft's ``from transformers import BloomPreTrainedModel`` makes transformers' lazy
+    module import ``transformers.models.bloom.modeling_bloom``, which (through
+    ``modeling_utils`` and seven more files) runs ``image_utils.py``'s ``if
+    is_torchvision_available(): from torchvision.transforms import InterpolationMode``. With
+    torchvision's ``_C.so`` failing, ``import transformers`` works and ``import peft`` fails (the
+    s37 hunt; sentence-transformers the same way).
+
+    For a distribution that requires (no extra) such a third distribution, one that declares a
+    failing one in any way: each statement that surely runs at its import (:class:`Outer`,
+    ``sure``) and imports the third one's modules names the modules it needs
+    (:meth:`LazyNames.needed`, a lazy module's provider included); a walk of the third
+    distribution from those modules, counted the same way, that surely imports the failing
+    package blocks it. One walk from all of them answers for each: a chain of module-level
+    statements runs whenever its first file does (:meth:`Outer.sure_root`)."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self._inventory = inventory
+        self._partial: dict[str, list[str]] = {}
+        self._names: dict[str, LazyNames] = {}
+        self._walks: dict[tuple[str, tuple[str, ...], str], tuple[str, frozenset[str]] | None] = {}
+        self._round: tuple[frozenset[str], frozenset[str]] | None = None
+
+    def partial(self, own: dict[str, tuple[str, str]], skip: set[str]) -> dict[str, list[str]]:
+        """Third distributions (normalized name → the failing ones they declare): any that
+        declares one of ``own`` (requires it, in an extra or not) and is not in ``skip``."""
+        key = (frozenset(own), frozenset(skip))
+        if key != self._round:
+            self._round = key
+            among = set(own)
+            self._partial = {
+                d.key: sorted(found)
+                for d in self._inventory.dists.values()
+                if d.key not in skip and d.key not in own
+                for found in [_required(d, among) | _required(d, among, extra=True)]
+                if found
+            }
+        return self._partial
+
+    def _walk(
+        self, dist: Distribution, roots: tuple[str, ...], top: str, facts: dict[str, Any]
+    ) -> tuple[str, frozenset[str]] | None:
+        """``("file:line", roots)``: where the walk from ``roots`` surely imports ``top``, and the
+        roots that surely run that file (:meth:`Outer.sure_roots`); or None."""
+        key = (dist.key, roots, top)
+        if key not in self._walks:
+            walk = Outer(dist, sure=True, roots=list(roots), **facts)
+            at = walk.surely_imports(top)
+            reaching = walk.sure_roots(at.rpartition(":")[0]) if at is not None else frozenset()
+            self._walks[key] = (at, reaching) if at is not None and reaching else None
+        return self._walks[key]
+
+    def blocked(
+        self, dist: Distribution, own: dict[str, tuple[str, str]], evaluator: Callable[[], dict[str, Any] | None]
+    ) -> BlockedImport | None:
+        deps = sorted(_required(dist, set(self._partial)))
+        facts = evaluator() if deps else None
+        if facts is None:
+            return None
+        outer = Outer(dist, sure=True, **facts)
+        for dep in deps:
+            third = self._inventory.dists[dep]
+            lazy = self._names.get(dep)
+            if lazy is None:
+                lazy = self._names[dep] = LazyNames(ImportTime(third))
+            sites: list[tuple[str, int, list[str]]] = []
+            for top in sorted(r for r in lazy.run.roots if "." not in r):
+                for path, node in outer.sure_statements(top):
+                    needed = lazy.needed(node, outer.run._package_of(path))
+                    if needed:
+                        sites.append((path, node.lineno, needed))
+            every = tuple(sorted({m for _p, _l, needed in sites for m in needed}))
+            for failing_dist in self._partial[dep] if every else ():
+                failing_top, failing = own[failing_dist]
+                found = self._walk(third, every, failing_top, facts)  # one walk from all of them
+                if found is None:
+                    continue
+                at, reaching = found  # the first statement, in the order the files ran, that needs one
+                path, line, module = next((p, n, m) for p, n, needed in sites for m in needed if m in reaching)
+                root = (module_name(path, dist.site_dir) or dist.key).partition(".")[0]
+                return BlockedImport(
+                    distribution=dist.key, root=root, where=f"{path}:{line}", top=module,
+                    dependency=failing_dist, failing=failing, via=f"{failing_top} at {at}",
+                )  # fmt: skip
+        return None
+
+
 def _flagged_import(
-    dist: Distribution, extras: list[str], own: dict[str, tuple[str, str]], installed: Callable[[str], bool]
+    dist: Distribution, extras: list[str], own: dict[str, tuple[str, str]], facts: dict[str, Any]
 ) -> BlockedImport | None:
     """The import of a failing package that ``dist``, declaring it only in an extra, surely runs:
     outside any ``try`` that survives it, at module level, under nothing but ``if`` tests on
@@ -849,7 +961,7 @@ def _flagged_import(
     ``installed``). torchmetrics 1.9 imports torchvision under ``if _TORCHVISION_AVAILABLE:``, a
     ``RequirementCache("torchvision")`` that is true once torchvision is installed, working or not:
     with torchvision's ``_C.so`` failing, ``import torchmetrics`` fails (the s37 hunt)."""
-    outer = Outer(dist, sure=True, installed=installed)
+    outer = Outer(dist, sure=True, **facts)
     for dep in extras:
         top, failing = own[dep]
         where = outer.surely_imports(top)
@@ -861,16 +973,30 @@ def _flagged_import(
     return None
 
 
-def _installed(inventory: Inventory, target: Target | None) -> Callable[[str], bool] | None:
-    """Whether a name is that of an installed distribution (normalized: what a metadata check such
-    as ``RequirementCache`` sees) or a top-level module the target's import system finds (what
-    ``find_spec`` sees, :func:`_top_level_modules`); None when the latter is not known (then no
-    flag is taken for true)."""
+def _facts(inventory: Inventory, target: Target | None, failing_tops: set[str]) -> dict[str, Any] | None:
+    """What availability flags are evaluated with (:class:`cudastack.env.crossdist.Outer`), or
+    None when the target's top-level modules are not known (then no flag is taken for true):
+
+    - ``installed``: whether a name is that of an installed distribution (normalized: what a
+      metadata check such as ``RequirementCache`` sees) or a top-level module the target's
+      import system finds (what ``find_spec`` sees, :func:`_top_level_modules`);
+    - ``version``: an installed distribution's version;
+    - ``importable``: whether such a module is found and its import not predicted to fail
+      (``failing_tops``, which grows as imports are found blocked)."""
     modules = _top_level_modules(target, inventory)
     if modules is None:
         return None
     keys = {d.key for d in inventory.dists.values()}
-    return lambda name: canonicalize_name(name) in keys or name in modules
+
+    def version(name: str) -> str | None:
+        dist = inventory.dists.get(canonicalize_name(name))
+        return dist.version if dist is not None else None
+
+    return {
+        "installed": lambda name: canonicalize_name(name) in keys or name in modules,
+        "version": version,
+        "importable": lambda top: top in modules and top not in failing_tops,
+    }
 
 
 _SEPARATORS = re.compile(r"[-_.]+")
