@@ -20,6 +20,13 @@ log() { echo "== $(date +%T) $*"; }
   for i in 1 2 3; do time (timeout 60 $P -m cudastack doctor --format json | $P -c 'import json,sys; d=json.load(sys.stdin); print("result_cache", bool(d.get("result_cache")), "exit", d["summary"]["exit_code"])'); done
   log "repeat doctor vs ldd -r, alternating"; timeout ${PAIRED_LIMIT:-150} $P bench/bench_doctor.py --python $P --paired ${PAIRED:-5} 2>&1 | tail -12
   log "false alarms"; timeout 200 $P tools/false_alarms.py "$OUT/fa" --python $P | tail -8
+  # the same, every root, with one library replaced by an empty stub on LD_LIBRARY_PATH: a broken
+  # stack (what fails propagates through Python imports: LDD009, the lazy submodules of transformers)
+  for so in ${FA_STUBS:-libcudart.so.13}; do
+    log "false alarms under a stub $so"
+    $P -c "import sys; sys.path.insert(0, 'tools'); from pathlib import Path; import stub_experiment as s; s.make_stub(Path('$OUT/stub-$so'), '$so')"
+    LD_LIBRARY_PATH="$OUT/stub-$so" timeout 300 $P tools/false_alarms.py "$OUT/fa-$so" --python $P | tail -8
+  done
   log "import reach"; timeout 200 $P tools/validate_imports.py "$OUT/vi" --python $P | tail -12
   log "scipy trace"; timeout 60 $P tools/reach_trace.py "$SITE" scipy --first 80 >"$OUT/scipy_trace.txt" 2>&1
   (cd "$SITE" && tar czf "$OUT/scipy_py.tgz" $(find scipy -name '*.py' -size -400k | head -4000) scipy-*.dist-info/METADATA) 2>/dev/null
