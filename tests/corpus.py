@@ -84,6 +84,10 @@ STACKS: tuple[Stack, ...] = (
     # cannot load, and its __init__ loads it
     Stack(name="xformers", requirements=(CUDA_TORCH, "xformers"), base="torch-cu130"),
     Stack(name="torchcodec-on-cpu-torch", requirements=(CPU_TORCH, "torchcodec"), base="torch-cpu"),
+    # the s37 hunt: PyPI's default torchvision is a CUDA build that CPU torch cannot load, and `import
+    # torchvision` raises; `import transformers` works (lazily), `import peft` does not (its `from
+    # transformers import BloomPreTrainedModel` imports a modelling module that imports torchvision)
+    Stack(name="peft-on-cpu-torch", requirements=(CPU_TORCH, "torchvision", "peft"), base="torch-cpu"),
 )
 BY_NAME = {s.name: s for s in STACKS}
 
