@@ -34,6 +34,10 @@ Their importers, each requiring one of them (no extra), at module level:
 - ``usesold``, ``usesnovis``: ``from lazyold import BloomModel`` and the same of lazynovis:
   import (the flag is false).
 
+And ``nsorg-user``, a namespace package (``nsorg/user``, no ``nsorg/__init__.py``) that requires
+brokenvis and imports it: fails. Its import root is dotted, and roots with a dot used to be
+passed over (pyannote.audio in the s38 hunt).
+
 Reality: ``import`` of each in a fresh interpreter."""
 
 from __future__ import annotations
@@ -209,28 +213,34 @@ def _wheels(tmp_path: Path) -> Path:
                    requires=("helperlib", 'brokenvis; extra == "vision"'), extras=("vision",))  # fmt: skip
     for pkg, (lazy, body) in IMPORTERS.items():
         make_wheel(links, pkg, "1.0", {f"{pkg}/__init__.py": body}, requires=(lazy,))
+    # a namespace package (no nsorg/__init__.py): its root is dotted, ``import nsorg.user``
+    make_wheel(links, "nsorg-user", "1.0", {"nsorg/user/__init__.py": b"import brokenvis  # noqa: F401\n"},
+               requires=("brokenvis",))  # fmt: skip
     return links
 
 
 def test_an_import_of_a_lazy_modules_name_runs_the_submodule_that_fails(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "env")
-    names = ["brokenvis", "lazyformers", "lazyold", "lazynovis", *IMPORTERS]
-    pip_install(python, _wheels(tmp_path), *names)
+    modules = {m: m for m in ["brokenvis", "lazyformers", "lazyold", "lazynovis", *IMPORTERS]} | {
+        "nsorg-user": "nsorg.user"
+    }
+    pip_install(python, _wheels(tmp_path), *modules)
     real = {
-        m: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True, check=False)
-        for m in names
+        d: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True, check=False)
+        for d, m in modules.items()
     }
     failing = {m for m, r in real.items() if r.returncode != 0}
-    assert failing == {"brokenvis", "usesbloom", "usespretrained"}, {m: r.stderr[-300:] for m, r in real.items()}
+    assert failing == {"brokenvis", "usesbloom", "usespretrained", "nsorg-user"}, {
+        m: r.stderr[-300:] for m, r in real.items()
+    }
     assert all("libgone.so" in real[m].stderr for m in failing), {m: real[m].stderr[-300:] for m in failing}
 
     argv = [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
     out = subprocess.run([*argv, "-e", "LD_LIBRARY_PATH="], capture_output=True, text=True, timeout=300, check=False)
     report = json.loads(out.stdout)
     errors = {(f["code"], f["distribution"]) for f in report["findings"] if f["severity"] == "error"}
-    assert errors == {("LDD001", "brokenvis"), ("LDD009", "usesbloom"), ("LDD009", "usespretrained")}, report[
-        "findings"
-    ]
+    assert errors == {("LDD001", "brokenvis"), ("LDD009", "usesbloom"), ("LDD009", "usespretrained"),
+                      ("LDD009", "nsorg-user")}, report["findings"]  # fmt: skip
     by = {f["distribution"]: f for f in report["findings"] if f["code"] == "LDD009"}
     assert (
         "usesbloom/__init__.py:1 imports lazyformers.models.bloom.modeling_bloom, which imports brokenvis at "
@@ -238,3 +248,4 @@ def test_an_import_of_a_lazy_modules_name_runs_the_submodule_that_fails(tmp_path
     ), by["usesbloom"]
     assert "lazyformers/image_utils.py:4" in by["usesbloom"]["message"], by["usesbloom"]
     assert "usespretrained/__init__.py:1 imports lazyformers.modeling," in by["usespretrained"]["message"]
+    assert by["nsorg-user"]["message"].startswith("import nsorg.user fails: "), by["nsorg-user"]

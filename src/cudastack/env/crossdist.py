@@ -556,7 +556,7 @@ class Outer:
             while len(self.run.order) <= self._max and self.run.advance():
                 pass  # past the bound, what it imported so far is a part of what it imports
             self._names = self.run.imported_names()
-        return sorted(n for n in self._names if n.partition(".")[0] == top)
+        return sorted(n for n in self._names if n == top or n.startswith(top + "."))  # (a dotted one: pyannote.audio)
 
 
 def _lazy(tree: ast.Module) -> bool:

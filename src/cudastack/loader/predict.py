@@ -835,8 +835,8 @@ def _block_pure_imports(
                 continue  # its own modules fail (their findings name it), or it is recorded already
             deps = sorted(_required(dist, set(own)))
             for root in ImportTime(dist).roots if deps else ():
-                if "." in root or not root.isidentifier():
-                    continue
+                if not all(part.isidentifier() for part in root.split(".")):
+                    continue  # (a namespace package's root is dotted: pyannote.audio)
                 for dep in deps:
                     top, failing = own[dep]
                     if root == top:
@@ -944,7 +944,10 @@ class _Submodules:
                     continue
                 at, reaching = found  # the first statement, in the order the files ran, that needs one
                 path, line, module = next((p, n, m) for p, n, needed in sites for m in needed if m in reaching)
-                root = (module_name(path, dist.site_dir) or dist.key).partition(".")[0]
+                name = module_name(path, dist.site_dir) or dist.key
+                root = next(
+                    (r for r in outer.run.roots if name == r or name.startswith(r + ".")), name.partition(".")[0]
+                )
                 return BlockedImport(
                     distribution=dist.key, root=root, where=f"{path}:{line}", top=module,
                     dependency=failing_dist, failing=failing, via=f"{failing_top} at {at}",
@@ -1039,8 +1042,8 @@ def _block_stdlib_imports(pred: Prediction, inventory: Inventory) -> None:
             if not tops:
                 continue
             for root in ImportTime(dist).roots:
-                if "." in root or not root.isidentifier():
-                    continue
+                if not all(part.isidentifier() for part in root.split(".")):
+                    continue  # (a namespace package's root is dotted: pyannote.audio)
                 run = ImportTime(dist, roots=[root])  # one walk per root, asked of each module
                 for top, failing in tops.items():
                     if root == top:
