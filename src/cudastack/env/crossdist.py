@@ -135,8 +135,12 @@ class Outer:
         version: Callable[[str], str | None] | None = None,
         importable: Callable[[str], bool] | None = None,
         roots: list[str] | None = None,
+        walks: dict[str, ImportTime] | None = None,
     ) -> None:
-        self.run = ImportTime(requirer, roots=roots)
+        if walks is not None and roots is None:  # one walk of a distribution's import, whatever is asked of it
+            self.run = walks.get(requirer.key) or walks.setdefault(requirer.key, ImportTime(requirer))
+        else:
+            self.run = ImportTime(requirer, roots=roots)
         self._max = max_files
         self._sure = sure
         """Count only statements that surely run when their file does

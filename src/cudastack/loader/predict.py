@@ -644,7 +644,9 @@ def _stdlib_importers(stdlib: str, module: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _loaded_by_requirers(pred: Prediction, inventory: Inventory, imports: dict[str, tuple[str, ...]]) -> None:
+def _loaded_by_requirers(
+    pred: Prediction, inventory: Inventory, imports: dict[str, tuple[str, ...]], walks: dict[str, ImportTime]
+) -> None:
     """A failing module that its own package's import does not load (judged on demand) fails
     ``import`` of another distribution whose import-time code loads it: ``import jax`` imports
     ``jaxlib.xla_client``, which loads ``jaxlib/_jax.so`` (:mod:`cudastack.env.crossdist`). The
@@ -683,7 +685,7 @@ def _loaded_by_requirers(pred: Prediction, inventory: Inventory, imports: dict[s
             reach = reaches.get((requirer.key, dist.key))
             if reach is None:
                 outer = outers.get((requirer.key, sure)) or outers.setdefault(
-                    (requirer.key, sure), Outer(requirer, sure=sure)
+                    (requirer.key, sure), Outer(requirer, sure=sure, walks=walks)
                 )
                 shared = together.get(dist.key) or together.setdefault(dist.key, Together(dist))
                 reach = reaches[(requirer.key, dist.key)] = Reach(outer, dist, together=shared)
@@ -798,7 +800,11 @@ def _block_dependents(pred: Prediction, inventory: Inventory) -> dict[str, tuple
 
 
 def _block_pure_imports(
-    pred: Prediction, inventory: Inventory, broken: dict[str, tuple[str, str]], target: Target | None = None
+    pred: Prediction,
+    inventory: Inventory,
+    broken: dict[str, tuple[str, str]],
+    target: Target | None = None,
+    walks: dict[str, ImportTime] | None = None,
 ) -> None:
     """The same propagation, for the top-level imports of distributions with no module failing on
     its own (most have no native code at all: accelerate, peft; scipy's modules are blocked
@@ -821,7 +827,8 @@ def _block_pure_imports(
     done = {b.distribution for b in pred.blocked_imports}  # (a requirer that loads a failing module)
     failing_tops = {top for top, _f in own.values()}
     facts: list[dict[str, Any] | None] = []  # the flag evaluator's, made at the first flag asked
-    lazy = _Submodules(inventory)
+    walks = {} if walks is None else walks  # each distribution's import walked once, shared by every question
+    lazy = _Submodules(inventory, walks)
 
     def evaluator() -> dict[str, Any] | None:
         if not facts:
@@ -850,7 +857,7 @@ def _block_pure_imports(
                         break
             extras = sorted(_required(dist, set(own), extra=True) - set(deps)) if dist.key not in blocked else []
             if extras and evaluator() is not None:
-                flagged = _flagged_import(dist, extras, own, evaluator())  # type: ignore[arg-type]
+                flagged = _flagged_import(dist, extras, own, {**evaluator(), "walks": walks})  # type: ignore[dict-item]
                 if flagged is not None:
                     pred.blocked_imports.append(flagged)
                     blocked.setdefault(dist.key, (flagged.root, flagged.failing))
@@ -881,8 +888,9 @@ class _Submodules:
     package blocks it. One walk from all of them answers for each: a chain of module-level
     statements runs whenever its first file does (:meth:`Outer.sure_root`)."""
 
-    def __init__(self, inventory: Inventory) -> None:
+    def __init__(self, inventory: Inventory, walks: dict[str, ImportTime]) -> None:
         self._inventory = inventory
+        self._shared = walks
         self._partial: dict[str, list[str]] = {}
         self._names: dict[str, LazyNames] = {}
         self._walks: dict[tuple[str, tuple[str, ...], str], tuple[str, frozenset[str]] | None] = {}
@@ -924,7 +932,7 @@ class _Submodules:
         facts = evaluator() if deps else None
         if facts is None:
             return None
-        outer = Outer(dist, sure=True, **facts)
+        outer = Outer(dist, sure=True, walks=self._shared, **facts)
         for dep in deps:
             third = self._inventory.dists[dep]
             lazy = self._names.get(dep)
@@ -1574,8 +1582,9 @@ def start_predict(
             pred.files[i] = replace(pred.files[i], predicted="fails" if at_import else "on-demand", optional=guard)
         _lazy_attributes(pred, inventory, target, base, torch_proc, uses_torch)
         _loaded_without_import(pred, inventory, base, native_loads, torch_proc, uses_torch, target)
-        _loaded_by_requirers(pred, inventory, native_scan.imports)
-        _block_pure_imports(pred, inventory, _block_dependents(pred, inventory), target)
+        walks: dict[str, ImportTime] = {}
+        _loaded_by_requirers(pred, inventory, native_scan.imports, walks)
+        _block_pure_imports(pred, inventory, _block_dependents(pred, inventory), target, walks)
         _block_stdlib_imports(pred, inventory)
         pred.files.extend(stdlib_failing)
         for dist in inventory.dists.values():
