@@ -2246,10 +2246,14 @@ class ImportTime:
     def tree(self, path: str, needle: bytes = b"") -> ast.Module | None:
         """The parsed file (one parse per file, shared by every question: node identities count);
         None when unreadable or, given ``needle``, when the bytes do not contain it."""
-        if not self.contains(path, needle) or not self._raw[path]:
+        raw = self._raw.get(path)
+        if raw is None:
+            self.contains(path, b"")  # reads it
+            raw = self._raw[path]
+        if not raw or needle not in raw:
             return None
         if path not in self.trees:
-            self.trees[path] = _parse(self._raw[path])
+            self.trees[path] = _parse(raw)
         return self.trees[path]
 
     def raw(self, path: str) -> bytes | None:
