@@ -24,22 +24,12 @@ each in a fresh interpreter."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
-from tests import native
+from tests.brokenvis import brokenvis_wheel, doctor_report, failing_imports
 from tests.venvs import make_venv
 from tests.wheels import make_wheel, pip_install
 
-EXT = """#define Py_LIMITED_API 0x03080000
-#include <Python.h>
-extern int gone(void);
-static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "core", NULL, -1, NULL};
-PyMODINIT_FUNC PyInit_core(void) { if (gone()) return NULL; return PyModule_Create(&m); }
-"""
 PRESENCE = b"""import importlib
 import importlib.metadata
 import importlib.util
@@ -99,16 +89,7 @@ TESTS = {
 
 
 def _wheels(tmp_path: Path) -> Path:
-    b = tmp_path / "build"
-    gone = native.build(b / "libgone.so", "int gone(void) { return 0; }\n", flags=("-Wl,-soname,libgone.so",))
-    inc = sysconfig.get_paths()["include"]
-    ext = native.build(b / "core.abi3.so", EXT, libs=("-l:libgone.so",), flags=(f"-I{inc}", f"-L{b}"))
-    gone.unlink()  # never shipped
-    links = tmp_path / "links"
-    make_wheel(links, "brokenvis", "1.0", {
-        "brokenvis/__init__.py": b"from . import core  # noqa: F401\n",
-        "brokenvis/core.abi3.so": ext.read_bytes(),
-    })  # fmt: skip
+    links = brokenvis_wheel(tmp_path)
     make_wheel(links, "packaging-free-version", "1.0", {"packaging_free_version.py": AT_LEAST})
     for pkg, flag in FLAGGED.items():
         use = TESTS[pkg].split(b"(")[0].decode()
@@ -135,22 +116,11 @@ def test_an_import_under_an_availability_flag_of_an_installed_package_runs(tmp_p
     python = make_venv(tmp_path / "env")
     names = ["brokenvis", *FLAGGED, "lightish"]
     pip_install(python, _wheels(tmp_path), *names)
-    real = {
-        m: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True, check=False)
-        for m in names
-    }
-    failing = {m for m, r in real.items() if r.returncode != 0}
-    assert failing == {"brokenvis", "flagmetrics", "funcflag", "lightish"}, {
-        m: r.stderr[-300:] for m, r in real.items()
-    }
-    assert all("libgone.so" in real[m].stderr for m in failing), {m: real[m].stderr[-300:] for m in failing}
+    failing = failing_imports(python, {m: m for m in names})
+    assert failing == {"brokenvis", "flagmetrics", "funcflag", "lightish"}, failing
 
-    argv = [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
-    out = subprocess.run([*argv, "-e", "LD_LIBRARY_PATH="], capture_output=True, text=True, timeout=300, check=False)
-    report = json.loads(out.stdout)
-    errors = {(f["code"], f["distribution"]) for f in report["findings"] if f["severity"] == "error"}
+    errors, by, findings = doctor_report(python)
     assert errors == {("LDD001", "brokenvis"), ("LDD009", "flagmetrics"), ("LDD009", "funcflag"),
-                      ("LDD009", "lightish")}, report["findings"]  # fmt: skip
-    by = {f["distribution"]: f for f in report["findings"] if f["code"] == "LDD009"}
+                      ("LDD009", "lightish")}, findings  # fmt: skip
     assert "flagmetrics/image.py:4" in by["flagmetrics"]["message"], by["flagmetrics"]
     assert "lightish/__init__.py:1 imports flagmetrics" in by["lightish"]["message"], by["lightish"]

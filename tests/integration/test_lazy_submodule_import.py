@@ -42,14 +42,9 @@ Reality: ``import`` of each in a fresh interpreter."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
-from tests import native
-from tests.integration.test_availability_flag_import import EXT
+from tests.brokenvis import brokenvis_wheel, doctor_report, failing_imports
 from tests.venvs import make_venv
 from tests.wheels import make_wheel, pip_install
 
@@ -196,16 +191,7 @@ IMPORTERS = {
 
 
 def _wheels(tmp_path: Path) -> Path:
-    b = tmp_path / "build"
-    gone = native.build(b / "libgone.so", "int gone(void) { return 0; }\n", flags=("-Wl,-soname,libgone.so",))
-    inc = sysconfig.get_paths()["include"]
-    ext = native.build(b / "core.abi3.so", EXT, libs=("-l:libgone.so",), flags=(f"-I{inc}", f"-L{b}"))
-    gone.unlink()  # never shipped
-    links = tmp_path / "links"
-    make_wheel(links, "brokenvis", "1.0", {
-        "brokenvis/__init__.py": b"from . import core  # noqa: F401\n",
-        "brokenvis/core.abi3.so": ext.read_bytes(),
-    })  # fmt: skip
+    links = brokenvis_wheel(tmp_path)
     make_wheel(links, "helperlib", "1.0", {"helperlib/__init__.py": b""})
     for name, minimum, tried in (("lazyformers", "0.5.0", "helperlib"), ("lazyold", "2.0.0", "helperlib"),
                                  ("lazynovis", "0.5.0", "notinstalled")):  # fmt: skip
@@ -225,23 +211,12 @@ def test_an_import_of_a_lazy_modules_name_runs_the_submodule_that_fails(tmp_path
         "nsorg-user": "nsorg.user"
     }
     pip_install(python, _wheels(tmp_path), *modules)
-    real = {
-        d: subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True, text=True, check=False)
-        for d, m in modules.items()
-    }
-    failing = {m for m, r in real.items() if r.returncode != 0}
-    assert failing == {"brokenvis", "usesbloom", "usespretrained", "nsorg-user"}, {
-        m: r.stderr[-300:] for m, r in real.items()
-    }
-    assert all("libgone.so" in real[m].stderr for m in failing), {m: real[m].stderr[-300:] for m in failing}
+    failing = failing_imports(python, modules)
+    assert failing == {"brokenvis", "usesbloom", "usespretrained", "nsorg-user"}, failing
 
-    argv = [sys.executable, "-m", "cudastack", "doctor", "--python", str(python), "--format", "json"]
-    out = subprocess.run([*argv, "-e", "LD_LIBRARY_PATH="], capture_output=True, text=True, timeout=300, check=False)
-    report = json.loads(out.stdout)
-    errors = {(f["code"], f["distribution"]) for f in report["findings"] if f["severity"] == "error"}
+    errors, by, findings = doctor_report(python)
     assert errors == {("LDD001", "brokenvis"), ("LDD009", "usesbloom"), ("LDD009", "usespretrained"),
-                      ("LDD009", "nsorg-user")}, report["findings"]  # fmt: skip
-    by = {f["distribution"]: f for f in report["findings"] if f["code"] == "LDD009"}
+                      ("LDD009", "nsorg-user")}, findings  # fmt: skip
     assert (
         "usesbloom/__init__.py:1 imports lazyformers.models.bloom.modeling_bloom, which imports brokenvis at "
         in (by["usesbloom"]["message"])
