@@ -18,6 +18,10 @@ extra only:
 - ``tryflag``: the flag set by trying the import (false when it fails); imports.
 - ``versionflag``: ``RequirementCache("brokenvis>=2.0")`` with brokenvis 1.0; imports.
 - ``otherflag``: the flag of a module that is not installed; imports.
+- ``callflag``: a flag function that tries ``importlib.import_module("brokenvis")`` in a ``try``
+  whose handler returns False: a call that raises ImportError; imports.
+- ``moduleflag``: ``RequirementCache("brokenvis", "brokenvis")``, which also imports the module
+  (lightning-utilities' second argument); imports.
 
 And ``lightish`` requires ``flagmetrics`` (no extra) and imports it: fails. Reality: ``import`` of
 each in a fresh interpreter."""
@@ -56,9 +60,11 @@ def _is_package_available(name, return_version=False):
 
 
 class RequirementCache:
-    def __init__(self, requirement):
+    def __init__(self, requirement, module=None):  # as lightning-utilities': a module given is imported
         name, _, minimum = requirement.partition(">=")
         self.ok = package_available(name) and (not minimum or at_least(importlib.metadata.version(name), minimum))
+        if self.ok and module:
+            self.ok = module_available(module)
 
     def __bool__(self):
         return self.ok
@@ -77,6 +83,10 @@ FLAGGED = {
     b"except ImportError:\n    _BROKENVIS_AVAILABLE = False\n",
     "versionflag": b'_BROKENVIS_AVAILABLE = RequirementCache("brokenvis>=2.0")\n',
     "otherflag": b'_NOTINSTALLED_AVAILABLE = package_available("notinstalled")\n',
+    "callflag": b"import importlib\n\n\ndef is_brokenvis_available():\n    try:\n"
+    b'        importlib.import_module("brokenvis")\n'
+    b"    except ImportError:\n        return False\n    return True\n",
+    "moduleflag": b'_BROKENVIS_AVAILABLE = RequirementCache("brokenvis", "brokenvis")\n',
 }
 TESTS = {
     "flagmetrics": b"_BROKENVIS_AVAILABLE",
@@ -85,6 +95,8 @@ TESTS = {
     "tryflag": b"_BROKENVIS_AVAILABLE",
     "versionflag": b"_BROKENVIS_AVAILABLE",
     "otherflag": b"_NOTINSTALLED_AVAILABLE",
+    "callflag": b"is_brokenvis_available()",
+    "moduleflag": b"_BROKENVIS_AVAILABLE",
 }
 
 

@@ -26,7 +26,9 @@ Their importers, each requiring one of them (no extra), at module level:
   ``models/alpha``, which binds ``BloomModel`` without exporting it): fails;
 - ``usespretrained``: ``from lazyformers import PreTrained``: fails;
 - ``usesconfig``: ``from lazyformers import Config``: imports (``config`` imports ``modeling``
-  only under ``if sys.flags.dev_mode:``);
+  only under ``if sys.flags.dev_mode:`` and in a loop over nothing);
+- ``usesgadget``: ``from lazyformers import Gadget``: imports (``TYPE_CHECKING`` says it comes
+  from ``modeling``; what runs binds it from ``config``, in the ``else``);
 - ``usesalpha``: ``from lazyformers import AlphaModel``: imports (``modeling_alpha`` imports
   ``modeling`` inside ``try/except ImportError``);
 - ``usesguarded``: ``import lazyformers.modeling`` inside ``try/except ImportError``: imports;
@@ -90,12 +92,13 @@ def is_brokenvis_available():
 
 
 class _LazyModule(ModuleType):
-    def __init__(self, name, file, where, spec):
+    def __init__(self, name, file, where, spec, extra):
         super().__init__(name)
         self.__file__ = file
         self.__path__ = [file.rpartition("/")[0]]
         self.__spec__ = spec
         self._where = where
+        self.__dict__.update(extra)
 
     def __getattr__(self, name):
         if name not in self._where:
@@ -122,10 +125,12 @@ _where = {
 
 if TYPE_CHECKING:
     from .config import Config
-    from .modeling import PreTrained
+    from .modeling import Gadget, PreTrained
     from .models import *
 else:
-    sys.modules[__name__] = _LazyModule(__name__, __file__, _where, __spec__)
+    from .config import Config as Gadget  # what runs: not what type checkers are told
+
+    sys.modules[__name__] = _LazyModule(__name__, __file__, _where, __spec__, {"Gadget": Gadget})
 """
 MODELS = b"""import importlib
 from typing import TYPE_CHECKING
@@ -158,11 +163,12 @@ def _lazy(name: str, minimum: str, tried: str) -> dict[str, bytes]:
         f"{name}/__init__.py": INIT,
         f"{name}/version.py": VERSION,
         f"{name}/utils.py": UTILS.replace("{minimum}", minimum).replace("{tried}", tried).encode(),
-        f"{name}/config.py": b"import sys\n\nif sys.flags.dev_mode:\n    from . import modeling  # noqa: F401\n\n\n"
-        b"class Config:\n    pass\n",
+        f"{name}/config.py": b"import sys\n\nif sys.flags.dev_mode:\n    from . import modeling  # noqa: F401\n"
+        b"for _name in ():\n    from . import modeling  # noqa: F401\n\n\nclass Config:\n    pass\n",
         f"{name}/image_utils.py": b"from .utils import is_brokenvis_available\n\nif is_brokenvis_available():\n"
         b"    from brokenvis import core  # noqa: F401\n",
-        f"{name}/modeling.py": b"from . import image_utils  # noqa: F401\n\n\nclass PreTrained:\n    pass\n",
+        f"{name}/modeling.py": b"from . import image_utils  # noqa: F401\n\n\nclass PreTrained:\n    pass\n\n\n"
+        b"Gadget = PreTrained\n",
         f"{name}/models/__init__.py": MODELS,
         f"{name}/models/alpha/__init__.py": MODEL_INIT.replace("{m}", "alpha").encode(),
         f"{name}/models/alpha/modeling_alpha.py": b"from ...config import Config\n\ntry:\n"
@@ -180,6 +186,7 @@ IMPORTERS = {
     "usespretrained": ("lazyformers", b"from lazyformers import PreTrained  # noqa: F401\n"),
     "usesconfig": ("lazyformers", b"from lazyformers import Config  # noqa: F401\n"),
     "usesalpha": ("lazyformers", b"from lazyformers import AlphaModel  # noqa: F401\n"),
+    "usesgadget": ("lazyformers", b"from lazyformers import Gadget  # noqa: F401\n"),
     "usesguarded": (
         "lazyformers",
         b"try:\n    import lazyformers.modeling  # noqa: F401\nexcept ImportError:\n    pass\n",

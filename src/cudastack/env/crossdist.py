@@ -50,6 +50,8 @@ _ORDER: dict[type, Callable[[Any, Any], bool]] = {
     ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
     ast.Eq: operator.eq, ast.NotEq: operator.ne,
 }  # fmt: skip
+_CACHES = frozenset({"lru_cache", "cache"})
+"""``functools`` decorators that keep what the function returns."""
 _UNKNOWN = object()
 """A value not known statically."""
 _FALLS_OFF = object()
@@ -67,6 +69,30 @@ def _exits(body: list[ast.stmt]) -> bool:
             return True
         if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
             todo.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _in_loops(body: list[ast.stmt]) -> set[int]:
+    """The ids of the statements inside ``for`` and ``while`` bodies (and their ``else``) of a
+    module's body, in any block of it: a loop over nothing runs none of them."""
+    out: set[int] = set()
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, ast.For | ast.AsyncFor | ast.While):
+            out.update(id(n) for b in (node.body, node.orelse) for s in b for n in ast.walk(s))
+    return out
+
+
+def _unmodelled_call(stmt: ast.stmt) -> bool:
+    """Whether a statement calls anything but a presence check, a version parse or a flag
+    function (which :meth:`Outer._value` evaluates), or awaits: what may raise an ImportError
+    (``importlib.import_module("x")``, a helper that imports)."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Await | ast.Yield | ast.YieldFrom):
+            return True
+        if isinstance(n, ast.Call):
+            name = _called_name(n.func)
+            if name is None or not (name in _PRESENCE or name in _VERSION_PARSE or _FLAG_FUNC.fullmatch(name)):
+                return True
     return False
 
 
@@ -134,6 +160,7 @@ class Outer:
         installed: Callable[[str], bool] | None = None,
         version: Callable[[str], str | None] | None = None,
         importable: Callable[[str], bool] | None = None,
+        found: Callable[[str], bool] | None = None,
         roots: list[str] | None = None,
         walks: dict[str, ImportTime] | None = None,
     ) -> None:
@@ -158,6 +185,8 @@ class Outer:
         self._version = version
         """The version of an installed distribution, by name (``_is_package_available("torch",
         return_version=True)``, then compared with ``version.parse("2.6.0")``)."""
+        self._found = found
+        """Whether the target's import system finds a top-level module (``find_spec``)."""
         self._importable = importable
         """Whether a top-level module is installed and its import is predicted to work: decides an
         import a flag function tries (transformers' ``is_vision_available()``)."""
@@ -176,7 +205,7 @@ class Outer:
         ids = self._sure_ids.get(path)
         if ids is None:
             true = self._available if self._installed is not None else None
-            ids = self._sure_ids[path] = _unconditional(tree.body, true)
+            ids = self._sure_ids[path] = _unconditional(tree.body, true) - _in_loops(tree.body)
         return id(node) in ids
 
     def _available(self, test: ast.expr) -> bool:
@@ -232,7 +261,14 @@ class Outer:
             tree = self.run.tree(path)
             for stmt in tree.body if tree is not None else ():
                 if function and isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
-                    out.append(stmt if isinstance(stmt, ast.FunctionDef) else ast.Constant(None))
+                    plain = isinstance(stmt, ast.FunctionDef) and all(
+                        _called_name(d.func if isinstance(d, ast.Call) else d) in _CACHES
+                        or self.run._returns_its_argument(path, None, d)
+                        for d in stmt.decorator_list
+                    )  # a decorator that may replace the function: not known
+                    out.append(stmt if plain and isinstance(stmt, ast.FunctionDef) else ast.Constant(None))
+                elif function and not isinstance(stmt, ast.Import | ast.ImportFrom) and _binds(stmt, name):
+                    out.append(ast.Constant(None))  # bound another way too (in an ``if``, an assignment)
                 elif not function and isinstance(stmt, ast.Assign | ast.AnnAssign):
                     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                     value: ast.expr = stmt.value if stmt.value is not None else ast.Constant(None)
@@ -247,13 +283,15 @@ class Outer:
                     out.append(ast.Constant(None))  # bound another way too (in an ``if``, a ``try``)
         return out
 
-    def _run(self, body: list[ast.stmt], env: dict[str, object], depth: int) -> object:
+    def _run(self, body: list[ast.stmt], env: dict[str, object], depth: int, guarded: bool = False) -> object:
         """What a function body without parameters returns, run on what is known statically:
         ``_FALLS_OFF`` at its end, ``_IMPORT_FAILS`` when an import it runs fails, ``_UNKNOWN``
         at any statement not modelled. Statements with no ``return`` or ``raise`` in them that
         bind nothing (``logger.warning(…)``) are passed over; a ``try`` handler runs only for an
         import that fails (transformers' ``is_vision_available()``: ``try: import PIL.Image``)."""
         for stmt in body:
+            if guarded and not isinstance(stmt, ast.Try) and _unmodelled_call(stmt):
+                return _UNKNOWN  # in a ``try`` that catches ImportError: a call may raise it
             if isinstance(stmt, ast.Return):
                 return self._value(stmt.value, env, depth) if stmt.value is not None else None
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -273,10 +311,12 @@ class Outer:
                 if not all(self._importable(n.partition(".")[0]) for n in names):
                     return _IMPORT_FAILS
             elif isinstance(stmt, ast.Try) and not stmt.orelse and not _exits(stmt.finalbody):
-                value = self._run(stmt.body, env, depth)
-                if value is _IMPORT_FAILS:
-                    handler = next((h for h in stmt.handlers if _catches_import_errors(h)), None)
-                    value = self._run(handler.body, env, depth) if handler is not None else value
+                catching = [h for h in stmt.handlers if _catches_import_errors(h)]
+                value = self._run(stmt.body, env, depth, guarded or bool(catching))
+                if value is _IMPORT_FAILS and catching:
+                    if len(catching) > 1:
+                        return _UNKNOWN  # (which one catches it depends on the error's class)
+                    value = self._run(catching[0].body, env, depth, guarded)
                 if value is not _FALLS_OFF:
                     return value
             elif isinstance(stmt, ast.If) and _exits([stmt]):
@@ -315,8 +355,8 @@ class Outer:
             inner = node.value  # type: ignore[attr-defined]
             if isinstance(inner, ast.Call) and index.value == 0 and self._installed is not None:
                 asked = self._presence(inner)  # ``_is_package_available("x")[0]`` (transformers 5)
-                if asked is not None:
-                    return self._installed(asked)
+                if asked is not None and not inner.keywords:
+                    return self._present(inner, asked)
             value = self._value(inner, env, depth)
             return (
                 value[index.value] if isinstance(value, tuple) and -len(value) <= index.value < len(value) else _UNKNOWN
@@ -327,10 +367,19 @@ class Outer:
             return self._call(node, env, depth)  # type: ignore[arg-type]
         return _UNKNOWN
 
+    def _present(self, call: ast.Call, asked: str) -> bool:
+        """A presence check's answer: ``RequirementCache`` asks for an installed distribution
+        (its metadata; where there is none it tries the import instead, unknown here: False), the
+        others for a module that ``find_spec`` finds."""
+        assert self._installed is not None
+        if _called_name(call.func) == "RequirementCache":
+            return self._installed(asked)
+        return self._found(asked) if self._found is not None else False
+
     def _presence(self, call: ast.Call) -> str | None:
         """The name a presence check (:data:`_PRESENCE`) asks about, when it is a bare name."""
-        if _called_name(call.func) not in _PRESENCE or not call.args:
-            return None
+        if _called_name(call.func) not in _PRESENCE or len(call.args) != 1:
+            return None  # (``RequirementCache("x", "module")`` also imports the module)
         arg = call.args[0]
         if not isinstance(arg, ast.Constant) or not isinstance(arg.value, str):
             return None
@@ -344,7 +393,7 @@ class Outer:
             return self._module_value(name, True, depth)
         asked = self._presence(call)
         if asked is not None:
-            found = self._installed(asked)
+            found = self._present(call, asked)
             if any(k.arg == "return_version" and isinstance(k.value, ast.Constant) and k.value.value is True
                    for k in call.keywords):  # fmt: skip
                 version = self._version(asked) if found and self._version is not None else None
@@ -573,7 +622,11 @@ def _lazy(tree: ast.Module) -> bool:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == "__getattr__":
             return True
         if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and t.value.attr == "modules"
+            isinstance(t, ast.Subscript)
+            and isinstance(t.value, ast.Attribute)
+            and t.value.attr == "modules"
+            and isinstance(t.slice, ast.Name)
+            and t.slice.id == "__name__"
             for t in stmt.targets
         ):
             return True
@@ -597,12 +650,27 @@ def _type_checking_imports(tree: ast.Module) -> Iterator[ast.ImportFrom]:
 
 
 def _defines(tree: ast.Module, name: str) -> bool:
-    """Whether module-level code binds ``name`` itself (a definition, an assignment or an import;
-    not in ``if TYPE_CHECKING:``)."""
-    for stmt in tree.body:
-        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and stmt.name == name:
-            return True
-        if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.Import | ast.ImportFrom) and _binds(stmt, name):
+    """Whether module-level code binds ``name`` itself (a definition, an assignment or an import),
+    in any block that may run (an ``if``, its ``else``, a ``try`` and its handlers; not the body
+    of ``if TYPE_CHECKING:``)."""
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if stmt.name == name:
+                return True
+        elif isinstance(stmt, ast.If):
+            test = stmt.test
+            checking = (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+                isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+            )
+            todo.extend([*([] if checking else stmt.body), *stmt.orelse])
+        elif isinstance(stmt, ast.Try | ast.TryStar | ast.With | ast.For | ast.While):
+            todo.extend(stmt.body)
+            todo.extend(getattr(stmt, "orelse", []))
+            todo.extend(getattr(stmt, "finalbody", []))
+            todo.extend(s for h in getattr(stmt, "handlers", []) for s in h.body)
+        elif _binds(stmt, name):
             return True
     return False
 
@@ -692,8 +760,13 @@ class LazyNames:
         out = [name for name in _absolute(node, package) if name in self.run.modules and "." in name]
         if isinstance(node, ast.ImportFrom):
             base = _absolute(node, package)[0]
+            path = self.run.modules.get(base)
+            tree = self.run.tree(path) if path is not None else None
             for alias in node.names:
-                if alias.name != "*" and f"{base}.{alias.name}" not in self.run.modules:
+                sub = f"{base}.{alias.name}"
+                if sub in out and tree is not None and _defines(tree, alias.name):
+                    out.remove(sub)  # ``base`` binds it: Python reads the attribute, imports nothing
+                elif alias.name != "*" and sub not in self.run.modules:
                     found = self.provider(base, alias.name)
                     if found and found not in out:
                         out.append(found)

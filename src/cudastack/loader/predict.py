@@ -832,7 +832,7 @@ def _block_pure_imports(
 
     def evaluator() -> dict[str, Any] | None:
         if not facts:
-            facts.append(_facts(inventory, target, failing_tops))
+            facts.append(_facts(inventory, target, failing_tops, set(broken)))
         return facts[0]
 
     while own:  # to a fixed point: lightning requires torchmetrics, whose import fails for torchvision's
@@ -984,16 +984,20 @@ def _flagged_import(
     return None
 
 
-def _facts(inventory: Inventory, target: Target | None, failing_tops: set[str]) -> dict[str, Any] | None:
+def _facts(
+    inventory: Inventory, target: Target | None, failing_tops: set[str], failing: set[str]
+) -> dict[str, Any] | None:
     """What availability flags are evaluated with (:class:`cudastack.env.crossdist.Outer`), or
     None when the target's top-level modules are not known (then no flag is taken for true):
 
     - ``installed``: whether a name is that of an installed distribution (normalized: what a
-      metadata check such as ``RequirementCache`` sees) or a top-level module the target's
-      import system finds (what ``find_spec`` sees, :func:`_top_level_modules`);
+      metadata check such as ``RequirementCache`` sees);
+    - ``found``: whether it is a top-level module the target's import system finds (what
+      ``find_spec`` sees, :func:`_top_level_modules`);
     - ``version``: an installed distribution's version;
-    - ``importable``: whether such a module is found and its import not predicted to fail
-      (``failing_tops``, which grows as imports are found blocked)."""
+    - ``importable``: whether such a module is found and its import cannot be predicted to fail:
+      not in ``failing_tops``, nor of a distribution that requires, in any way, one of
+      ``failing`` (distributions with a failing module) or one that does."""
     modules = _top_level_modules(target, inventory)
     if modules is None:
         return None
@@ -1003,10 +1007,35 @@ def _facts(inventory: Inventory, target: Target | None, failing_tops: set[str]) 
         dist = inventory.dists.get(canonicalize_name(name))
         return dist.version if dist is not None else None
 
+    tainted: list[tuple[dict[str, str], set[str]]] = []
+
+    def importable(top: str) -> bool:
+        """Found, not predicted failing, and of a distribution that nothing failing can take down:
+        the propagation is worked out round by round, and a module whose distribution requires
+        (in any way, through any chain) one with a failing module may yet be found failing."""
+        if top not in modules or top in failing_tops:
+            return False
+        if not tainted:
+            owner = {r.partition(".")[0]: d.key for d in inventory.dists.values() for r in ImportTime(d).roots}
+            down = {k for k in failing if k in keys}
+            while True:
+                more = {
+                    d.key
+                    for d in inventory.dists.values()
+                    if d.key not in down and (_required(d, down) or _required(d, down, extra=True))
+                }
+                if not more:
+                    break
+                down |= more
+            tainted.append((owner, down))
+        owner, down = tainted[0]
+        return owner.get(top) not in down
+
     return {
-        "installed": lambda name: canonicalize_name(name) in keys or name in modules,
+        "installed": lambda name: canonicalize_name(name) in keys,
+        "found": lambda name: name in modules,
         "version": version,
-        "importable": lambda top: top in modules and top not in failing_tops,
+        "importable": importable,
     }
 
 
