@@ -16,20 +16,23 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import (
+    _MAX_PY_BYTES,
     ImportTime,
     _absolute,
     _catches_import_errors,
     _import_sites,
+    _line_starts,
     _running_import_sites,
     _suppresses_import_errors,
     module_name,
 )
 from cudastack.env.native_loads import _unconditional
+from cudastack.files import open_file
 
 _FLAG_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*_AVAILABLE")
 _FLAG_FUNC = re.compile(r"is_[a-z][a-z0-9_]*_available")
@@ -76,9 +79,29 @@ def _in_loops(body: list[ast.stmt]) -> set[int]:
     """The ids of the statements inside ``for`` and ``while`` bodies (and their ``else``) of a
     module's body, in any block of it: a loop over nothing runs none of them."""
     out: set[int] = set()
-    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
-        if isinstance(node, ast.For | ast.AsyncFor | ast.While):
-            out.update(id(n) for b in (node.body, node.orelse) for s in b for n in ast.walk(s))
+
+    def blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            return []  # (a function's body is never counted: left unparsed)
+        found = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
+        found += [h.body for h in getattr(stmt, "handlers", [])]
+        return [b for b in found if isinstance(b, list)]
+
+    def inside(stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            out.add(id(stmt))
+            for b in blocks(stmt):
+                inside(b)
+
+    def visit(stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
+                inside([*stmt.body, *stmt.orelse])
+            else:
+                for b in blocks(stmt):
+                    visit(b)
+
+    visit(body)
     return out
 
 
@@ -259,7 +282,11 @@ class Outer:
             if raw is None or needle not in raw:
                 continue
             tree = self.run.tree(path)
+            starts = _line_starts(raw)
             for stmt in tree.body if tree is not None else ():
+                end = min(stmt.end_lineno or stmt.lineno, len(starts) - 1)
+                if needle not in raw[starts[stmt.lineno - 1] : starts[end]]:
+                    continue  # binds nothing of that name (and its function bodies stay unparsed)
                 if function and isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
                     plain = isinstance(stmt, ast.FunctionDef) and all(
                         _called_name(d.func if isinstance(d, ast.Call) else d) in _CACHES
@@ -706,14 +733,30 @@ class LazyNames:
     def _holding(self, name: str) -> set[str]:
         """The modules whose source spells ``name`` (and their parent packages)."""
         if name not in self._holders:
-            needle = name.encode()
-            out: set[str] = set()
-            for module, path in self.run.modules.items():
-                if self.run.contains(path, needle):
-                    parts = module.split(".")
-                    out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-            self._holders[name] = out
+            self.prefetch([name])
         return self._holders[name]
+
+    def prefetch(self, names: Iterable[str]) -> None:
+        """:meth:`_holding` for each of ``names``, in one read of the distribution's files (not
+        kept: transformers has ~3,000 files, 52 MB)."""
+        wanted = sorted({n for n in names if n not in self._holders})
+        if not wanted:
+            return
+        found: dict[str, set[str]] = {n: set() for n in wanted}
+        needles = [(n, n.encode()) for n in wanted]
+        for module, path in self.run.modules.items():
+            raw = self.run.raw(path)
+            if raw is None:
+                try:
+                    with open_file(path) as fh:
+                        raw = fh.read(_MAX_PY_BYTES)
+                except OSError:
+                    raw = b""
+            for name, needle in needles:
+                if needle in raw:
+                    parts = module.split(".")
+                    found[name].update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        self._holders.update(found)
 
     def provider(self, module: str, name: str, depth: int = 0) -> str | None:
         key = (module, name)

@@ -16,6 +16,7 @@ Not modelled: code in ``.pth`` files (ENV005 names those).
 
 from __future__ import annotations
 
+import ast
 import glob
 import os
 import re
@@ -937,10 +938,13 @@ class _Submodules:
             third = self._inventory.dists[dep]
             lazy = self._names.get(dep)
             if lazy is None:
-                lazy = self._names[dep] = LazyNames(ImportTime(third))
+                run = self._shared.get(dep) or self._shared.setdefault(dep, ImportTime(third))
+                lazy = self._names[dep] = LazyNames(run)
             sites: list[tuple[str, int, list[str]]] = []
             for top in sorted(r for r in lazy.run.roots if "." not in r):
-                for path, node in outer.sure_statements(top):
+                statements = list(outer.sure_statements(top))
+                lazy.prefetch(a.name for _p, n in statements if isinstance(n, ast.ImportFrom) for a in n.names)
+                for path, node in statements:
                     needed = lazy.needed(node, outer.run._package_of(path))
                     if needed:
                         sites.append((path, node.lineno, needed))
