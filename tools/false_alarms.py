@@ -33,9 +33,14 @@ import importlib, sys
 try:
     importlib.import_module(sys.argv[1])
 except BaseException as exc:
-    print(f"{type(exc).__name__}: {exc}"[:400])
+    text = f"{type(exc).__name__}: {exc}"
+    print(text if len(text) <= 400 else text[:200] + " [...] " + text[-200:])
     raise SystemExit(1)
 """
+# head and tail of a long message: numpy's "Importing the numpy C-extensions failed" names the
+# library it could not open only in its last line ("Original error was: libscipy_openblas….so:
+# cannot open shared object file"); cut at 400 characters, a broken numpy's 25 failing roots in the
+# s38 tml3 hunt read as pure-Python failures, and the doctor's 3 misses there as none
 
 
 NATIVE_WORDS = (
@@ -92,7 +97,8 @@ def probe(python: str, root: str) -> str | None:
         return f"killed by signal {name} (exit {proc.returncode})" + (f": {why.strip()}" if why else "")
     if proc.stdout.strip():  # the probe's `Type: message`, all of it: a message may go on for lines after
         # the native words (PyNvVideoCodec: `libnvidia-encode.so.1: cannot open …`, then advice)
-        return " | ".join(line.strip() for line in proc.stdout.splitlines() if line.strip())[:400]
+        text = " | ".join(line.strip() for line in proc.stdout.splitlines() if line.strip())
+        return text if len(text) <= 420 else text[:210] + " … " + text[-210:]
     return (proc.stderr.strip()[-400:] or f"exit {proc.returncode}").splitlines()[-1]
 
 

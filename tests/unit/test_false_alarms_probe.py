@@ -55,3 +55,24 @@ def test_a_cpp_exception_that_aborts_the_import_is_a_native_failure(tmp_path: Pa
     assert err is not None and err.startswith("killed by signal SIGABRT (exit -6): "), err
     assert "what():  vector::reserve" in err or "terminate called" in err, err
     assert tool.is_native(err)
+
+
+def test_a_long_message_naming_the_library_at_its_end_is_a_native_failure(tmp_path: Path) -> None:
+    """numpy's "Importing the numpy C-extensions failed" gives a page of advice, then "Original
+    error was: libscipy_openblas….so: cannot open shared object file". Cut at 400 characters, the
+    library was lost, and a broken numpy's 25 failing roots (the s38 tml3 hunt) read as pure-Python
+    failures. Here a real ``dlopen`` of a library that is not there, reworded the same way."""
+    python = make_venv(tmp_path / "env")
+    advice = "".join(f"  * advice line {i}: check how this package was installed\n" for i in range(12))
+    (site_of(python) / "adviser.py").write_text(
+        "import ctypes\n"
+        "try:\n"
+        "    ctypes.CDLL('libadviser-gone.so')\n"
+        "except OSError as exc:\n"
+        f"    raise ImportError('\\nIMPORTANT: PLEASE READ THIS\\n' + {advice!r} + f'Original error was: {{exc}}')\n"
+    )
+    tool = _tool()
+    err = tool.probe(str(python), "adviser")
+    assert err is not None and err.startswith("ImportError: "), err
+    assert "libadviser-gone.so: cannot open shared object file" in err, err
+    assert tool.is_native(err)
