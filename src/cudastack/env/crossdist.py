@@ -21,7 +21,6 @@ from typing import Any
 
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import (
-    _MAX_PY_BYTES,
     ImportTime,
     _absolute,
     _catches_import_errors,
@@ -32,7 +31,6 @@ from cudastack.env.imports import (
     module_name,
 )
 from cudastack.env.native_loads import _unconditional
-from cudastack.files import open_file
 
 _FLAG_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*_AVAILABLE")
 _FLAG_FUNC = re.compile(r"is_[a-z][a-z0-9_]*_available")
@@ -558,10 +556,6 @@ class Outer:
             guard is None and counts and self._reached_unguarded(p, seen | {path}) for p, guard, _n, counts in sites
         )
 
-    def sure_root(self, path: str) -> str | None:
-        """One root of :meth:`sure_roots`, or None."""
-        return min(self.sure_roots(path), default=None)
-
     def sure_roots(self, path: str) -> frozenset[str]:
         """Counted ``sure`` (see :meth:`_reached_unguarded`): the roots from which a chain of
         counted statements surely runs the file ``path``. Only module-level statements count,
@@ -745,13 +739,7 @@ class LazyNames:
         found: dict[str, set[str]] = {n: set() for n in wanted}
         needles = [(n, n.encode()) for n in wanted]
         for module, path in self.run.modules.items():
-            raw = self.run.raw(path)
-            if raw is None:
-                try:
-                    with open_file(path) as fh:
-                        raw = fh.read(_MAX_PY_BYTES)
-                except OSError:
-                    raw = b""
+            raw = self.run.source(path, keep=False)
             for name, needle in needles:
                 if needle in raw:
                     parts = module.split(".")

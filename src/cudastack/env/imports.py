@@ -2246,10 +2246,7 @@ class ImportTime:
     def tree(self, path: str, needle: bytes = b"") -> ast.Module | None:
         """The parsed file (one parse per file, shared by every question: node identities count);
         None when unreadable or, given ``needle``, when the bytes do not contain it."""
-        raw = self._raw.get(path)
-        if raw is None:
-            self.contains(path, b"")  # reads it
-            raw = self._raw[path]
+        raw = self.source(path)
         if not raw or needle not in raw:
             return None
         if path not in self.trees:
@@ -2260,17 +2257,19 @@ class ImportTime:
         """The bytes :meth:`tree` parsed."""
         return self._raw.get(path)
 
-    def contains(self, path: str, needle: bytes) -> bool:
-        """Whether the file's bytes (read as :meth:`tree` reads them, and kept) hold ``needle``;
-        nothing is parsed."""
+    def source(self, path: str, keep: bool = True) -> bytes:
+        """The file's bytes as :meth:`tree` reads them (empty when unreadable), kept for later
+        questions unless ``keep`` is False; nothing is parsed."""
         raw = self._raw.get(path)
         if raw is None:
             try:
                 with open_file(path) as fh:
-                    raw = self._raw[path] = fh.read(_MAX_PY_BYTES)
+                    raw = fh.read(_MAX_PY_BYTES)
             except OSError:
-                raw = self._raw[path] = b""
-        return needle in raw
+                raw = b""
+            if keep:
+                self._raw[path] = raw
+        return raw
 
     def names(self, base: str) -> bool:
         """Whether code that runs at import names module ``base`` (see :func:`_names_module`)."""

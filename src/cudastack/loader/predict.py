@@ -833,7 +833,7 @@ def _block_pure_imports(
 
     def evaluator() -> dict[str, Any] | None:
         if not facts:
-            facts.append(_facts(inventory, target, failing_tops, set(broken)))
+            facts.append(_facts(inventory, target, failing_tops, set(broken), walks))
         return facts[0]
 
     while own:  # to a fixed point: lightning requires torchmetrics, whose import fails for torchvision's
@@ -887,7 +887,7 @@ class _Submodules:
     (:meth:`LazyNames.needed`, a lazy module's provider included); a walk of the third
     distribution from those modules, counted the same way, that surely imports the failing
     package blocks it. One walk from all of them answers for each: a chain of module-level
-    statements runs whenever its first file does (:meth:`Outer.sure_root`)."""
+    statements runs whenever its first file does (:meth:`Outer.sure_roots`)."""
 
     def __init__(self, inventory: Inventory, walks: dict[str, ImportTime]) -> None:
         self._inventory = inventory
@@ -989,7 +989,11 @@ def _flagged_import(
 
 
 def _facts(
-    inventory: Inventory, target: Target | None, failing_tops: set[str], failing: set[str]
+    inventory: Inventory,
+    target: Target | None,
+    failing_tops: set[str],
+    failing: set[str],
+    walks: dict[str, ImportTime],
 ) -> dict[str, Any] | None:
     """What availability flags are evaluated with (:class:`cudastack.env.crossdist.Outer`), or
     None when the target's top-level modules are not known (then no flag is taken for true):
@@ -1020,7 +1024,11 @@ def _facts(
         if top not in modules or top in failing_tops:
             return False
         if not tainted:
-            owner = {r.partition(".")[0]: d.key for d in inventory.dists.values() for r in ImportTime(d).roots}
+            owner = {
+                r.partition(".")[0]: d.key
+                for d in inventory.dists.values()
+                for r in (walks.get(d.key) or ImportTime(d)).roots
+            }
             down = {k for k in failing if k in keys}
             while True:
                 more = {
