@@ -24,17 +24,18 @@ PyMODINIT_FUNC PyInit_core(void) { if (gone()) return NULL; return PyModule_Crea
 """
 
 
-def brokenvis_wheel(tmp_path: Path) -> Path:
-    """Builds the ``brokenvis`` 1.0 wheel into ``tmp_path/links`` (returned, for more wheels)."""
+def brokenvis_wheel(tmp_path: Path, name: str = "brokenvis") -> Path:
+    """Builds the ``brokenvis`` 1.0 wheel into ``tmp_path/links`` (returned, for more wheels);
+    ``name``: the same package under another name (a broken ``numpy``)."""
     b = tmp_path / "build"
     gone = native.build(b / "libgone.so", "int gone(void) { return 0; }\n", flags=("-Wl,-soname,libgone.so",))
     inc = sysconfig.get_paths()["include"]
     ext = native.build(b / "core.abi3.so", EXT, libs=("-l:libgone.so",), flags=(f"-I{inc}", f"-L{b}"))
     gone.unlink()  # never shipped
     links = tmp_path / "links"
-    make_wheel(links, "brokenvis", "1.0", {
-        "brokenvis/__init__.py": b"from . import core  # noqa: F401\n",
-        "brokenvis/core.abi3.so": ext.read_bytes(),
+    make_wheel(links, name, "1.0", {
+        f"{name}/__init__.py": b"from . import core  # noqa: F401\n",
+        f"{name}/core.abi3.so": ext.read_bytes(),
     })  # fmt: skip
     return links
 

@@ -22,6 +22,9 @@ extra only:
   whose handler returns False: a call that raises ImportError; imports.
 - ``moduleflag``: ``RequirementCache("brokenvis", "brokenvis")``, which also imports the module
   (lightning-utilities' second argument); imports.
+- ``mnfeflag``: ``package_available("brokenvis") and not is_fastpath_available()``, whose ``try``
+  imports a module that is not installed and returns False from ``except ModuleNotFoundError``
+  (the handler that catches a module not found, and not an installed one that fails); fails.
 
 And ``lightish`` requires ``flagmetrics`` (no extra) and imports it: fails. Reality: ``import`` of
 each in a fresh interpreter."""
@@ -87,6 +90,9 @@ FLAGGED = {
     b'        importlib.import_module("brokenvis")\n'
     b"    except ImportError:\n        return False\n    return True\n",
     "moduleflag": b'_BROKENVIS_AVAILABLE = RequirementCache("brokenvis", "brokenvis")\n',
+    "mnfeflag": b"def is_fastpath_available():\n    try:\n        import notinstalled  # noqa: F401\n"
+    b"    except ModuleNotFoundError:\n        return False\n    return True\n\n\n"
+    b'_BROKENVIS_AVAILABLE = package_available("brokenvis") and not is_fastpath_available()\n',
 }
 TESTS = {
     "flagmetrics": b"_BROKENVIS_AVAILABLE",
@@ -97,6 +103,7 @@ TESTS = {
     "otherflag": b"_NOTINSTALLED_AVAILABLE",
     "callflag": b"is_brokenvis_available()",
     "moduleflag": b"_BROKENVIS_AVAILABLE",
+    "mnfeflag": b"_BROKENVIS_AVAILABLE",
 }
 
 
@@ -129,10 +136,10 @@ def test_an_import_under_an_availability_flag_of_an_installed_package_runs(tmp_p
     names = ["brokenvis", *FLAGGED, "lightish"]
     pip_install(python, _wheels(tmp_path), *names)
     failing = failing_imports(python, {m: m for m in names})
-    assert failing == {"brokenvis", "flagmetrics", "funcflag", "lightish"}, failing
+    assert failing == {"brokenvis", "flagmetrics", "funcflag", "mnfeflag", "lightish"}, failing
 
     errors, by, findings = doctor_report(python)
     assert errors == {("LDD001", "brokenvis"), ("LDD009", "flagmetrics"), ("LDD009", "funcflag"),
-                      ("LDD009", "lightish")}, findings  # fmt: skip
+                      ("LDD009", "mnfeflag"), ("LDD009", "lightish")}, findings  # fmt: skip
     assert "flagmetrics/image.py:4" in by["flagmetrics"]["message"], by["flagmetrics"]
     assert "lightish/__init__.py:1 imports flagmetrics" in by["lightish"]["message"], by["lightish"]

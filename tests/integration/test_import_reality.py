@@ -383,6 +383,33 @@ def test_torch_without_sympy_imports_and_is_a_warning(
     assert rc == 0
 
 
+def test_a_numpy_that_fails_takes_torch_down(
+    torch_venv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch declares no numpy, and torch/storage.py runs ``import numpy`` in a ``try`` whose
+    handler catches only ModuleNotFoundError. An installed numpy whose extension module cannot
+    load raises ImportError, which passes through it: ``import torch`` fails, and so does a package
+    that imports torch without declaring it (torchao's shape). The s38 hunt's tml3 (numpy's
+    libscipy_openblas64_ deleted); here a ``numpy`` of our own whose ``core`` needs a library
+    that is not there, beside the real torch."""
+    from tests.brokenvis import brokenvis_wheel
+    from tests.wheels import make_wheel, pip_install
+
+    python = _torch_without(torch_venv, tmp_path / "env", "numpy")
+    links = brokenvis_wheel(tmp_path, "numpy")
+    make_wheel(links, "usestorch", "1.0", {"usestorch/__init__.py": b"import torch  # noqa: F401\n"})
+    pip_install(python, links, "--no-deps", "numpy", "usestorch")
+    for module in ("torch", "usestorch"):
+        ok, err = really_imports(python, [module])
+        assert ok is False and "libgone.so" in err, (module, err)
+    rc, data = doctor(python, capsys)
+    by = {f["distribution"]: f for f in data["findings"] if f["code"] == "LDD009"}
+    assert sorted(by) == ["torch", "usestorch"], data["findings"]
+    assert "torch/storage.py:" in by["torch"]["message"] and "imports numpy" in by["torch"]["message"], by["torch"]
+    assert "usestorch/__init__.py:1 imports torch" in by["usestorch"]["message"], by["usestorch"]
+    assert rc == 1
+
+
 COMPANION = """\
 #include <Python.h>
 {decl}

@@ -59,6 +59,10 @@ _FALLS_OFF = object()
 """A function body that ran to its end (it returns None)."""
 _IMPORT_FAILS = object()
 """A function body at an import that fails (its handler runs, if one catches ImportError)."""
+_NOT_FOUND = object()
+"""A function body at an import of a module the target does not find: ModuleNotFoundError, which
+an ``except ModuleNotFoundError`` handler catches too (one installed that fails raises an
+ImportError that such a handler does not catch)."""
 
 
 def _exits(body: list[ast.stmt]) -> bool:
@@ -265,7 +269,8 @@ class Outer:
                     args = node.args
                     plain = not (args.posonlyargs or args.args or args.vararg or args.kwonlyargs or args.kwarg)
                     value = self._run(node.body, {}, depth + 1) if plain else _UNKNOWN
-                    self._flags[key] = None if value is _FALLS_OFF else _UNKNOWN if value is _IMPORT_FAILS else value
+                    failed = value is _IMPORT_FAILS or value is _NOT_FOUND
+                    self._flags[key] = None if value is _FALLS_OFF else _UNKNOWN if failed else value
                 else:
                     self._flags[key] = self._value(node, {}, depth + 1)
         return self._flags[key]
@@ -333,12 +338,15 @@ class Outer:
                 if (isinstance(stmt, ast.ImportFrom) and stmt.level) or self._importable is None:
                     return _UNKNOWN
                 names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
-                if not all(self._importable(n.partition(".")[0]) for n in names):
-                    return _IMPORT_FAILS
+                first = next((t for n in names if not self._importable(t := n.partition(".")[0])), None)
+                if first is not None:  # the first that fails raises
+                    return _NOT_FOUND if self._found is not None and not self._found(first) else _IMPORT_FAILS
             elif isinstance(stmt, ast.Try) and not stmt.orelse and not _exits(stmt.finalbody):
-                catching = [h for h in stmt.handlers if _catches_import_errors(h)]
+                catching = [h for h in stmt.handlers if _catches_import_errors(h, not_found=True)]
                 value = self._run(stmt.body, env, depth, guarded or bool(catching))
-                if value is _IMPORT_FAILS and catching:
+                if value is _IMPORT_FAILS:  # (an installed module that fails: ModuleNotFoundError is not raised)
+                    catching = [h for h in catching if _catches_import_errors(h)]
+                if (value is _IMPORT_FAILS or value is _NOT_FOUND) and catching:
                     if len(catching) > 1:
                         return _UNKNOWN  # (which one catches it depends on the error's class)
                     value = self._run(catching[0].body, env, depth, guarded)
@@ -487,10 +495,15 @@ class Outer:
     def surely_imports(self, top: str) -> str | None:
         """``"file:line"`` of a statement that imports a module of the top-level package ``top``
         outside any ``try`` that survives it, counted (see ``sure``), in a file the walk reaches
-        that way too (:meth:`_reached_unguarded`); else None."""
+        that way too (:meth:`_reached_unguarded`); else None. A statement is matched by the
+        modules it names, resolved: sympy's ``printing/lambdarepr.py`` runs ``from .numpy import
+        NumPyPrinter``, its own ``sympy.printing.numpy``, not numpy."""
         for path, guard, node in self._running_imports(top):
-            if guard is None and self._reached_unguarded(path, frozenset()):
-                return f"{path}:{node.lineno}"
+            if guard is None and any(
+                n == top or n.startswith(top + ".") for n in _absolute(node, self.run._package_of(path))
+            ):
+                if self._reached_unguarded(path, frozenset()):
+                    return f"{path}:{node.lineno}"
         return None
 
     def sure_statements(self, top: str) -> Iterator[tuple[str, ast.Import | ast.ImportFrom]]:

@@ -26,7 +26,13 @@ from cudastack.env.dists import Distribution, shadowed_sources
 from cudastack.files import open_file
 from cudastack.parallel import Forked, spare_cpus
 
-_CATCHING = {"ImportError", "ModuleNotFoundError", "OSError", "Exception", "BaseException"}
+_CATCHING = {"ImportError", "OSError", "Exception", "BaseException"}
+"""Handlers that catch what an import of an installed module that fails raises: ImportError
+(``_imp.create_dynamic`` when the loader cannot open an extension module; numpy's ``raise
+ImportError(msg) from exc``), or OSError from a ``ctypes`` load the module does. Not
+``ModuleNotFoundError``, a subclass raised only when no module is found: torch 2.13's
+``storage.py`` guards ``import numpy`` with ``except ModuleNotFoundError``, so with numpy
+installed and its ``_multiarray_umath`` unable to load, ``import torch`` fails (the s38 hunt)."""
 _MAX_PY_BYTES = 4 << 20
 
 
@@ -46,13 +52,15 @@ def module_name(path: str, site_dir: str) -> str | None:
     return ".".join(parts)
 
 
-def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
+def _catches_import_errors(handler: ast.ExceptHandler, *, not_found: bool = False) -> bool:
+    """Whether the handler catches the failed import of an installed module (:data:`_CATCHING`),
+    or, ``not_found``, that of a module not found too (``except ModuleNotFoundError``)."""
     if handler.type is None:
         return True
     names = [handler.type] if not isinstance(handler.type, ast.Tuple) else list(handler.type.elts)
     for n in names:
         ident = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
-        if ident in _CATCHING:
+        if ident in _CATCHING or (not_found and ident == "ModuleNotFoundError"):
             return True
     return False
 

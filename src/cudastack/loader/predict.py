@@ -806,13 +806,16 @@ def _block_pure_imports(
     broken: dict[str, tuple[str, str]],
     target: Target | None = None,
     walks: dict[str, ImportTime] | None = None,
+    imports: dict[str, tuple[str, ...]] | None = None,
 ) -> None:
     """The same propagation, for the top-level imports of distributions with no module failing on
     its own (most have no native code at all: accelerate, peft; scipy's modules are blocked
     above, and ``import scipy`` itself imports numpy): ``import <root>`` fails when it runs,
     outside any ``try`` that survives it, an import of a required distribution's package whose
     import fails (accelerate's ``import torch`` when ``torch._C`` cannot load). Each such root is
-    recorded with the statement that imports the failing package."""
+    recorded with the statement that imports the failing package. A distribution that does not
+    declare the failing one is asked too (:func:`_undeclared_import`) when the import statements
+    scanned in its files (``imports``) name its package."""
     from cudastack.env.crossdist import MAX_FILES
     from cudastack.env.imports import ImportTime, unguarded_import
 
@@ -830,6 +833,7 @@ def _block_pure_imports(
     facts: list[dict[str, Any] | None] = []  # the flag evaluator's, made at the first flag asked
     walks = {} if walks is None else walks  # each distribution's import walked once, shared by every question
     lazy = _Submodules(inventory, walks)
+    sure: dict[str, Outer] = {}
 
     def evaluator() -> dict[str, Any] | None:
         if not facts:
@@ -857,6 +861,12 @@ def _block_pure_imports(
                         blocked.setdefault(dist.key, (root, failing))
                         break
             extras = sorted(_required(dist, set(own), extra=True) - set(deps)) if dist.key not in blocked else []
+            if dist.key not in blocked:
+                undeclared = _undeclared_import(dist, own, {*deps, *extras}, imports or {}, sure, walks)
+                if undeclared is not None:
+                    pred.blocked_imports.append(undeclared)
+                    blocked.setdefault(dist.key, (undeclared.root, undeclared.failing))
+                    continue
             if extras and evaluator() is not None:
                 flagged = _flagged_import(dist, extras, own, {**evaluator(), "walks": walks})  # type: ignore[dict-item]
                 if flagged is not None:
@@ -870,6 +880,46 @@ def _block_pure_imports(
         done |= set(blocked)
         failing_tops.update(root for root, _f in blocked.values())
         own = blocked
+
+
+def _undeclared_import(
+    dist: Distribution,
+    own: dict[str, tuple[str, str]],
+    declared: set[str],
+    imports: dict[str, tuple[str, ...]],
+    outers: dict[str, Outer],
+    walks: dict[str, ImportTime],
+) -> BlockedImport | None:
+    """An import of a failing package that ``dist`` surely runs (``Outer(sure=True)``: at module
+    level, unconditionally, outside any ``try`` that catches its ImportError, in a file a chain of
+    such imports runs) without declaring its distribution in any way. torch declares no numpy,
+    and ``torch/storage.py`` runs ``import numpy`` in a ``try`` whose handler catches only
+    ModuleNotFoundError: with numpy's ``_multiarray_umath`` unable to load, ``import torch``
+    fails (the s38 hunt). Asked of the failing packages the statements scanned in its files
+    name (``imports``); torch's files are not scanned (its start-up is read apart), so torch is
+    asked of each, one walk of its import for all of them. A failing package imported only under
+    a condition or in a function called at import (flatbuffers' ``import_numpy()`` after
+    ``find_spec``) is not shown here."""
+    names = imports.get(dist.key, ())
+    asked = [
+        dep
+        for dep in sorted(own)
+        if dep not in declared and dep != dist.key
+        and (dist.key == "torch" or any(n.partition(".")[0] == own[dep][0] for n in names))
+    ]  # fmt: skip
+    if not asked:
+        return None
+    outer = outers.get(dist.key) or outers.setdefault(dist.key, Outer(dist, sure=True, walks=walks))
+    for dep in asked:
+        top, failing = own[dep]
+        where = outer.surely_imports(top)
+        if where:
+            name = module_name(where.rsplit(":", 1)[0], dist.site_dir) or dist.key
+            root = next((r for r in outer.run.roots if name == r or name.startswith(r + ".")), name.partition(".")[0])
+            return BlockedImport(
+                distribution=dist.key, root=root, where=where, top=top, dependency=dep, failing=failing
+            )
+    return None
 
 
 class _Submodules:
@@ -1625,7 +1675,7 @@ def start_predict(
         _loaded_without_import(pred, inventory, base, native_loads, torch_proc, uses_torch, target)
         walks: dict[str, ImportTime] = {}
         _loaded_by_requirers(pred, inventory, native_scan.imports, walks)
-        _block_pure_imports(pred, inventory, _block_dependents(pred, inventory), target, walks)
+        _block_pure_imports(pred, inventory, _block_dependents(pred, inventory), target, walks, native_scan.imports)
         _block_stdlib_imports(pred, inventory)
         pred.files.extend(stdlib_failing)
         for dist in inventory.dists.values():
