@@ -840,8 +840,18 @@ def _block_pure_imports(
             facts.append(_facts(inventory, target, failing_tops, set(broken), walks))
         return facts[0]
 
+    imports = dict(imports or {})
+    torch = inventory.dists.get("torch")
+    scanned: set[str] = set()  # the tops torch's files were searched for
     while own:  # to a fixed point: lightning requires torchmetrics, whose import fails for torchvision's
         blocked: dict[str, tuple[str, str]] = {}
+        if torch is not None and torch.key not in broken and torch.key not in done:
+            # torch's ~2,400 files are not scanned with the others (its start-up is read apart): the
+            # failing packages they name in an import statement, before a walk of its import (~1 s)
+            tops = sorted({top for top, _f in own.values()} - scanned)
+            if tops:
+                imports[torch.key] = (*imports.get(torch.key, ()), *_imported_names(torch, tops, _import_of(tops)))
+                scanned.update(tops)
         for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
             if dist.key in broken or dist.key in done:
                 continue  # its own modules fail (their findings name it), or it is recorded already
@@ -862,7 +872,7 @@ def _block_pure_imports(
                         break
             extras = sorted(_required(dist, set(own), extra=True) - set(deps)) if dist.key not in blocked else []
             if dist.key not in blocked:
-                undeclared = _undeclared_import(dist, own, {*deps, *extras}, imports or {}, sure, walks)
+                undeclared = _undeclared_import(dist, own, {*deps, *extras}, imports, sure, walks)
                 if undeclared is not None:
                     pred.blocked_imports.append(undeclared)
                     blocked.setdefault(dist.key, (undeclared.root, undeclared.failing))
@@ -896,17 +906,16 @@ def _undeclared_import(
     and ``torch/storage.py`` runs ``import numpy`` in a ``try`` whose handler catches only
     ModuleNotFoundError: with numpy's ``_multiarray_umath`` unable to load, ``import torch``
     fails (the s38 hunt). Asked of the failing packages the statements scanned in its files
-    name (``imports``); torch's files are not scanned (its start-up is read apart), so torch is
-    asked of each, one walk of its import for all of them. A failing package imported only under
+    name (``imports``; torch's, searched for by :func:`_block_pure_imports`), one walk of its
+    import for all of them. A failing package imported only under
     a condition or in a function called at import (flatbuffers' ``import_numpy()`` after
     ``find_spec``) is not shown here."""
     names = imports.get(dist.key, ())
     asked = [
         dep
         for dep in sorted(own)
-        if dep not in declared and dep != dist.key
-        and (dist.key == "torch" or any(n.partition(".")[0] == own[dep][0] for n in names))
-    ]  # fmt: skip
+        if dep not in declared and dep != dist.key and any(n.partition(".")[0] == own[dep][0] for n in names)
+    ]
     if not asked:
         return None
     outer = outers.get(dist.key) or outers.setdefault(dist.key, Outer(dist, sure=True, walks=walks))
