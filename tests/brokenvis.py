@@ -24,9 +24,14 @@ PyMODINIT_FUNC PyInit_core(void) { if (gone()) return NULL; return PyModule_Crea
 """
 
 
-def brokenvis_wheel(tmp_path: Path, name: str = "brokenvis") -> Path:
+def brokenvis_wheel(
+    tmp_path: Path, name: str = "brokenvis", *, package: str | None = None, init: bytes | None = None
+) -> Path:
     """Builds the ``brokenvis`` 1.0 wheel into ``tmp_path/links`` (returned, for more wheels);
-    ``name``: the same package under another name (a broken ``numpy``)."""
+    ``name``: the same package under another name (a broken ``numpy``), ``package``: in another
+    directory than ``name`` (``gns/broken``, in a namespace), ``init``: another ``__init__.py``
+    (one that imports ``core`` after something else)."""
+    package = package or name
     b = tmp_path / "build"
     gone = native.build(b / "libgone.so", "int gone(void) { return 0; }\n", flags=("-Wl,-soname,libgone.so",))
     inc = sysconfig.get_paths()["include"]
@@ -34,8 +39,8 @@ def brokenvis_wheel(tmp_path: Path, name: str = "brokenvis") -> Path:
     gone.unlink()  # never shipped
     links = tmp_path / "links"
     make_wheel(links, name, "1.0", {
-        f"{name}/__init__.py": b"from . import core  # noqa: F401\n",
-        f"{name}/core.abi3.so": ext.read_bytes(),
+        f"{package}/__init__.py": init if init is not None else b"from . import core  # noqa: F401\n",
+        f"{package}/core.abi3.so": ext.read_bytes(),
     })  # fmt: skip
     return links
 

@@ -24,6 +24,7 @@ from cudastack.env.imports import (
     ImportTime,
     _absolute,
     _catches_import_errors,
+    _first_raising,
     _import_sites,
     _line_starts,
     _running_import_sites,
@@ -77,9 +78,26 @@ def _exits(body: list[ast.stmt]) -> bool:
     return False
 
 
-def _in_loops(body: list[ast.stmt]) -> set[int]:
+_PLAIN_CONTEXTS = frozenset({"catch_warnings", "nullcontext", "open", "Lock", "RLock", "redirect_stdout",
+                             "redirect_stderr", "simplefilter"})  # fmt: skip
+"""Context managers whose ``__exit__`` lets every exception through: the body of a ``with`` of
+one runs as its own statements would. Any other may swallow what its body raises (optuna's
+``with try_import() as _imports: import X``, whose ``__exit__`` keeps the ImportError for later)."""
+
+
+def _plain_with(stmt: ast.With | ast.AsyncWith) -> bool:
+    return isinstance(stmt, ast.With) and all(
+        isinstance(i.context_expr, ast.Call) and _called_name(i.context_expr.func) in _PLAIN_CONTEXTS
+        for i in stmt.items
+    )
+
+
+def _maybe_skipped(body: list[ast.stmt]) -> set[int]:
     """The ids of the statements inside ``for`` and ``while`` bodies (and their ``else``) of a
-    module's body, in any block of it: a loop over nothing runs none of them."""
+    module's body, in any block of it: a loop over nothing runs none of them. And those inside a
+    ``with`` block whose context manager may swallow an exception (:func:`_plain_with`): they may
+    not run either. (Those of a ``try`` body past a statement that may raise what a handler
+    swallows are guarded: :func:`cudastack.env.imports._import_sites`, :func:`_unguarded_statements`.)"""
     out: set[int] = set()
 
     def blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
@@ -99,6 +117,8 @@ def _in_loops(body: list[ast.stmt]) -> set[int]:
         for stmt in stmts:
             if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
                 inside([*stmt.body, *stmt.orelse])
+            elif isinstance(stmt, ast.With | ast.AsyncWith) and not _plain_with(stmt):
+                inside(stmt.body)
             else:
                 for b in blocks(stmt):
                     visit(b)
@@ -133,13 +153,15 @@ def _binds_any(stmt: ast.stmt) -> bool:
 
 def _unguarded_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """The module-level statements, and those of ``try``, ``with``, ``for`` and ``if`` blocks in
-    it, that no ``try`` with a handler catching ImportError (or a base of it) and no ``with``
-    suppressing it encloses."""
+    it, that no ``try`` with a handler catching ImportError (or a base of it, or
+    ModuleNotFoundError) and no ``with`` suppressing it encloses; of another ``try`` with
+    handlers, only the body up to the first statement that may raise (what follows may not run)."""
     for stmt in body:
         yield stmt
         if isinstance(stmt, ast.Try | ast.TryStar):
-            if not any(_catches_import_errors(h) for h in stmt.handlers):
-                yield from _unguarded_statements(stmt.body)
+            if not any(_catches_import_errors(h, not_found=True) for h in stmt.handlers):
+                k = _first_raising(stmt.body, stmt.handlers)
+                yield from _unguarded_statements(stmt.body[: k + 1])
             for h in stmt.handlers:
                 yield from _unguarded_statements(h.body)
             yield from _unguarded_statements([*stmt.orelse, *stmt.finalbody])
@@ -189,7 +211,12 @@ class Outer:
         roots: list[str] | None = None,
         walks: dict[str, ImportTime] | None = None,
     ) -> None:
-        if walks is not None and roots is None:  # one walk of a distribution's import, whatever is asked of it
+        if sure and installed is None and version is None and importable is None and found is None:
+            # only module-level statements count, in files a chain of them runs, and no flag is
+            # evaluated (whose definitions are looked for in every file the walk runs): a walk
+            # that follows no function called at import answers the same
+            self.run = ImportTime(requirer, roots=roots, calls=False)
+        elif walks is not None and roots is None:  # one walk of a distribution's import, whatever is asked of it
             self.run = walks.get(requirer.key) or walks.setdefault(requirer.key, ImportTime(requirer))
         else:
             self.run = ImportTime(requirer, roots=roots)
@@ -230,7 +257,7 @@ class Outer:
         ids = self._sure_ids.get(path)
         if ids is None:
             true = self._available if self._installed is not None else None
-            ids = self._sure_ids[path] = _unconditional(tree.body, true) - _in_loops(tree.body)
+            ids = self._sure_ids[path] = _unconditional(tree.body, true) - _maybe_skipped(tree.body)
         return id(node) in ids
 
     def _available(self, test: ast.expr) -> bool:
@@ -344,8 +371,8 @@ class Outer:
             elif isinstance(stmt, ast.Try) and not stmt.orelse and not _exits(stmt.finalbody):
                 catching = [h for h in stmt.handlers if _catches_import_errors(h, not_found=True)]
                 value = self._run(stmt.body, env, depth, guarded or bool(catching))
-                if value is _IMPORT_FAILS:  # (an installed module that fails: ModuleNotFoundError is not raised)
-                    catching = [h for h in catching if _catches_import_errors(h)]
+                if value is _IMPORT_FAILS:  # (an installed module that fails: not a ModuleNotFoundError, at best)
+                    catching = [h for h in catching if _catches_import_errors(h, not_found=False)]
                 if (value is _IMPORT_FAILS or value is _NOT_FOUND) and catching:
                     if len(catching) > 1:
                         return _UNKNOWN  # (which one catches it depends on the error's class)

@@ -8,6 +8,7 @@ a module that fails to load there is a missing optional feature, not a broken en
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import itertools
 import json
@@ -26,13 +27,38 @@ from cudastack.env.dists import Distribution, shadowed_sources
 from cudastack.files import open_file
 from cudastack.parallel import Forked, spare_cpus
 
-_CATCHING = {"ImportError", "OSError", "Exception", "BaseException"}
+_CATCHING = frozenset({"ImportError", "OSError", "Exception", "BaseException"})
 """Handlers that catch what an import of an installed module that fails raises: ImportError
 (``_imp.create_dynamic`` when the loader cannot open an extension module; numpy's ``raise
-ImportError(msg) from exc``), or OSError from a ``ctypes`` load the module does. Not
-``ModuleNotFoundError``, a subclass raised only when no module is found: torch 2.13's
-``storage.py`` guards ``import numpy`` with ``except ModuleNotFoundError``, so with numpy
-installed and its ``_multiarray_umath`` unable to load, ``import torch`` fails (the s38 hunt)."""
+ImportError(msg) from exc``), or OSError from a ``ctypes`` load the module does.
+
+``ModuleNotFoundError``, a subclass, is raised where no module is found. A handler of it alone
+counts as catching too, unless :func:`installed_failure` says otherwise: the failing package may
+raise it itself (a dependency of its own not installed, or ``raise ModuleNotFoundError(…)``),
+and claiming the handler misses it needs that ruled out first."""
+_STRICT: list[bool] = [False]
+
+
+@contextlib.contextmanager
+def installed_failure() -> Iterator[None]:
+    """Within: the failed import is of an installed package known to raise an ImportError that is
+    not a ModuleNotFoundError, which ``except ModuleNotFoundError`` does not catch. torch 2.13's
+    ``storage.py`` guards ``import numpy`` that way: with numpy installed and its
+    ``_multiarray_umath`` unable to load, ``import torch`` fails (the s38 hunt)."""
+    before = _STRICT[0]
+    _STRICT[0] = True
+    try:
+        yield
+    finally:
+        _STRICT[0] = before
+
+
+def _caught_names(not_found: bool | None = None) -> frozenset[str]:
+    """The exception names whose handlers catch the failed import (see :data:`_CATCHING`)."""
+    missing = not _STRICT[0] if not_found is None else not_found
+    return _CATCHING | {"ModuleNotFoundError"} if missing else _CATCHING
+
+
 _MAX_PY_BYTES = 4 << 20
 
 
@@ -52,26 +78,34 @@ def module_name(path: str, site_dir: str) -> str | None:
     return ".".join(parts)
 
 
-def _catches_import_errors(handler: ast.ExceptHandler, *, not_found: bool = False) -> bool:
-    """Whether the handler catches the failed import of an installed module (:data:`_CATCHING`),
-    or, ``not_found``, that of a module not found too (``except ModuleNotFoundError``)."""
+def _catches_import_errors(handler: ast.ExceptHandler, *, not_found: bool | None = None) -> bool:
+    """Whether the handler catches the failed import (:data:`_CATCHING`); ``not_found``: whether
+    ``except ModuleNotFoundError`` does (None: unless within :func:`installed_failure`)."""
     if handler.type is None:
         return True
+    caught = _caught_names(not_found)
     names = [handler.type] if not isinstance(handler.type, ast.Tuple) else list(handler.type.elts)
     for n in names:
         ident = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
-        if ident in _CATCHING or (not_found and ident == "ModuleNotFoundError"):
+        if ident in caught:
             return True
     return False
 
 
-def _swallows(handler: ast.ExceptHandler, base: str, knowns: Iterable[dict[str, object] | None] = (None,)) -> bool:
-    """A handler that carries on without the module: it catches ImportError, cannot raise again
+def _swallows(
+    handler: ast.ExceptHandler,
+    base: str,
+    knowns: Iterable[dict[str, object] | None] = (None,),
+    *,
+    anything: bool = False,
+) -> bool:
+    """A handler that carries on without the module: it catches ImportError (``anything``: or
+    whatever it catches), cannot raise again
     (:func:`cudastack.env.native_loads.handler_reraises`: a ``raise`` under ``if not no_throw:``
     counts unless ``knowns``, the parameter values of each call of the enclosing function or the
     module's switches, decide it away) and does not import the module again (torch's ``except
     ImportError: import torch._C`` re-raises the same error with a better message)."""
-    if not _catches_import_errors(handler) or any(_imports_module(stmt, base) for stmt in handler.body):
+    if not (anything or _catches_import_errors(handler)) or any(_imports_module(stmt, base) for stmt in handler.body):
         return False
     if not any(type(n) is ast.Raise for stmt in handler.body for n in ast.walk(stmt)):
         return True
@@ -81,6 +115,42 @@ def _swallows(handler: ast.ExceptHandler, base: str, knowns: Iterable[dict[str, 
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _first_raising(body: list[ast.stmt], handlers: list[ast.ExceptHandler]) -> int:
+    """The index of the first statement of a ``try`` body that may raise what one of
+    ``handlers`` catches (``len(body)`` when none does, or there are no handlers): for handlers
+    of ImportError and ModuleNotFoundError only, an import or an ``import_module``/``__import__``
+    call (faiss' ``logger.info("Loading faiss.")`` before ``from .swigfaiss import *``, ``except
+    ModuleNotFoundError``, is not one); for any other, a statement :func:`_cannot_raise` does not
+    pass."""
+    if not handlers:
+        return len(body)
+    imports_only = all(_only_import_errors(h) for h in handlers)
+    for j, st in enumerate(body):
+        if imports_only:
+            if isinstance(st, ast.Import | ast.ImportFrom) or any(
+                isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) in _IMPORTERS
+                for n in ast.walk(st)
+            ):
+                return j
+        elif not _cannot_raise(st):
+            return j
+    return len(body)
+
+
+def _cannot_raise(stmt: ast.stmt) -> bool:
+    """``pass``, a docstring, ``global``, or an assignment of a constant or a name to a name
+    (``HAS_NUMPY = True``): a statement of a ``try`` body after which the next one surely runs.
+    An import may raise: ``try: import a`` then ``import b``, ``except ModuleNotFoundError``,
+    never runs ``import b`` where ``a`` is not installed (the s39 review)."""
+    if isinstance(stmt, ast.Pass | ast.Global | ast.Nonlocal):
+        return True
+    if isinstance(stmt, ast.Expr):
+        return isinstance(stmt.value, ast.Constant)
+    if isinstance(stmt, ast.Assign):
+        return all(isinstance(t, ast.Name) for t in stmt.targets) and isinstance(stmt.value, ast.Constant | ast.Name)
+    return False
 
 
 def _suppresses_import_errors(item: ast.withitem) -> bool:
@@ -93,7 +163,7 @@ def _suppresses_import_errors(item: ast.withitem) -> bool:
     return (
         name == "suppress"
         and type(c) is ast.Call
-        and any(getattr(a, "id", getattr(a, "attr", "")) in _CATCHING - {"OSError"} for a in c.args)
+        and any(getattr(a, "id", getattr(a, "attr", "")) in _caught_names() - {"OSError"} for a in c.args)
     )
 
 
@@ -109,18 +179,30 @@ _IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
 
 def _never_raises_import_error(body: list[ast.stmt]) -> bool:
     """A ``try`` body of plain ``import M`` statements, each ``M`` a module built into the
-    interpreter (``_thread``, ``sys``), and of assignments of names and attributes (``LockType =
+    interpreter (``_thread``, ``sys``), of ``from M import`` of names it has
+    (:func:`_builtin_names`), and of assignments of names and attributes (``LockType =
     _thread.LockType``): it cannot raise ImportError, so an ``except ImportError:`` handler after
     it never runs (torch/_jit_internal.py's ``import _dummy_thread``)."""
-    imports = [st for st in body if type(st) is ast.Import]
+    imports = [st for st in body if type(st) in (ast.Import, ast.ImportFrom)]
     return bool(imports) and all(
         (type(st) is ast.Import and all(a.name in sys.builtin_module_names for a in st.names))
+        or (type(st) is ast.ImportFrom and _builtin_names(st))
         or (
             type(st) is ast.Assign
             and all(type(n) in (ast.Assign, ast.Name, ast.Attribute, ast.Load, ast.Store) for n in ast.walk(st))
         )
         for st in body
     )
+
+
+def _builtin_names(st: ast.ImportFrom) -> bool:
+    """``from M import a, b`` of a module built into the interpreter whose names this one's ``M``
+    has too (numpy's ``from _thread import get_ident``, then ``except ImportError: from
+    _dummy_thread import get_ident``): it cannot raise ImportError."""
+    if st.level or st.module is None or st.module not in sys.builtin_module_names:
+        return False
+    module = sys.modules.get(st.module) or __import__(st.module)  # a built-in module: part of this interpreter
+    return all(a.name != "*" and hasattr(module, a.name) for a in st.names)
 
 
 def _escapes(node: ast.AST, base: str, attempt: bool = False) -> bool:
@@ -231,7 +313,19 @@ def _import_sites(
                     if any(_swallows(h, base, _Lazy(knowns, scope)) and _survives(h, rest, base) for h in node.handlers)
                     else guard
                 )
-                visit(node.body, inner, rest, scope)
+                swallowing = [
+                    h
+                    for h in node.handlers
+                    if inner != node.lineno
+                    and _swallows(h, base, _Lazy(knowns, scope), anything=True)
+                    and _survives(h, rest, base)
+                ]
+                k = _first_raising(node.body, swallowing)
+                if k + 1 < len(node.body):  # past what may raise what a handler swallows, the rest may not run
+                    visit(node.body[: k + 1], inner, (node.body[k + 1 :], *rest), scope)
+                    visit(node.body[k + 1 :], node.lineno, rest, scope)
+                else:
+                    visit(node.body, inner, rest, scope)
                 for h in node.handlers:
                     if not _never_raises_import_error(node.body) or not _only_import_errors(h):
                         visit(h.body, guard, rest, scope)
@@ -1182,7 +1276,13 @@ class ImportTime:
         *,
         provided: Container[str] | None = None,
         installed: Container[str] | None = None,
+        calls: bool = True,
     ) -> None:
+        self._calls = calls
+        """False: only module-level code runs (and class bodies in it); no function called at
+        import is followed, nor the files only such a call imports. What is asked of statements
+        that surely run is the same (they are module-level, in files a chain of module-level
+        imports runs), at a fraction of the cost: sympy's 506 files, ~5 s with calls followed."""
         self._provided = provided
         self._installed = installed
         """Normalized names of the target's distributions: decides ``importlib.metadata.version``."""
@@ -1376,7 +1476,7 @@ class ImportTime:
             self._add(path, new)
             return True
         # the functions that running code calls, and then the files those import
-        grew = self._resolve_events()
+        grew = self._resolve_events() if self._calls else False
         self._done = not grew and not self._queue
         return not self._done
 
@@ -2944,7 +3044,8 @@ def import_verdict(dist: Distribution, module_path: str) -> tuple[bool, str | No
     if hit is not None:
         return hit
     at = referenced_at_import(dist, module_path)
-    guard = find_import_guard(dist, module_path) if at else None
+    with installed_failure():  # it fails to load: an ImportError, which ``except ModuleNotFoundError`` lets by
+        guard = find_import_guard(dist, module_path) if at else None
     if path and data is not None:
         _remember(dist, module_path, at, guard, data)
         try:

@@ -20,6 +20,7 @@ import ast
 import glob
 import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -35,6 +36,7 @@ from cudastack.env.dists import Distribution
 from cudastack.env.imports import (
     ImportTime,
     imported_plainly,
+    installed_failure,
     lazy_attribute,
     module_name,
     package_imports,
@@ -717,22 +719,15 @@ def _undeclared_importers(
     distributions (``cuda``: cuda-core, cuda-bindings, cuda-pathfinder …) thus names none of
     them, and on vllm 0.33 no distribution is added. The import model decides; this only
     chooses whom it asks."""
-    own_inits: dict[str, set[str]] = {}
     owns: dict[int, str] = {}
+    inits: dict[str, set[str]] = {}
     for i in failing:
         f = pred.files[i]
         dist = inventory.dists.get(f.distribution or "")
         name = module_name(f.path, dist.site_dir) if dist else None
         if dist is None or not name:
             continue
-        if dist.key not in own_inits:
-            own_inits[dist.key] = {
-                e.path[: -len("/__init__.py")].replace("/", ".")
-                for e in dist.record or ()
-                if e.path.endswith("/__init__.py") and not e.path.startswith("..")
-            }
-        parts = name.split(".")
-        owns[i] = next((p for k in range(1, len(parts)) if (p := ".".join(parts[:k])) in own_inits[dist.key]), name)
+        owns[i] = _own_package(dist, name, inits)
     tops = {own.partition(".")[0] for own in owns.values()}
     # the few names under those top-level packages, one pass over every distribution's (~20k names
     # on vllm 0.33): a test per name and failing module cost ~0.1 s there
@@ -754,6 +749,57 @@ def _undeclared_importers(
         if found:
             out[i] = found
     return out
+
+
+_MOVES_IMPORTS = re.compile(rb"\bsys\.(?:path|modules|meta_path|path_hooks)\b")
+"""Code that changes where an import looks or what it finds: a file that holds any of it may
+import a vendored copy (``sys.path.insert(0, _vendor)``) or a stand-in (``sys.modules[…] = …``)
+by a failing package's name, and an undeclared import of it there proves nothing (the s39 review)."""
+
+_RAISE_NOT_FOUND = re.compile(rb"\braise\s+(?:builtins\.)?ModuleNotFoundError\b")
+
+
+def _raises_not_found(dist: Distribution, target: Target | None, inventory: Inventory,
+                      walks: dict[str, ImportTime]) -> bool:  # fmt: skip
+    """Whether importing ``dist``'s package may raise ModuleNotFoundError of its own (see
+    ``may_raise_not_found`` in :func:`_block_pure_imports`): a ``raise ModuleNotFoundError`` in
+    one of its Python files (any: a package that turns its ImportError into one), or an import,
+    outside any ``try`` that survives it, of a top-level module the target does not find. Not
+    known which modules the target finds: it may."""
+    from cudastack.env.crossdist import MAX_FILES
+    from cudastack.env.imports import unguarded_import
+
+    for entry in dist.record or ():
+        if entry.path.endswith(".py") and not entry.path.startswith(".."):
+            try:
+                data = read_bytes(dist.abspath(entry.path), 4 << 20).data
+            except OSError:
+                continue
+            if b"ModuleNotFoundError" in data and _RAISE_NOT_FOUND.search(data):
+                return True
+    found = _top_level_modules(target, inventory)
+    if found is None:
+        return True
+    run = walks.get(dist.key) or walks.setdefault(dist.key, ImportTime(dist))
+    while len(run.order) <= MAX_FILES and run.advance():
+        pass
+    missing = sorted({n.partition(".")[0] for n in run.imported_names()} - found)
+    return any(unguarded_import(run, m, max_files=MAX_FILES) for m in missing)
+
+
+def _own_package(dist: Distribution, name: str, inits: dict[str, set[str]]) -> str:
+    """The shortest package above module ``name`` whose ``__init__.py`` ``dist`` ships (``PyQt6``
+    for ``PyQt6.QtGui``; ``cuda.bindings`` for cuda-bindings' ``cuda.bindings._lib``, ``cuda``
+    being a namespace that cuda-core and cuda-pathfinder share), else the module itself.
+    ``inits``: each distribution's packages with an ``__init__.py``, filled on first use."""
+    if dist.key not in inits:
+        inits[dist.key] = {
+            e.path[: -len("/__init__.py")].replace("/", ".")
+            for e in dist.record or ()
+            if e.path.endswith("/__init__.py") and not e.path.startswith("..")
+        }
+    parts = name.split(".")
+    return next((p for k in range(1, len(parts)) if (p := ".".join(parts[:k])) in inits[dist.key]), name)
 
 
 def _block_dependents(pred: Prediction, inventory: Inventory) -> dict[str, tuple[str, str]]:
@@ -840,7 +886,33 @@ def _block_pure_imports(
             facts.append(_facts(inventory, target, failing_tops, set(broken), walks))
         return facts[0]
 
+    cause: dict[str, str] = {}  # a distribution blocked in a round -> the failing one it imports
+    raises: dict[str, bool] = {}
+
+    def may_raise_not_found(key: str) -> bool:
+        """Whether ``import`` of the failing distribution's package may raise ModuleNotFoundError
+        rather than another ImportError: it, or the one that takes it down, has a ``raise
+        ModuleNotFoundError`` in its files, or imports a top-level module the target does not
+        find outside any ``try`` that survives it (asked only where the answer decides)."""
+        if key not in raises:
+            raises[key] = True  # (a cycle: may)
+            raises[key] = _raises_not_found(inventory.dists[key], target, inventory, walks) or (
+                key in cause and may_raise_not_found(cause[key])
+            )
+        return raises[key]
+
+    def strictly(dep: str, ask: Callable[..., str | None], *args: Any, **kwargs: Any) -> str | None:
+        """``ask(*args, **kwargs)`` again, an ``except ModuleNotFoundError`` handler taken not to
+        catch the failed import (:func:`~cudastack.env.imports.installed_failure`), where ``dep``'s
+        package cannot raise one itself: torch's ``storage.py`` and a numpy that fails to load."""
+        with installed_failure():
+            where = ask(*args, **kwargs)
+        return where if where and not may_raise_not_found(dep) else None
+
     imports = dict(imports or {})
+    interp = target.interpreter if target is not None else None
+    stdlib = frozenset((interp.stdlib_module_names if interp is not None else ()) or sys.stdlib_module_names)
+    inits: dict[str, set[str]] = {}
     torch = inventory.dists.get("torch")
     scanned: set[str] = set()  # the tops torch's files were searched for
     while own:  # to a fixed point: lightning requires torchmetrics, whose import fails for torchvision's
@@ -852,6 +924,11 @@ def _block_pure_imports(
             if tops:
                 imports[torch.key] = (*imports.get(torch.key, ()), *_imported_names(torch, tops, _import_of(tops)))
                 scanned.update(tops)
+        packages = {  # each failing distribution's own package (not a namespace it shares)
+            dep: _own_package(inventory.dists[dep], name, inits) if name.partition(".")[0] == top else top
+            for dep, (top, failing) in own.items()
+            for name in [module_name(failing, inventory.dists[dep].site_dir) or top]
+        }  # (a distribution blocked in an earlier round fails at its root, for another one's file)
         for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
             if dist.key in broken or dist.key in done:
                 continue  # its own modules fail (their findings name it), or it is recorded already
@@ -859,23 +936,28 @@ def _block_pure_imports(
             for root in ImportTime(dist).roots if deps else ():
                 if not all(part.isidentifier() for part in root.split(".")):
                     continue  # (a namespace package's root is dotted: pyannote.audio)
+                run = ImportTime(dist, roots=[root])  # one walk of the root, for each question
                 for dep in deps:
                     top, failing = own[dep]
                     if root == top:
                         continue
-                    where = unguarded_import(ImportTime(dist, roots=[root]), top, max_files=MAX_FILES)
+                    where = unguarded_import(run, top, max_files=MAX_FILES) or strictly(
+                        dep, unguarded_import, run, top, max_files=MAX_FILES
+                    )
                     if where:
                         b = BlockedImport(distribution=dist.key, root=root, where=where, top=top, dependency=dep,
                                           failing=failing)  # fmt: skip
                         pred.blocked_imports.append(b)
                         blocked.setdefault(dist.key, (root, failing))
+                        cause.setdefault(dist.key, dep)
                         break
             extras = sorted(_required(dist, set(own), extra=True) - set(deps)) if dist.key not in blocked else []
             if dist.key not in blocked:
-                undeclared = _undeclared_import(dist, own, {*deps, *extras}, imports, sure, walks)
+                undeclared = _undeclared_import(dist, own, packages, {*deps, *extras}, imports, sure, stdlib, strictly)
                 if undeclared is not None:
                     pred.blocked_imports.append(undeclared)
                     blocked.setdefault(dist.key, (undeclared.root, undeclared.failing))
+                    cause.setdefault(dist.key, undeclared.dependency)
                     continue
             if extras and evaluator() is not None:
                 flagged = _flagged_import(dist, extras, own, {**evaluator(), "walks": walks})  # type: ignore[dict-item]
@@ -895,10 +977,12 @@ def _block_pure_imports(
 def _undeclared_import(
     dist: Distribution,
     own: dict[str, tuple[str, str]],
+    packages: dict[str, str],
     declared: set[str],
     imports: dict[str, tuple[str, ...]],
     outers: dict[str, Outer],
-    walks: dict[str, ImportTime],
+    stdlib: frozenset[str],
+    strictly: Callable[..., str | None],
 ) -> BlockedImport | None:
     """An import of a failing package that ``dist`` surely runs (``Outer(sure=True)``: at module
     level, unconditionally, outside any ``try`` that catches its ImportError, in a file a chain of
@@ -909,19 +993,24 @@ def _undeclared_import(
     name (``imports``; torch's, searched for by :func:`_block_pure_imports`), one walk of its
     import for all of them. A failing package imported only under
     a condition or in a function called at import (flatbuffers' ``import_numpy()`` after
-    ``find_spec``) is not shown here."""
+    ``find_spec``) is not shown here. What is asked is the failing distribution's own package
+    (``packages``: ``cuda.bindings``, not the ``cuda`` namespace), and never a name of the
+    standard library (``stdlib``), which an undeclared ``import`` may well mean."""
     names = imports.get(dist.key, ())
     asked = [
         dep
         for dep in sorted(own)
-        if dep not in declared and dep != dist.key and any(n.partition(".")[0] == own[dep][0] for n in names)
-    ]
+        if dep not in declared and dep != dist.key and packages[dep].partition(".")[0] not in stdlib
+        and any(n == packages[dep] or n.startswith(packages[dep] + ".") for n in names)
+    ]  # fmt: skip
     if not asked:
         return None
-    outer = outers.get(dist.key) or outers.setdefault(dist.key, Outer(dist, sure=True, walks=walks))
+    outer = outers.get(dist.key) or outers.setdefault(dist.key, Outer(dist, sure=True))
     for dep in asked:
-        top, failing = own[dep]
-        where = outer.surely_imports(top)
+        top, failing = packages[dep], own[dep][1]
+        where = outer.surely_imports(top) or strictly(dep, outer.surely_imports, top)
+        if where and _MOVES_IMPORTS.search(outer.run.raw(where.rpartition(":")[0]) or b""):
+            where = None  # the file may import another module by that name: vendored, or a stand-in
         if where:
             name = module_name(where.rsplit(":", 1)[0], dist.site_dir) or dist.key
             root = next((r for r in outer.run.roots if name == r or name.startswith(r + ".")), name.partition(".")[0])
