@@ -27,6 +27,21 @@ log() { echo "== $(date +%T) $*"; }
     $P -c "import sys; sys.path.insert(0, 'tools'); from pathlib import Path; import stub_experiment as s; s.make_stub(Path('$OUT/stub-$so'), '$so')"
     LD_LIBRARY_PATH="$OUT/stub-$so" timeout 300 $P tools/false_alarms.py "$OUT/fa-$so" --python $P | tail -8
   done
+  # the same with a broken numpy: a copy of the environment hard-linked (the files shared, nothing
+  # of the original changed) with numpy's bundled OpenBLAS unlinked; numpy's RPATH wins over any
+  # LD_LIBRARY_PATH stub, so only a missing file breaks it (torch imports numpy: issue 12, s39)
+  if [ -n "${FA_BROKEN_NUMPY:-}" ]; then
+    log "false alarms with numpy's OpenBLAS removed (a hard-linked copy of the environment)"
+    BR=${BR:-$(dirname "$(dirname "$(dirname "$P")")")/brokennumpy}
+    if $P -m venv --without-pip "$BR" && BSITE=$("$BR/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+        && cp -al "$SITE/." "$BSITE/" 2>/dev/null; then
+      rm -f "$BSITE"/numpy.libs/libscipy_openblas*.so "$BSITE"/numpy.libs/libopenblas*.so
+      timeout 300 $P tools/false_alarms.py "$OUT/fa-brokennumpy" --python "$BR/bin/python" | tail -12
+    else
+      echo "could not make a hard-linked copy of $SITE at $BR (another file system?)"
+    fi
+    rm -rf "$BR"
+  fi
   log "import reach"; timeout 200 $P tools/validate_imports.py "$OUT/vi" --python $P | tail -12
   log "scipy trace"; timeout 60 $P tools/reach_trace.py "$SITE" scipy --first 80 >"$OUT/scipy_trace.txt" 2>&1
   (cd "$SITE" && tar czf "$OUT/scipy_py.tgz" $(find scipy -name '*.py' -size -400k | head -4000) scipy-*.dist-info/METADATA) 2>/dev/null
