@@ -25,12 +25,17 @@ PyMODINIT_FUNC PyInit_core(void) { if (gone()) return NULL; return PyModule_Crea
 
 
 def brokenvis_wheel(
-    tmp_path: Path, name: str = "brokenvis", *, package: str | None = None, init: bytes | None = None
+    tmp_path: Path,
+    name: str = "brokenvis",
+    *,
+    package: str | None = None,
+    init: bytes | None = None,
+    more: dict[str, bytes] | None = None,
 ) -> Path:
     """Builds the ``brokenvis`` 1.0 wheel into ``tmp_path/links`` (returned, for more wheels);
     ``name``: the same package under another name (a broken ``numpy``), ``package``: in another
     directory than ``name`` (``gns/broken``, in a namespace), ``init``: another ``__init__.py``
-    (one that imports ``core`` after something else)."""
+    (one that imports ``core`` after something else), ``more``: more files (path in the package: bytes)."""
     package = package or name
     b = tmp_path / "build"
     gone = native.build(b / "libgone.so", "int gone(void) { return 0; }\n", flags=("-Wl,-soname,libgone.so",))
@@ -41,6 +46,7 @@ def brokenvis_wheel(
     make_wheel(links, name, "1.0", {
         f"{package}/__init__.py": init if init is not None else b"from . import core  # noqa: F401\n",
         f"{package}/core.abi3.so": ext.read_bytes(),
+        **{f"{package}/{rel}": data for rel, data in (more or {}).items()},
     })  # fmt: skip
     return links
 

@@ -24,8 +24,9 @@ log() { echo "== $(date +%T) $*"; }
   # stack (what fails propagates through Python imports: LDD009, the lazy submodules of transformers)
   for so in ${FA_STUBS:-libcudart.so.13}; do
     log "false alarms under a stub $so"
-    $P -c "import sys; sys.path.insert(0, 'tools'); from pathlib import Path; import stub_experiment as s; s.make_stub(Path('$OUT/stub-$so'), '$so')"
-    LD_LIBRARY_PATH="$OUT/stub-$so" timeout 300 $P tools/false_alarms.py "$OUT/fa-$so" --python $P | tail -8
+    d=$(echo "$so" | tr -c 'A-Za-z0-9._\n-' '_')  # (a name with + does not come back from the device)
+    $P -c "import sys; sys.path.insert(0, 'tools'); from pathlib import Path; import stub_experiment as s; s.make_stub(Path('$OUT/stub-$d'), '$so')"
+    LD_LIBRARY_PATH="$OUT/stub-$d" timeout 300 $P tools/false_alarms.py "$OUT/fa-$d" --python $P | tail -8
   done
   # the same with a broken numpy: a copy of the environment hard-linked (the files shared, nothing
   # of the original changed) with numpy's bundled OpenBLAS unlinked; numpy's RPATH wins over any

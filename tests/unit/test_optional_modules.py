@@ -897,9 +897,9 @@ def test_verdicts_started_ahead_give_the_answers_of_the_verdicts_started_after_t
     asked: list[list[str]] = []
     started = predict_module.start_import_verdicts
 
-    def spy(items: list, forks: list | None = None):  # type: ignore[no-untyped-def,type-arg]
+    def spy(items: list, forks: list | None = None, found=None):  # type: ignore[no-untyped-def,type-arg]
         asked.append([Path(p).name.split(".")[0] for _d, p in items])
-        return started(items, forks)
+        return started(items, forks, found)
 
     def answers(pred: predict_module.Prediction) -> list[tuple[str, str, str | None]]:
         return sorted((f.path, f.predicted, f.optional) for f in pred.files)

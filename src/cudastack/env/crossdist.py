@@ -24,7 +24,6 @@ from cudastack.env.imports import (
     ImportTime,
     _absolute,
     _catches_import_errors,
-    _first_raising,
     _import_sites,
     _line_starts,
     _running_import_sites,
@@ -85,19 +84,44 @@ one runs as its own statements would. Any other may swallow what its body raises
 ``with try_import() as _imports: import X``, whose ``__exit__`` keeps the ImportError for later)."""
 
 
-def _plain_with(stmt: ast.With | ast.AsyncWith) -> bool:
-    return isinstance(stmt, ast.With) and all(
-        isinstance(i.context_expr, ast.Call) and _called_name(i.context_expr.func) in _PLAIN_CONTEXTS
-        for i in stmt.items
-    )
+def _plain_with(stmt: ast.With | ast.AsyncWith, own: dict[str, ast.FunctionDef]) -> bool:
+    """Whether every context manager of the ``with`` lets exceptions through: one of
+    :data:`_PLAIN_CONTEXTS`, an object named without a call (a lock: ``with _lock:``), or a call of
+    a ``@contextmanager`` generator of the module itself (``own``) with no handler around its
+    ``yield`` (a ``_quiet()`` that only sets warning filters)."""
+
+    def plain(e: ast.expr) -> bool:
+        if isinstance(e, ast.Name | ast.Attribute):
+            return True
+        name = _called_name(e.func) if isinstance(e, ast.Call) else None
+        if name in _PLAIN_CONTEXTS:
+            return True
+        f = own.get(name or "")
+        return f is not None and not any(
+            isinstance(t, ast.Try | ast.TryStar) and t.handlers and any(isinstance(y, ast.Yield) for b in t.body
+                                                                          for y in ast.walk(b))
+            for t in ast.walk(f)
+        )  # fmt: skip
+
+    return isinstance(stmt, ast.With) and all(plain(i.context_expr) for i in stmt.items)
+
+
+def _context_managers(body: list[ast.stmt]) -> dict[str, ast.FunctionDef]:
+    """The module's own generator functions decorated ``@contextmanager``."""
+    out = {}
+    for s in body:
+        if isinstance(s, ast.FunctionDef):
+            names = [_called_name(d) for d in s.decorator_list if isinstance(d, ast.Name | ast.Attribute)]
+            if "contextmanager" in names:
+                out[s.name] = s
+    return out
 
 
 def _maybe_skipped(body: list[ast.stmt]) -> set[int]:
     """The ids of the statements inside ``for`` and ``while`` bodies (and their ``else``) of a
     module's body, in any block of it: a loop over nothing runs none of them. And those inside a
     ``with`` block whose context manager may swallow an exception (:func:`_plain_with`): they may
-    not run either. (Those of a ``try`` body past a statement that may raise what a handler
-    swallows are guarded: :func:`cudastack.env.imports._import_sites`, :func:`_unguarded_statements`.)"""
+    not run either."""
     out: set[int] = set()
 
     def blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
@@ -117,12 +141,13 @@ def _maybe_skipped(body: list[ast.stmt]) -> set[int]:
         for stmt in stmts:
             if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
                 inside([*stmt.body, *stmt.orelse])
-            elif isinstance(stmt, ast.With | ast.AsyncWith) and not _plain_with(stmt):
+            elif isinstance(stmt, ast.With | ast.AsyncWith) and not _plain_with(stmt, own):
                 inside(stmt.body)
             else:
                 for b in blocks(stmt):
                     visit(b)
 
+    own = _context_managers(body)
     visit(body)
     return out
 
@@ -154,14 +179,12 @@ def _binds_any(stmt: ast.stmt) -> bool:
 def _unguarded_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """The module-level statements, and those of ``try``, ``with``, ``for`` and ``if`` blocks in
     it, that no ``try`` with a handler catching ImportError (or a base of it, or
-    ModuleNotFoundError) and no ``with`` suppressing it encloses; of another ``try`` with
-    handlers, only the body up to the first statement that may raise (what follows may not run)."""
+    ModuleNotFoundError) and no ``with`` suppressing it encloses."""
     for stmt in body:
         yield stmt
         if isinstance(stmt, ast.Try | ast.TryStar):
             if not any(_catches_import_errors(h, not_found=True) for h in stmt.handlers):
-                k = _first_raising(stmt.body, stmt.handlers)
-                yield from _unguarded_statements(stmt.body[: k + 1])
+                yield from _unguarded_statements(stmt.body)
             for h in stmt.handlers:
                 yield from _unguarded_statements(h.body)
             yield from _unguarded_statements([*stmt.orelse, *stmt.finalbody])
@@ -210,11 +233,14 @@ class Outer:
         found: Callable[[str], bool] | None = None,
         roots: list[str] | None = None,
         walks: dict[str, ImportTime] | None = None,
+        module_level: bool = False,
     ) -> None:
-        if sure and installed is None and version is None and importable is None and found is None:
-            # only module-level statements count, in files a chain of them runs, and no flag is
-            # evaluated (whose definitions are looked for in every file the walk runs): a walk
-            # that follows no function called at import answers the same
+        if module_level:
+            # for :meth:`surely_imports` alone (``sure``, no flag facts): only module-level
+            # statements count, in files a chain of them runs, so a walk that follows no function
+            # called at import answers the same. Not for :class:`Reach`, which also takes the
+            # names imported in a function called at import (``_setup()``)
+            assert sure and installed is None and version is None and importable is None and found is None
             self.run = ImportTime(requirer, roots=roots, calls=False)
         elif walks is not None and roots is None:  # one walk of a distribution's import, whatever is asked of it
             self.run = walks.get(requirer.key) or walks.setdefault(requirer.key, ImportTime(requirer))

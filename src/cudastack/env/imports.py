@@ -118,39 +118,31 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def _first_raising(body: list[ast.stmt], handlers: list[ast.ExceptHandler]) -> int:
-    """The index of the first statement of a ``try`` body that may raise what one of
-    ``handlers`` catches (``len(body)`` when none does, or there are no handlers): for handlers
-    of ImportError and ModuleNotFoundError only, an import or an ``import_module``/``__import__``
-    call (faiss' ``logger.info("Loading faiss.")`` before ``from .swigfaiss import *``, ``except
-    ModuleNotFoundError``, is not one); for any other, a statement :func:`_cannot_raise` does not
-    pass."""
+    """The index of the first statement of a ``try`` body that would raise what one of
+    ``handlers`` catches, so that the rest of the body does not run (``len(body)`` when none is
+    known to): for handlers of ImportError and ModuleNotFoundError only, an import of a module
+    outside the standard library, absolute (``try: import notinstalled`` then ``import b``, ``except
+    ModuleNotFoundError``: ``import b`` never runs where ``notinstalled`` is missing), or an
+    ``import_module``/``__import__`` call; for any other, a ``raise``. A call that may raise
+    (``logger.info(…)``, ``importlib.metadata.version(…)`` before ``except
+    PackageNotFoundError``) is not taken to: the statements after it are taken to run."""
     if not handlers:
         return len(body)
     imports_only = all(_only_import_errors(h) for h in handlers)
     for j, st in enumerate(body):
-        if imports_only:
-            if isinstance(st, ast.Import | ast.ImportFrom) or any(
-                isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) in _IMPORTERS
-                for n in ast.walk(st)
-            ):
-                return j
-        elif not _cannot_raise(st):
+        if isinstance(st, ast.Raise):
+            return j
+        if not imports_only:
+            continue
+        names = [a.name for a in st.names] if isinstance(st, ast.Import) else []
+        if isinstance(st, ast.ImportFrom) and not st.level and st.module:
+            names = [st.module]
+        if any(n.partition(".")[0] not in sys.stdlib_module_names for n in names) or any(
+            isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) in _IMPORTERS
+            for n in ast.walk(st)
+        ):
             return j
     return len(body)
-
-
-def _cannot_raise(stmt: ast.stmt) -> bool:
-    """``pass``, a docstring, ``global``, or an assignment of a constant or a name to a name
-    (``HAS_NUMPY = True``): a statement of a ``try`` body after which the next one surely runs.
-    An import may raise: ``try: import a`` then ``import b``, ``except ModuleNotFoundError``,
-    never runs ``import b`` where ``a`` is not installed (the s39 review)."""
-    if isinstance(stmt, ast.Pass | ast.Global | ast.Nonlocal):
-        return True
-    if isinstance(stmt, ast.Expr):
-        return isinstance(stmt.value, ast.Constant)
-    if isinstance(stmt, ast.Assign):
-        return all(isinstance(t, ast.Name) for t in stmt.targets) and isinstance(stmt.value, ast.Constant | ast.Name)
-    return False
 
 
 def _suppresses_import_errors(item: ast.withitem) -> bool:
@@ -3035,19 +3027,35 @@ _HERE = "\0site/"
 """Stands for the site directory in a cached guard's path (no path holds a NUL)."""
 
 
-def import_verdict(dist: Distribution, module_path: str) -> tuple[bool, str | None]:
-    """For an extension module that fails to load: whether importing its package loads it
-    (:func:`referenced_at_import`) and, if so, the ``try`` that guards it
-    (:func:`find_import_guard`). Kept per set of files in the state directory: the analysis may
-    parse a whole package (numba: 290 files, 2 s), its inputs rarely change."""
+Verdict = tuple[bool, str | None, str | None, bool, tuple[str, ...]]
+"""What :func:`verdict_parts` works out: whether the package's import loads the module; the guard
+when an ``except ModuleNotFoundError`` handler counts as catching its ImportError, and when it
+does not (:func:`installed_failure`); and, where they differ, whether a file of the distribution
+makes a ModuleNotFoundError of its own, and the top-level modules outside the distribution and
+the standard library that its import may import (missing, one of them would raise one)."""
+
+
+def verdict_parts(dist: Distribution, module_path: str) -> Verdict:
+    """:data:`Verdict` of an extension module that fails to load. Kept per set of files in the
+    state directory: the analysis may parse a whole package (numba: 290 files, 2 s), its inputs
+    rarely change."""
     hit, path, data = _cached(dist, module_path)
     if hit is not None:
         return hit
     at = referenced_at_import(dist, module_path)
-    with installed_failure():  # it fails to load: an ImportError, which ``except ModuleNotFoundError`` lets by
-        guard = find_import_guard(dist, module_path) if at else None
+    guard = find_import_guard(dist, module_path) if at else None
+    strict = guard
+    foreign: tuple[str, ...]
+    if guard is not None:
+        with installed_failure():
+            strict = find_import_guard(dist, module_path)
+    raises, foreign = False, ()
+    if strict != guard:
+        run = import_time(dist)
+        raises, foreign = (makes_not_found(run), foreign_tops(run)) if run is not None else (True, ())
+    parts: Verdict = (at, guard, strict, raises, foreign)
     if path and data is not None:
-        _remember(dist, module_path, at, guard, data)
+        _remember(dist, module_path, parts, data)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{os.getpid()}.tmp"
@@ -3056,18 +3064,98 @@ def import_verdict(dist: Distribution, module_path: str) -> tuple[bool, str | No
             os.replace(tmp, path)
         except OSError:
             pass  # a read-only home: no cache, same answers
+    return parts
+
+
+def decide(parts: Verdict, found: Callable[[str], bool] | None = None) -> tuple[bool, str | None]:
+    """(whether the package's import loads the module, the ``try`` that guards it): a handler of
+    ModuleNotFoundError alone guards it only where the import on the way may raise one itself
+    (a module not found, given ``found``; unknown without it), for the module's own failure to
+    load raises an ImportError that passes it (faiss' loader, ``from .swigfaiss import *`` in a
+    ``try`` that catches ModuleNotFoundError and exits: ``import faiss`` fails)."""
+    at, guard, strict, raises, foreign = parts
+    if guard != strict and found is not None and not raises and all(found(t) for t in foreign):
+        return at, strict
     return at, guard
 
 
-def _remember(dist: Distribution, module_path: str, at: bool, guard: str | None, data: dict[str, Any]) -> None:
+def import_verdict(
+    dist: Distribution, module_path: str, found: Callable[[str], bool] | None = None
+) -> tuple[bool, str | None]:
+    """For an extension module that fails to load: whether importing its package loads it
+    (:func:`referenced_at_import`) and, if so, the ``try`` that guards it
+    (:func:`find_import_guard`, :func:`decide`)."""
+    return decide(verdict_parts(dist, module_path), found)
+
+
+_MAKES_NOT_FOUND = re.compile(rb"\bModuleNotFoundError\s*\(")
+
+
+def makes_not_found(run: ImportTime, max_files: int | None = None) -> bool:
+    """Whether a file the distribution's import runs makes a ModuleNotFoundError (``raise
+    ModuleNotFoundError(…)``, ``err = ModuleNotFoundError(…)``): a package that turns the ImportError
+    of a module that fails to load into one (its first ``max_files`` files, given)."""
+    while (max_files is None or len(run.order) <= max_files) and run.advance():
+        pass
+    for path in run.order:
+        data = run.raw(path) or b""
+        if b"ModuleNotFoundError" in data and _MAKES_NOT_FOUND.search(data):
+            return True
+    return False
+
+
+def foreign_tops(run: ImportTime, max_files: int | None = None) -> tuple[str, ...]:
+    """The top-level modules outside the distribution and the standard library that a file its
+    import runs surely imports when it runs: by a module-level statement under no ``if``, loop or
+    function, outside any ``try`` that catches ImportError (``import x``, ``from x import``,
+    ``importlib.import_module("x")``, ``__import__("x")``). Missing, one of them raises
+    ModuleNotFoundError; one imported only under a condition is not counted (faiss'
+    ``swigfaiss.py``: ``import _swigfaiss`` in the ``else`` of ``if __package__ …``)."""
+    while (max_files is None or len(run.order) <= max_files) and run.advance():
+        pass
+    own = {name.partition(".")[0] for name in run.modules}
+    tops: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for st in body:
+            if isinstance(st, ast.Try | ast.TryStar):
+                if not any(_catches_import_errors(h, not_found=True) for h in st.handlers):
+                    visit(st.body)
+                visit(st.finalbody)
+            elif isinstance(st, ast.With | ast.AsyncWith):
+                visit(st.body)
+            elif isinstance(st, ast.Import):
+                tops.update(a.name.partition(".")[0] for a in st.names)
+            elif isinstance(st, ast.ImportFrom):
+                if not st.level and st.module:
+                    tops.add(st.module.partition(".")[0])
+            elif isinstance(st, ast.Expr | ast.Assign | ast.AnnAssign):
+                for n in ast.walk(st):
+                    if (
+                        isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) in _IMPORTERS
+                        and n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)
+                    ):  # fmt: skip
+                        tops.add(n.args[0].value.partition(".")[0])
+
+    for path in run.order:
+        tree = run.tree(path)
+        if tree is not None:
+            visit(tree.body)
+    return tuple(sorted(t for t in tops - own if t and t not in sys.stdlib_module_names))
+
+
+def _remember(dist: Distribution, module_path: str, parts: Verdict, data: dict[str, Any]) -> None:
     site = os.path.normpath(dist.site_dir) + os.sep
-    kept = _HERE + guard[len(site) :] if guard and guard.startswith(site) else guard
-    data["modules"][os.path.relpath(module_path, dist.site_dir)] = [at, kept]
+
+    def kept(guard: str | None) -> str | None:
+        return _HERE + guard[len(site) :] if guard and guard.startswith(site) else guard
+
+    at, guard, strict, raises, foreign = parts
+    rel = os.path.relpath(module_path, dist.site_dir)
+    data["modules"][rel] = [at, kept(guard), kept(strict), raises, list(foreign)]
 
 
-def _cached(
-    dist: Distribution, module_path: str
-) -> tuple[tuple[bool, str | None] | None, str | None, dict[str, Any] | None]:
+def _cached(dist: Distribution, module_path: str) -> tuple[Verdict | None, str | None, dict[str, Any] | None]:
     """(the cached verdict or None, the cache file, its contents)."""
     path = _cache_file(dist)
     rel = os.path.relpath(module_path, dist.site_dir)
@@ -3082,15 +3170,22 @@ def _cached(
             data = {"modules": {}}
         _loaded[path] = data
     hit = data["modules"].get(rel) if data else None
-    if isinstance(hit, list) and len(hit) == 2 and isinstance(hit[0], bool):
-        guard = hit[1] if isinstance(hit[1], str) else None
-        if guard and guard.startswith(_HERE):
-            guard = os.path.join(os.path.normpath(dist.site_dir), guard[len(_HERE) :])
-        return (hit[0], guard), path, data
+    if isinstance(hit, list) and len(hit) == 5 and isinstance(hit[0], bool) and isinstance(hit[4], list):
+
+        def back(guard: object) -> str | None:
+            if not isinstance(guard, str):
+                return None
+            if not guard.startswith(_HERE):
+                return guard
+            return os.path.join(os.path.normpath(dist.site_dir), guard[len(_HERE) :])
+
+        return (hit[0], back(hit[1]), back(hit[2]), bool(hit[3]), tuple(str(t) for t in hit[4])), path, data
     return None, path, data
 
 
-def import_verdicts(items: Sequence[tuple[Distribution, str]]) -> list[tuple[bool, str | None]]:
+def import_verdicts(
+    items: Sequence[tuple[Distribution, str]], found: Callable[[str], bool] | None = None
+) -> list[tuple[bool, str | None]]:
     """:func:`import_verdict` of each (distribution, module), the distributions that are not
     cached analysed side by side on spare CPUs, each share in a forked child.
 
@@ -3099,16 +3194,19 @@ def import_verdicts(items: Sequence[tuple[Distribution, str]]) -> list[tuple[boo
     The parent keeps no share of its own: a child exits without freeing the syntax trees it
     built (vllm 0.33: 2,210 files, ~10M objects, 1-2 s to free), and the parent stays small.
     """
-    return start_import_verdicts(items)()
+    return start_import_verdicts(items, found=found)()
 
 
 def start_import_verdicts(
-    items: Sequence[tuple[Distribution, str]], forks: list[Forked] | None = None
+    items: Sequence[tuple[Distribution, str]],
+    forks: list[Forked] | None = None,
+    found: Callable[[str], bool] | None = None,
 ) -> Callable[[], list[tuple[bool, str | None]]]:
     """:func:`import_verdicts`, its children started now: the returned function collects the
     answers (waiting for them), so the caller can do other work meanwhile. ``forks`` receives the
-    children, for a caller that may want to cancel them instead."""
-    out: list[tuple[bool, str | None] | None] = [_cached(d, p)[0] for d, p in items]
+    children, for a caller that may want to cancel them instead; ``found``: whether the target
+    finds a top-level module (:func:`decide`), asked by the returned function."""
+    out: list[Verdict | None] = [_cached(d, p)[0] for d, p in items]
     groups: dict[str, list[int]] = {}
     for i, (dist, _path) in enumerate(items):
         if out[i] is None:
@@ -3117,27 +3215,27 @@ def start_import_verdicts(
     spare = spare_cpus() if work else 0
     children = min(len(work), spare + 1) if spare else 0
 
-    def verdicts(share: list[list[int]]) -> list[tuple[int, bool, str | None]]:
-        return [(i, *import_verdict(*items[i])) for group in share for i in group]
+    def verdicts(share: list[list[int]]) -> list[tuple[int, Verdict]]:
+        return [(i, verdict_parts(*items[i])) for group in share for i in group]
 
     forked = [Forked(verdicts, work[k::children]) for k in range(children)]
     if forks is not None:
         forks.extend(forked)
 
     def collect() -> list[tuple[bool, str | None]]:
-        done = {} if forked else {i: (at, guard) for i, at, guard in verdicts(work)}
+        done: dict[int, Verdict] = {} if forked else dict(verdicts(work))
         for child in forked:
             answer = child.result()
-            if isinstance(answer, list):
-                done.update((i, (at, guard)) for i, at, guard in answer)
+            if isinstance(answer, list):  # (marshal hands tuples back as they went)
+                done.update((i, tuple(v)) for i, v in answer)
         for group in work if forked else ():
             # what the children wrote, into this process's copy: a later call's children start from it
             # and would otherwise write the file without these entries (a repeat run missed them)
             data = _cached(*items[group[0]])[2]
             for i in group:
                 if data is not None and i in done:
-                    _remember(*items[i], *done[i], data)
+                    _remember(*items[i], done[i], data)
         # a child that gave no answer: its share is worked out here
-        return [v or done.get(i) or import_verdict(*items[i]) for i, v in enumerate(out)]
+        return [decide(v or done.get(i) or verdict_parts(*items[i]), found) for i, v in enumerate(out)]
 
     return collect

@@ -756,35 +756,84 @@ _MOVES_IMPORTS = re.compile(rb"\bsys\.(?:path|modules|meta_path|path_hooks)\b")
 import a vendored copy (``sys.path.insert(0, _vendor)``) or a stand-in (``sys.modules[…] = …``)
 by a failing package's name, and an undeclared import of it there proves nothing (the s39 review)."""
 
-_RAISE_NOT_FOUND = re.compile(rb"\braise\s+(?:builtins\.)?ModuleNotFoundError\b")
+
+def _after_try_statements(tree: ast.Module | None, line: int) -> bool:
+    """Whether the statement at ``line`` sits in a ``try`` body with handlers after a statement
+    that may raise (anything but ``pass``, a docstring, or a name bound to a constant or a name):
+    ``try: sys.getwindowsversion(); import x`` / ``except AttributeError`` never runs ``import x``
+    on Linux. For an import that nothing declares (:func:`_undeclared_import`), where torch's
+    ``try: import numpy as np`` comes first."""
+
+    def quiet(st: ast.stmt) -> bool:
+        if isinstance(st, ast.Pass):
+            return True
+        if isinstance(st, ast.Expr):
+            return isinstance(st.value, ast.Constant)
+        return isinstance(st, ast.Assign) and isinstance(st.value, ast.Constant | ast.Name)
+
+    todo: list[ast.stmt] = list(tree.body) if tree is not None else []
+    while todo:
+        st = todo.pop()
+        if not (st.lineno <= line <= (st.end_lineno or st.lineno)):
+            continue
+        if isinstance(st, ast.Try | ast.TryStar) and st.handlers:
+            for i, inner in enumerate(st.body):
+                if inner.lineno <= line <= (inner.end_lineno or inner.lineno):
+                    if not all(quiet(before) for before in st.body[:i]):
+                        return True
+        if isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for block in ("body", "orelse", "finalbody"):
+            todo.extend(getattr(st, block, None) or [])
+        todo.extend(b for h in getattr(st, "handlers", []) for b in h.body)
+    return False
 
 
-def _raises_not_found(dist: Distribution, target: Target | None, inventory: Inventory,
-                      walks: dict[str, ImportTime]) -> bool:  # fmt: skip
+def _raises_not_found(
+    dist: Distribution,
+    target: Target | None,
+    inventory: Inventory,
+    walks: dict[str, ImportTime],
+    memo: dict[str, bool],
+    owners: dict[str, str],
+    depth: int = 0,
+) -> bool:
     """Whether importing ``dist``'s package may raise ModuleNotFoundError of its own (see
-    ``may_raise_not_found`` in :func:`_block_pure_imports`): a ``raise ModuleNotFoundError`` in
-    one of its Python files (any: a package that turns its ImportError into one), or an import,
-    outside any ``try`` that survives it, of a top-level module the target does not find. Not
-    known which modules the target finds: it may."""
+    ``may_raise_not_found`` in :func:`_block_pure_imports`): a file of it makes one
+    (``raise ModuleNotFoundError(…)``, ``err = ModuleNotFoundError(…)``); a file its import runs
+    surely imports a top-level module the target does not find
+    (:func:`~cudastack.env.imports.foreign_tops`, ``importlib.import_module("x")`` too); or that
+    of an installed distribution it so imports may (two levels deep: mnfchain imports ybroke,
+    which imports a module not installed). Not known which modules the target finds: it may."""
     from cudastack.env.crossdist import MAX_FILES
-    from cudastack.env.imports import unguarded_import
+    from cudastack.env.imports import foreign_tops, makes_not_found
 
-    for entry in dist.record or ():
-        if entry.path.endswith(".py") and not entry.path.startswith(".."):
-            try:
-                data = read_bytes(dist.abspath(entry.path), 4 << 20).data
-            except OSError:
-                continue
-            if b"ModuleNotFoundError" in data and _RAISE_NOT_FOUND.search(data):
-                return True
+    if dist.key in memo:
+        return memo[dist.key]
+    memo[dist.key] = True  # (a cycle: it may)
     found = _top_level_modules(target, inventory)
-    if found is None:
-        return True
+    answer = True
     run = walks.get(dist.key) or walks.setdefault(dist.key, ImportTime(dist))
-    while len(run.order) <= MAX_FILES and run.advance():
-        pass
-    missing = sorted({n.partition(".")[0] for n in run.imported_names()} - found)
-    return any(unguarded_import(run, m, max_files=MAX_FILES) for m in missing)
+    if found is not None and not makes_not_found(run, MAX_FILES):
+        foreign = foreign_tops(run, MAX_FILES)
+        answer = any(t not in found for t in foreign)
+        if not answer and depth < 2:
+            if not owners:  # (filled once, on first use: ``owners`` is the caller's)
+                owners.update(_owners(inventory, walks))
+            answer = any(
+                _raises_not_found(inventory.dists[owners[t]], target, inventory, walks, memo, owners, depth + 1)
+                for t in foreign
+                if t in found and owners.get(t, dist.key) != dist.key
+            )
+    memo[dist.key] = answer
+    return answer
+
+
+def _owners(inventory: Inventory, walks: dict[str, ImportTime]) -> dict[str, str]:
+    """Top-level module name → the distribution (key) whose import roots include it."""
+    return {
+        r.partition(".")[0]: d.key for d in inventory.dists.values() for r in (walks.get(d.key) or ImportTime(d)).roots
+    }
 
 
 def _own_package(dist: Distribution, name: str, inits: dict[str, set[str]]) -> str:
@@ -888,6 +937,8 @@ def _block_pure_imports(
 
     cause: dict[str, str] = {}  # a distribution blocked in a round -> the failing one it imports
     raises: dict[str, bool] = {}
+    memo: dict[str, bool] = {}
+    owners: dict[str, str] = {}
 
     def may_raise_not_found(key: str) -> bool:
         """Whether ``import`` of the failing distribution's package may raise ModuleNotFoundError
@@ -896,7 +947,7 @@ def _block_pure_imports(
         find outside any ``try`` that survives it (asked only where the answer decides)."""
         if key not in raises:
             raises[key] = True  # (a cycle: may)
-            raises[key] = _raises_not_found(inventory.dists[key], target, inventory, walks) or (
+            raises[key] = _raises_not_found(inventory.dists[key], target, inventory, walks, memo, owners) or (
                 key in cause and may_raise_not_found(cause[key])
             )
         return raises[key]
@@ -1005,12 +1056,14 @@ def _undeclared_import(
     ]  # fmt: skip
     if not asked:
         return None
-    outer = outers.get(dist.key) or outers.setdefault(dist.key, Outer(dist, sure=True))
+    outer = outers.get(dist.key) or outers.setdefault(dist.key, Outer(dist, sure=True, module_level=True))
     for dep in asked:
         top, failing = packages[dep], own[dep][1]
         where = outer.surely_imports(top) or strictly(dep, outer.surely_imports, top)
         if where and _MOVES_IMPORTS.search(outer.run.raw(where.rpartition(":")[0]) or b""):
             where = None  # the file may import another module by that name: vendored, or a stand-in
+        if where and _after_try_statements(outer.run.tree(where.rpartition(":")[0]), int(where.rpartition(":")[2])):
+            where = None  # the statements before it in its ``try`` may raise what a handler catches
         if where:
             name = module_name(where.rsplit(":", 1)[0], dist.site_dir) or dist.key
             root = next((r for r in outer.run.roots if name == r or name.startswith(r + ".")), name.partition(".")[0])
@@ -1368,8 +1421,16 @@ class _VerdictsAhead:
     out as without it: the answers are the same either way (each verdict is a function of the
     distribution and the module)."""
 
-    def __init__(self, base: Process, site_dirs: tuple[str, ...], suffixes: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        base: Process,
+        site_dirs: tuple[str, ...],
+        suffixes: tuple[str, ...],
+        found: Callable[[str], bool] | None = None,
+    ) -> None:
         self.base, self.site_dirs, self.suffixes = base, site_dirs, suffixes
+        self.found = found
+        """Whether the target finds a top-level module (:func:`~cudastack.env.imports.decide`)."""
         self.on = bool(spare_cpus())
         self.dist: Distribution | None = None
         self.paths: list[str] = []
@@ -1391,20 +1452,20 @@ class _VerdictsAhead:
         """The files of the distribution found failing are all read: start its verdicts."""
         if self.dist is not None and dist is not self.dist and self.collect is None:
             self.on = False
-            self.collect = start_import_verdicts([(self.dist, p) for p in self.paths], self.forks)
+            self.collect = start_import_verdicts([(self.dist, p) for p in self.paths], self.forks, self.found)
 
     def collector(self, items: list[tuple[Distribution, str]]) -> Callable[[], list[tuple[bool, str | None]]]:
         """:func:`start_import_verdicts` of ``items``, taking the answers started ahead when they
         are answers to the same questions."""
         ahead, dist = self.collect, self.dist
         if ahead is None or dist is None:
-            return start_import_verdicts(items)
+            return start_import_verdicts(items, found=self.found)
         if [p for d, p in items if d is dist] != self.paths:
             for child in self.forks:
                 child.cancel()
-            return start_import_verdicts(items)
+            return start_import_verdicts(items, found=self.found)
         rest = [(d, p) for d, p in items if d is not dist]
-        collect_rest = start_import_verdicts(rest)
+        collect_rest = start_import_verdicts(rest, found=self.found)
 
         def collect() -> list[tuple[bool, str | None]]:
             answers = dict(zip(((id(d), p) for d, p in rest), collect_rest(), strict=True))
@@ -1582,7 +1643,14 @@ def start_predict(
     suffixes = target.extension_suffixes
     early = {}
     site_dirs = tuple(os.path.normpath(d) for d in target.site_dirs)
-    ahead = _VerdictsAhead(base, site_dirs, suffixes)
+    provided: list[set[str] | None] = []
+
+    def target_finds(name: str) -> bool:  # asked only where a verdict depends on it: rarely
+        if not provided:
+            provided.append(_top_level_modules(target, inventory))
+        return provided[0] is not None and name in provided[0]
+
+    ahead = _VerdictsAhead(base, site_dirs, suffixes, target_finds)
     for path, dist in natives:
         ahead.next_file(dist)
         if _module_shaped(path, suffixes) and not isinstance(elf := cache.get(path), str):
