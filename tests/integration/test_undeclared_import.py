@@ -25,6 +25,9 @@ that never runs, so brokenvis cannot raise ModuleNotFoundError). Importers that 
   ``try`` that catches ValueError: fails;
 - ``callish``: ``import onde`` and, in a function called at import, ``import onde.api``, whose
   ``core`` fails (``onde``'s own import does not load it): fails;
+- ``usesonde2``: ``import onde2.api``, whose ``core`` fails; ``onde2`` itself, whose own import
+  imports storagelike, is judged too (scipy on the H100 under a stub libstdc++: its modules fail
+  where botorch loads them, and its own ``import numpy`` was not asked): both fail;
 - ``guardish``: the same ``try`` as storagelike's with ``except ImportError``: imports;
 - ``relish`` (sympy's shape): ``from .brokenvis import Printer``, a module of its own: imports;
 - ``condish``: ``import brokenvis`` under an ``if`` on an environment variable that is not set (an
@@ -125,12 +128,13 @@ PACKAGES: dict[str, dict[str, bytes]] = {  # the importers: their files
                b"    import brokenvis\n", "tryimp/_ti.py": TRYIMPORT},
     "attrerr": {"attrerr/__init__.py": b"import sys\n\ntry:\n    sys.getwindowsversion()\n"
                 b"    import brokenvis  # noqa: F401\nexcept AttributeError:\n    pass\n"},
+    "usesonde2": {"usesonde2/__init__.py": b"import onde2.api  # noqa: F401\n"},
     "vend": {"vend/__init__.py": b"import os\nimport sys\n\n"
              b'sys.path.insert(0, os.path.join(os.path.dirname(__file__), "_vendor"))\n'
              b"import brokenvis  # noqa: E402\n", "vend/_vendor/brokenvis.py": b"X = 1\n"},
 }  # fmt: skip
 DECLARED = {"levelish": "brokenvis", "mnfefirstd": "brokenvis", "threadish": "brokenvis"}
-FAILING = {"storagelike", "aoish", "lockish", "quietish", "levelish", "callish"}
+FAILING = {"storagelike", "aoish", "lockish", "quietish", "levelish", "callish", "usesonde2"}
 
 THREAD = (
     b"try:\n    from _thread import get_ident  # noqa: F401\nexcept ImportError:\n"
@@ -148,6 +152,7 @@ BROKEN: dict[str, tuple[str, bytes | None, dict[str, bytes]]] = {  # distributio
     "nsbroken": ("gns/broken", None, {}),
     "colorsys-broken": ("colorsys", None, {}),
     "onde": ("onde", b"VERSION = 1\n", {"api.py": b"from . import core  # noqa: F401\n"}),
+    "onde2": ("onde2", b"import storagelike  # noqa: F401\n", {"api.py": b"from . import core  # noqa: F401\n"}),
     "faissish": ("faissish", b"import logging\nimport sys\n\ntry:\n    logging.getLogger(__name__).info('Loading.')\n"
                  b"    from .core import *  # noqa: F403\nexcept ModuleNotFoundError:\n    sys.exit(1)\n", {}),
     "metaish": ("metaish", b"import importlib.metadata\n\ntry:\n"
@@ -171,14 +176,16 @@ def test_an_undeclared_import_of_a_failing_package_fails_the_importer(tmp_path: 
     python = make_venv(tmp_path / "env")
     pip_install(python, links, "brokenvis", *PACKAGES, *BROKEN, "nsok", "ybroke")
     own = ["faissish", "metaish", "osfirst", "nestmiss"]
-    failing = failing_imports(python, {m: m for m in ["brokenvis", *PACKAGES, *own]})
-    assert failing == {"brokenvis", *FAILING, "faissish", "metaish", "osfirst"}, failing
+    failing = failing_imports(python, {m: m for m in ["brokenvis", *PACKAGES, *own, "onde2"]})
+    assert failing == {"brokenvis", *FAILING, "faissish", "metaish", "osfirst", "onde2"}, failing
 
     errors, by, findings = doctor_report(python)
     importers = {(code, d) for code, d in errors if d in PACKAGES}
     assert importers == {("LDD009", d) for d in FAILING}, findings
     assert "storagelike/storage.py:2 imports brokenvis" in by["storagelike"]["message"], by["storagelike"]
     assert "aoish/__init__.py:1 imports storagelike" in by["aoish"]["message"], by["aoish"]
+    # onde2's core fails where usesonde2 loads it, and its own import fails for storagelike's numpy
+    assert "onde2/__init__.py:1 imports storagelike" in by["onde2"]["message"], by["onde2"]
     # a failing package's own extension: an error where its import fails, optional where it works
     assert {d for code, d in errors if d in own} == {"faissish", "metaish", "osfirst"}, findings
     assert ("LDD001", "brokenvis") in errors and ("LDD001", "convmnf") in errors, findings

@@ -925,6 +925,7 @@ def _block_pure_imports(
         return
     done = {b.distribution for b in pred.blocked_imports}  # (a requirer that loads a failing module)
     failing_tops = {top for top, _f in own.values()}
+    itself = set(own)  # (scipy, whose modules fail only where botorch loads them, is asked: its numpy)
     facts: list[dict[str, Any] | None] = []  # the flag evaluator's, made at the first flag asked
     walks = {} if walks is None else walks  # each distribution's import walked once, shared by every question
     lazy = _Submodules(inventory, walks)
@@ -981,8 +982,8 @@ def _block_pure_imports(
             for name in [module_name(failing, inventory.dists[dep].site_dir) or top]
         }  # (a distribution blocked in an earlier round fails at its root, for another one's file)
         for dist in sorted(inventory.dists.values(), key=lambda d: d.key):
-            if dist.key in broken or dist.key in done:
-                continue  # its own modules fail (their findings name it), or it is recorded already
+            if dist.key in itself or dist.key in done:
+                continue  # its own import fails for its own module (its findings say so), or it is recorded
             deps = sorted(_required(dist, set(own)))
             for root in ImportTime(dist).roots if deps else ():
                 if not all(part.isidentifier() for part in root.split(".")):
