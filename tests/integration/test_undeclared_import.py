@@ -24,7 +24,8 @@ that never runs, so brokenvis cannot raise ModuleNotFoundError). Importers that 
 - ``levelish`` (declaring brokenvis): ``int(os.environ.get(…))`` then ``import brokenvis`` in a
   ``try`` that catches ValueError: fails;
 - ``callish``: ``import onde`` and, in a function called at import, ``import onde.api``, whose
-  ``core`` fails (``onde``'s own import does not load it): fails;
+  ``core`` fails (``onde``'s own import does not load it): fails; and ``usescallish``, which
+  imports callish (jax's plugin, importing jax, whose import loads jaxlib's failing library): fails;
 - ``usesonde2``: ``import onde2.api``, whose ``core`` fails; ``onde2`` itself, whose own import
   imports storagelike, is judged too (scipy on the H100 under a stub libstdc++: its modules fail
   where botorch loads them, and its own ``import numpy`` was not asked): both fail;
@@ -128,13 +129,14 @@ PACKAGES: dict[str, dict[str, bytes]] = {  # the importers: their files
                b"    import brokenvis\n", "tryimp/_ti.py": TRYIMPORT},
     "attrerr": {"attrerr/__init__.py": b"import sys\n\ntry:\n    sys.getwindowsversion()\n"
                 b"    import brokenvis  # noqa: F401\nexcept AttributeError:\n    pass\n"},
+    "usescallish": {"usescallish/__init__.py": b"import callish  # noqa: F401\n"},
     "usesonde2": {"usesonde2/__init__.py": b"import onde2.api  # noqa: F401\n"},
     "vend": {"vend/__init__.py": b"import os\nimport sys\n\n"
              b'sys.path.insert(0, os.path.join(os.path.dirname(__file__), "_vendor"))\n'
              b"import brokenvis  # noqa: E402\n", "vend/_vendor/brokenvis.py": b"X = 1\n"},
 }  # fmt: skip
 DECLARED = {"levelish": "brokenvis", "mnfefirstd": "brokenvis", "threadish": "brokenvis"}
-FAILING = {"storagelike", "aoish", "lockish", "quietish", "levelish", "callish", "usesonde2"}
+FAILING = {"storagelike", "aoish", "lockish", "quietish", "levelish", "callish", "usescallish", "usesonde2"}
 
 THREAD = (
     b"try:\n    from _thread import get_ident  # noqa: F401\nexcept ImportError:\n"

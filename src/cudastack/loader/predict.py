@@ -921,11 +921,13 @@ def _block_pure_imports(
         if f.distribution in broken and f.kind == "module" and f.predicted == "fails" and not f.optional:
             if not f.blocked_by and not f.context.startswith("loaded at import of "):
                 own.setdefault(f.distribution, (broken[f.distribution][0], f.path))
+    itself = set(own)  # (scipy, whose modules fail only where botorch loads them, is asked: its numpy)
+    for b in pred.blocked_imports:  # a requirer whose import loads a failing module fails in turn: jax,
+        own.setdefault(b.distribution, (b.root, b.failing))  # for jaxlib's libjax_common; then its plugin
     if not own:
         return
     done = {b.distribution for b in pred.blocked_imports}  # (a requirer that loads a failing module)
     failing_tops = {top for top, _f in own.values()}
-    itself = set(own)  # (scipy, whose modules fail only where botorch loads them, is asked: its numpy)
     facts: list[dict[str, Any] | None] = []  # the flag evaluator's, made at the first flag asked
     walks = {} if walks is None else walks  # each distribution's import walked once, shared by every question
     lazy = _Submodules(inventory, walks)
