@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cudastack.env.dists import Distribution, iter_distributions
-from cudastack.env.imports import _cache_file, _cached, import_verdict
+from cudastack.env.imports import _cache_file, _cached, decide, import_verdict
 from cudastack.env.native_loads import _cache_file as _loads_file
 from cudastack.env.native_loads import find_native_loads
 from cudastack.plan.overlay import build_overlay
@@ -59,7 +59,9 @@ def test_an_overlay_of_links_reads_the_verdict_today_wrote_with_its_own_paths(
     overlay = _overlay_site(tmp_path, site)
     planned = _dist(overlay)
     assert planned.site_dir == str(overlay) and _cache_file(planned) == _cache_file(today)
-    served = _cached(planned, str(overlay / EXT))[0]
+    cached = _cached(planned, str(overlay / EXT))[0]
+    assert cached is not None
+    served = decide(cached)
     assert served == (True, f"{overlay}/optpkg/__init__.py:1")
     monkeypatch.setenv("CUDASTACK_NO_CACHE", "1")
     assert import_verdict(_dist(overlay), str(overlay / EXT)) == served  # what a fresh analysis says

@@ -545,15 +545,20 @@ class Outer:
             )
         return self.where[top]
 
-    def surely_imports(self, top: str) -> str | None:
+    def surely_imports(self, top: str, resolved: bool = False) -> str | None:
         """``"file:line"`` of a statement that imports a module of the top-level package ``top``
         outside any ``try`` that survives it, counted (see ``sure``), in a file the walk reaches
-        that way too (:meth:`_reached_unguarded`); else None. A statement is matched by the
-        modules it names, resolved: sympy's ``printing/lambdarepr.py`` runs ``from .numpy import
-        NumPyPrinter``, its own ``sympy.printing.numpy``, not numpy."""
+        that way too (:meth:`_reached_unguarded`); else None. ``resolved``: a statement is
+        matched by the modules it names, resolved (sympy's ``printing/lambdarepr.py`` runs ``from
+        .numpy import NumPyPrinter``, its own ``sympy.printing.numpy``, not numpy); else by the
+        last part of a name the walk imports, as the lazy-submodule and flag questions have
+        always asked. Known: the latter matches transformers' ``from io import BytesIO`` for
+        ``torchvision.io``, and peft's LDD009 on the peft-on-cpu-torch corpus stack rests on it,
+        since ``is_torch_available()`` is not evaluated (docs/validation.md, session 39)."""
         for path, guard, node in self._running_imports(top):
-            if guard is None and any(
-                n == top or n.startswith(top + ".") for n in _absolute(node, self.run._package_of(path))
+            if guard is None and (
+                not resolved
+                or any(n == top or n.startswith(top + ".") for n in _absolute(node, self.run._package_of(path)))
             ):
                 if self._reached_unguarded(path, frozenset()):
                     return f"{path}:{node.lineno}"
