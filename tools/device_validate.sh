@@ -34,14 +34,16 @@ log() { echo "== $(date +%T) $*"; }
   if [ -n "${FA_BROKEN_NUMPY:-}" ]; then
     log "false alarms with numpy's OpenBLAS removed (a hard-linked copy of the environment)"
     BR=${BR:-$(dirname "$(dirname "$(dirname "$P")")")/brokennumpy}
-    if $P -m venv --without-pip "$BR" && BSITE=$("$BR/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+    if [ -e "$BR" ]; then
+      echo "$BR exists already: not touched, step skipped (set BR= to a new path)"
+    elif $P -m venv --without-pip "$BR" && BSITE=$("$BR/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
         && cp -al "$SITE/." "$BSITE/" 2>/dev/null; then
       rm -f "$BSITE"/numpy.libs/libscipy_openblas*.so "$BSITE"/numpy.libs/libopenblas*.so
       timeout 300 $P tools/false_alarms.py "$OUT/fa-brokennumpy" --python "$BR/bin/python" | tail -12
     else
       echo "could not make a hard-linked copy of $SITE at $BR (another file system?)"
     fi
-    rm -rf "$BR"
+    [ -n "${BSITE:-}" ] && rm -rf "$BR"  # (only the copy this step made)
   fi
   log "import reach"; timeout 200 $P tools/validate_imports.py "$OUT/vi" --python $P | tail -12
   log "scipy trace"; timeout 60 $P tools/reach_trace.py "$SITE" scipy --first 80 >"$OUT/scipy_trace.txt" 2>&1

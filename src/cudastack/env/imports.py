@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from dataclasses import field as _field
-from typing import Any
+from typing import Any, TypeGuard
 
 from cudastack.elf.cython import parse_mapped_size, read_init_imports, searched_ranges
 from cudastack.env import lazyparse
@@ -138,8 +138,7 @@ def _first_raising(body: list[ast.stmt], handlers: list[ast.ExceptHandler]) -> i
         if isinstance(st, ast.ImportFrom) and not st.level and st.module:
             names = [st.module]
         if any(n.partition(".")[0] not in sys.stdlib_module_names for n in names) or any(
-            isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) in _IMPORTERS
-            for n in ast.walk(st)
+            _importer_call(n) for n in ast.walk(st)
         ):
             return j
     return len(body)
@@ -3091,12 +3090,22 @@ def import_verdict(
 _MAKES_NOT_FOUND = re.compile(rb"\bModuleNotFoundError\s*\(")
 
 
+def _walk_to(run: ImportTime, max_files: int | None) -> None:
+    """Run the walk to its end, or past its first ``max_files`` files (given)."""
+    while (max_files is None or len(run.order) <= max_files) and run.advance():
+        pass
+
+
+def _importer_call(n: ast.AST) -> TypeGuard[ast.Call]:
+    """Whether ``n`` is a call of ``import_module`` or ``__import__`` (a computed import)."""
+    return isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) in _IMPORTERS
+
+
 def makes_not_found(run: ImportTime, max_files: int | None = None) -> bool:
     """Whether a file the distribution's import runs makes a ModuleNotFoundError (``raise
     ModuleNotFoundError(…)``, ``err = ModuleNotFoundError(…)``): a package that turns the ImportError
     of a module that fails to load into one (its first ``max_files`` files, given)."""
-    while (max_files is None or len(run.order) <= max_files) and run.advance():
-        pass
+    _walk_to(run, max_files)
     for path in run.order:
         data = run.raw(path) or b""
         if b"ModuleNotFoundError" in data and _MAKES_NOT_FOUND.search(data):
@@ -3111,8 +3120,7 @@ def foreign_tops(run: ImportTime, max_files: int | None = None) -> tuple[str, ..
     ``importlib.import_module("x")``, ``__import__("x")``). Missing, one of them raises
     ModuleNotFoundError; one imported only under a condition is not counted (faiss'
     ``swigfaiss.py``: ``import _swigfaiss`` in the ``else`` of ``if __package__ …``)."""
-    while (max_files is None or len(run.order) <= max_files) and run.advance():
-        pass
+    _walk_to(run, max_files)
     own = {name.partition(".")[0] for name in run.modules}
     tops: set[str] = set()
 
@@ -3131,11 +3139,9 @@ def foreign_tops(run: ImportTime, max_files: int | None = None) -> tuple[str, ..
                     tops.add(st.module.partition(".")[0])
             elif isinstance(st, ast.Expr | ast.Assign | ast.AnnAssign):
                 for n in ast.walk(st):
-                    if (
-                        isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) in _IMPORTERS
-                        and n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)
-                    ):  # fmt: skip
-                        tops.add(n.args[0].value.partition(".")[0])
+                    if _importer_call(n) and n.args and isinstance(arg := n.args[0], ast.Constant):
+                        if isinstance(arg.value, str):
+                            tops.add(arg.value.partition(".")[0])
 
     for path in run.order:
         tree = run.tree(path)

@@ -791,7 +791,7 @@ def _after_try_statements(tree: ast.Module | None, line: int) -> bool:
 
 def _raises_not_found(
     dist: Distribution,
-    target: Target | None,
+    found: set[str] | None,
     inventory: Inventory,
     walks: dict[str, ImportTime],
     memo: dict[str, bool],
@@ -804,14 +804,14 @@ def _raises_not_found(
     surely imports a top-level module the target does not find
     (:func:`~cudastack.env.imports.foreign_tops`, ``importlib.import_module("x")`` too); or that
     of an installed distribution it so imports may (two levels deep: mnfchain imports ybroke,
-    which imports a module not installed). Not known which modules the target finds: it may."""
+    which imports a module not installed). ``found``: the top-level modules the target finds
+    (:func:`_top_level_modules`); not known (None), it may."""
     from cudastack.env.crossdist import MAX_FILES
     from cudastack.env.imports import foreign_tops, makes_not_found
 
     if dist.key in memo:
         return memo[dist.key]
     memo[dist.key] = True  # (a cycle: it may)
-    found = _top_level_modules(target, inventory)
     answer = True
     run = walks.get(dist.key) or walks.setdefault(dist.key, ImportTime(dist))
     if found is not None and not makes_not_found(run, MAX_FILES):
@@ -821,7 +821,7 @@ def _raises_not_found(
             if not owners:  # (filled once, on first use: ``owners`` is the caller's)
                 owners.update(_owners(inventory, walks))
             answer = any(
-                _raises_not_found(inventory.dists[owners[t]], target, inventory, walks, memo, owners, depth + 1)
+                _raises_not_found(inventory.dists[owners[t]], found, inventory, walks, memo, owners, depth + 1)
                 for t in foreign
                 if t in found and owners.get(t, dist.key) != dist.key
             )
@@ -942,15 +942,17 @@ def _block_pure_imports(
     raises: dict[str, bool] = {}
     memo: dict[str, bool] = {}
     owners: dict[str, str] = {}
+    provided: list[set[str] | None] = []  # the target's top-level modules, read on first use
 
     def may_raise_not_found(key: str) -> bool:
         """Whether ``import`` of the failing distribution's package may raise ModuleNotFoundError
-        rather than another ImportError: it, or the one that takes it down, has a ``raise
-        ModuleNotFoundError`` in its files, or imports a top-level module the target does not
-        find outside any ``try`` that survives it (asked only where the answer decides)."""
+        rather than another ImportError (:func:`_raises_not_found`), or that of the one that takes
+        it down may (asked only where the answer decides)."""
         if key not in raises:
             raises[key] = True  # (a cycle: may)
-            raises[key] = _raises_not_found(inventory.dists[key], target, inventory, walks, memo, owners) or (
+            if not provided:
+                provided.append(_top_level_modules(target, inventory))
+            raises[key] = _raises_not_found(inventory.dists[key], provided[0], inventory, walks, memo, owners) or (
                 key in cause and may_raise_not_found(cause[key])
             )
         return raises[key]
@@ -1228,11 +1230,7 @@ def _facts(
         if top not in modules or top in failing_tops:
             return False
         if not tainted:
-            owner = {
-                r.partition(".")[0]: d.key
-                for d in inventory.dists.values()
-                for r in (walks.get(d.key) or ImportTime(d)).roots
-            }
+            owner = _owners(inventory, walks)
             down = {k for k in failing if k in keys}
             while True:
                 more = {
