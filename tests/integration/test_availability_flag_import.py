@@ -25,6 +25,11 @@ extra only:
 - ``mnfeflag``: ``package_available("brokenvis") and not is_fastpath_available()``, whose ``try``
   imports a module that is not installed and returns False from ``except ModuleNotFoundError``
   (the handler that catches a module not found, and not an installed one that fails); fails.
+- ``localflag``: ``funcflag``'s flag function, and a function whose body imports that name again
+  (transformers' ``on_device()`` runs ``from ..utils import is_torch_available``): a name a
+  function body binds is its own, so the flag is still bound once; fails.
+- ``globalflag``: ``flagmetrics``' flag, then a function that sets it to False through ``global``,
+  called at import; imports.
 
 And ``lightish`` requires ``flagmetrics`` (no extra) and imports it: fails. Reality: ``import`` of
 each in a fresh interpreter."""
@@ -93,6 +98,14 @@ FLAGGED = {
     "mnfeflag": b"def is_fastpath_available():\n    try:\n        import notinstalled  # noqa: F401\n"
     b"    except ModuleNotFoundError:\n        return False\n    return True\n\n\n"
     b'_BROKENVIS_AVAILABLE = package_available("brokenvis") and not is_fastpath_available()\n',
+    "localflag": (
+        b'_brokenvis_available = package_available("brokenvis")\n\n\n'
+        b"def is_brokenvis_available():\n    return _brokenvis_available\n\n\n"
+        b"def on_device():\n    from localflag.utilities.imports import is_brokenvis_available\n\n"
+        b"    return is_brokenvis_available()\n"
+    ),
+    "globalflag": b'_BROKENVIS_AVAILABLE = package_available("brokenvis")\n\n\n'
+    b"def _disable():\n    global _BROKENVIS_AVAILABLE\n    _BROKENVIS_AVAILABLE = False\n\n\n_disable()\n",
 }
 TESTS = {
     "flagmetrics": b"_BROKENVIS_AVAILABLE",
@@ -104,6 +117,8 @@ TESTS = {
     "callflag": b"is_brokenvis_available()",
     "moduleflag": b"_BROKENVIS_AVAILABLE",
     "mnfeflag": b"_BROKENVIS_AVAILABLE",
+    "localflag": b"is_brokenvis_available()",
+    "globalflag": b"_BROKENVIS_AVAILABLE",
 }
 
 
@@ -136,10 +151,10 @@ def test_an_import_under_an_availability_flag_of_an_installed_package_runs(tmp_p
     names = ["brokenvis", *FLAGGED, "lightish"]
     pip_install(python, _wheels(tmp_path), *names)
     failing = failing_imports(python, {m: m for m in names})
-    assert failing == {"brokenvis", "flagmetrics", "funcflag", "mnfeflag", "lightish"}, failing
+    assert failing == {"brokenvis", "flagmetrics", "funcflag", "mnfeflag", "localflag", "lightish"}, failing
 
     errors, by, findings = doctor_report(python)
     assert errors == {("LDD001", "brokenvis"), ("LDD009", "flagmetrics"), ("LDD009", "funcflag"),
-                      ("LDD009", "mnfeflag"), ("LDD009", "lightish")}, findings  # fmt: skip
+                      ("LDD009", "mnfeflag"), ("LDD009", "localflag"), ("LDD009", "lightish")}, findings  # fmt: skip
     assert "flagmetrics/image.py:4" in by["flagmetrics"]["message"], by["flagmetrics"]
     assert "lightish/__init__.py:1 imports flagmetrics" in by["lightish"]["message"], by["lightish"]

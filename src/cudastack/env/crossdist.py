@@ -201,14 +201,30 @@ def _called_name(func: ast.expr) -> str | None:
 
 def _binds(stmt: ast.stmt, name: str) -> bool:
     """Whether a module-level statement other than a plain assignment binds ``name`` (inside an
-    ``if`` or a ``try``, by ``global``, an import or a loop)."""
-    for n in ast.walk(stmt):
+    ``if`` or a ``try``, by an import or a loop). The body of a function or a class binds module
+    names only through ``global``: transformers' ``is_torch_available()`` is defined once, though
+    ``on_device()`` runs ``from ..utils import is_torch_available`` in its body."""
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        n = todo.pop()
         if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load):
             return True
         if isinstance(n, ast.alias) and (n.asname or n.name.rpartition(".")[2]) == name:
             return True
-        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n.name == name:
-            return True
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if n.name == name:
+                return True
+            # what runs at module level: decorators, defaults, bases; the body through ``global``
+            head: list[ast.AST] = [*n.decorator_list]
+            if isinstance(n, ast.ClassDef):
+                head += [*n.bases, *n.keywords]
+            else:
+                head += [*n.args.defaults, *(d for d in n.args.kw_defaults if d is not None)]
+            todo.extend(head)
+            if any(isinstance(g, ast.Global) and name in g.names for b in n.body for g in ast.walk(b)):
+                return True
+            continue
+        todo.extend(ast.iter_child_nodes(n))
     return False
 
 
@@ -545,20 +561,16 @@ class Outer:
             )
         return self.where[top]
 
-    def surely_imports(self, top: str, resolved: bool = False) -> str | None:
+    def surely_imports(self, top: str) -> str | None:
         """``"file:line"`` of a statement that imports a module of the top-level package ``top``
         outside any ``try`` that survives it, counted (see ``sure``), in a file the walk reaches
-        that way too (:meth:`_reached_unguarded`); else None. ``resolved``: a statement is
-        matched by the modules it names, resolved (sympy's ``printing/lambdarepr.py`` runs ``from
-        .numpy import NumPyPrinter``, its own ``sympy.printing.numpy``, not numpy); else by the
-        last part of a name the walk imports, as the lazy-submodule and flag questions have
-        always asked. Known: the latter matches transformers' ``from io import BytesIO`` for
-        ``torchvision.io``, and peft's LDD009 on the peft-on-cpu-torch corpus stack rests on it,
-        since ``is_torch_available()`` is not evaluated (docs/validation.md, session 39)."""
+        that way too (:meth:`_reached_unguarded`); else None. A statement is matched by the
+        modules it names, resolved: sympy's ``printing/lambdarepr.py`` runs ``from .numpy import
+        NumPyPrinter``, its own ``sympy.printing.numpy``, not numpy, and transformers' ``from io
+        import BytesIO`` is not ``torchvision.io`` (docs/validation.md, session 39)."""
         for path, guard, node in self._running_imports(top):
-            if guard is None and (
-                not resolved
-                or any(n == top or n.startswith(top + ".") for n in _absolute(node, self.run._package_of(path)))
+            if guard is None and any(
+                n == top or n.startswith(top + ".") for n in _absolute(node, self.run._package_of(path))
             ):
                 if self._reached_unguarded(path, frozenset()):
                     return f"{path}:{node.lineno}"

@@ -1064,7 +1064,7 @@ def _undeclared_import(
     outer = outers.get(dist.key) or outers.setdefault(dist.key, Outer(dist, sure=True, module_level=True))
     for dep in asked:
         top, failing = packages[dep], own[dep][1]
-        where = outer.surely_imports(top, resolved=True) or strictly(dep, outer.surely_imports, top, True)
+        where = outer.surely_imports(top) or strictly(dep, outer.surely_imports, top)
         if where and _MOVES_IMPORTS.search(outer.run.raw(where.rpartition(":")[0]) or b""):
             where = None  # the file may import another module by that name: vendored, or a stand-in
         if where and _after_try_statements(outer.run.tree(where.rpartition(":")[0]), int(where.rpartition(":")[2])):
