@@ -30,6 +30,17 @@ extra only:
   function body binds is its own, so the flag is still bound once; fails.
 - ``globalflag``: ``flagmetrics``' flag, then a function that sets it to False through ``global``,
   called at import; imports.
+- ``flagmetrics``' flag bound again at module level, to False, each way a flag has only one
+  binding if that one is missed (an independent review's cases): ``:=`` in a parameter's or the
+  return annotation (``annoflag``, ``retannoflag``), in a decorator on the line above the
+  ``def`` or a ``class`` (``decoflag``, ``classdeco``), in a lambda's default (``lambdadefault``); a ``match`` capture
+  (``matchflag``); ``from flaghelper import *`` and ``from flaghelper import
+  _BROKENVIS_AVAILABLE``, another distribution's module (``starflag``, ``explflag``);
+  ``globals()["_BROKENVIS_AVAILABLE"] = False`` (``globalsflag``); ``global`` in a class body
+  (``classglobal``) and in a function nested in the one called at import (``nestedglobal``):
+  each imports. A class body's own assignment (``classlocal``) and ``:=`` in a lambda's body
+  (``lambdaflag``) and a comprehension's target (``compflag``) bind nothing of the module's: they
+  fail.
 
 And ``lightish`` requires ``flagmetrics`` (no extra) and imports it: fails. Reality: ``import`` of
 each in a fresh interpreter."""
@@ -107,6 +118,25 @@ FLAGGED = {
     "globalflag": b'_BROKENVIS_AVAILABLE = package_available("brokenvis")\n\n\n'
     b"def _disable():\n    global _BROKENVIS_AVAILABLE\n    _BROKENVIS_AVAILABLE = False\n\n\n_disable()\n",
 }
+AGAIN = {
+    "annoflag": b"def _off(x: (_BROKENVIS_AVAILABLE := False)):\n    pass\n",
+    "retannoflag": b"def _off() -> (_BROKENVIS_AVAILABLE := False):\n    pass\n",
+    "decoflag": b"@((_BROKENVIS_AVAILABLE := False) or (lambda f: f))\ndef _off():\n    pass\n",
+    "classdeco": b"@((_BROKENVIS_AVAILABLE := False) or (lambda c: c))\nclass _C:\n    pass\n",
+    "lambdadefault": b"_f = lambda x=(_BROKENVIS_AVAILABLE := False): x\n",
+    "matchflag": b"match False:\n    case _BROKENVIS_AVAILABLE:\n        pass\n",
+    "starflag": b"from flaghelper import *  # noqa: F403\n",
+    "explflag": b"from flaghelper import _BROKENVIS_AVAILABLE  # noqa: F811\n",
+    "globalsflag": b'globals()["_BROKENVIS_AVAILABLE"] = False\n',
+    "classglobal": b"class _C:\n    global _BROKENVIS_AVAILABLE\n    _BROKENVIS_AVAILABLE = False\n",
+    "nestedglobal": b"def _outer():\n    def _inner():\n        global _BROKENVIS_AVAILABLE\n"
+    b"        _BROKENVIS_AVAILABLE = False\n\n    _inner()\n\n\n_outer()\n",
+    "classlocal": b"class _C:\n    _BROKENVIS_AVAILABLE = False\n",
+    "lambdaflag": b"_f = lambda: (_BROKENVIS_AVAILABLE := False)\n",
+    "compflag": b"_none = [_BROKENVIS_AVAILABLE for _BROKENVIS_AVAILABLE in (False,)]\n",
+}
+for _pkg, _again in AGAIN.items():
+    FLAGGED[_pkg] = FLAGGED["flagmetrics"] + b"\n\n" + _again
 TESTS = {
     "flagmetrics": b"_BROKENVIS_AVAILABLE",
     "modflag": b"_BROKENVIS_AVAILABLE",
@@ -119,12 +149,15 @@ TESTS = {
     "mnfeflag": b"_BROKENVIS_AVAILABLE",
     "localflag": b"is_brokenvis_available()",
     "globalflag": b"_BROKENVIS_AVAILABLE",
+    **dict.fromkeys(AGAIN, b"_BROKENVIS_AVAILABLE"),
 }
 
 
 def _wheels(tmp_path: Path) -> Path:
     links = brokenvis_wheel(tmp_path)
     make_wheel(links, "packaging-free-version", "1.0", {"packaging_free_version.py": AT_LEAST})
+    helper = b'__all__ = ["_BROKENVIS_AVAILABLE"]\n_BROKENVIS_AVAILABLE = False\n'
+    make_wheel(links, "flaghelper", "1.0", {"flaghelper.py": helper})
     for pkg, flag in FLAGGED.items():
         use = TESTS[pkg].split(b"(")[0].decode()
         make_wheel(
@@ -138,7 +171,7 @@ def _wheels(tmp_path: Path) -> Path:
                 f"{pkg}/image.py": f"from {pkg}.utilities.imports import {use}\n\nif ".encode() + TESTS[pkg]
                 + b":\n    from brokenvis import core  # noqa: F401\n",
             },
-            requires=("packaging-free-version", 'brokenvis; extra == "image"'),
+            requires=("packaging-free-version", "flaghelper", 'brokenvis; extra == "image"'),
             extras=("image",),
         )  # fmt: skip
     make_wheel(links, "lightish", "1.0", {"lightish/__init__.py": b"from flagmetrics import image  # noqa: F401\n"},
@@ -151,10 +184,13 @@ def test_an_import_under_an_availability_flag_of_an_installed_package_runs(tmp_p
     names = ["brokenvis", *FLAGGED, "lightish"]
     pip_install(python, _wheels(tmp_path), *names)
     failing = failing_imports(python, {m: m for m in names})
-    assert failing == {"brokenvis", "flagmetrics", "funcflag", "mnfeflag", "localflag", "lightish"}, failing
+    fail = {"brokenvis", "flagmetrics", "funcflag", "mnfeflag", "localflag", "classlocal", "lambdaflag"}
+    fail |= {"compflag", "lightish"}
+    assert failing == fail, failing
 
     errors, by, findings = doctor_report(python)
     assert errors == {("LDD001", "brokenvis"), ("LDD009", "flagmetrics"), ("LDD009", "funcflag"),
-                      ("LDD009", "mnfeflag"), ("LDD009", "localflag"), ("LDD009", "lightish")}, findings  # fmt: skip
+                      ("LDD009", "mnfeflag"), ("LDD009", "localflag"), ("LDD009", "classlocal"),
+                      ("LDD009", "lambdaflag"), ("LDD009", "compflag"), ("LDD009", "lightish")}, findings  # fmt: skip
     assert "flagmetrics/image.py:4" in by["flagmetrics"]["message"], by["flagmetrics"]
     assert "lightish/__init__.py:1 imports flagmetrics" in by["lightish"]["message"], by["lightish"]

@@ -199,11 +199,14 @@ def _called_name(func: ast.expr) -> str | None:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
-def _binds(stmt: ast.stmt, name: str) -> bool:
+def _binds(stmt: ast.AST, name: str) -> bool:
     """Whether a module-level statement other than a plain assignment binds ``name`` (inside an
-    ``if`` or a ``try``, by an import or a loop). The body of a function or a class binds module
-    names only through ``global``: transformers' ``is_torch_available()`` is defined once, though
-    ``on_device()`` runs ``from ..utils import is_torch_available`` in its body."""
+    ``if`` or a ``try``, by an import, a loop, a ``match`` capture, ``:=``, or
+    ``globals()["name"] = …``). The body of a function, a lambda or a class binds module names
+    only through ``global``, and a comprehension's targets are its own: transformers'
+    ``is_torch_available()`` is defined once, though ``on_device()`` runs ``from ..utils import
+    is_torch_available`` in its body. What runs with the definition counts: decorators,
+    defaults, annotations, bases."""
     todo: list[ast.AST] = [stmt]
     while todo:
         n = todo.pop()
@@ -211,18 +214,40 @@ def _binds(stmt: ast.stmt, name: str) -> bool:
             return True
         if isinstance(n, ast.alias) and (n.asname or n.name.rpartition(".")[2]) == name:
             return True
-        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            if n.name == name:
+        if isinstance(n, ast.MatchAs | ast.MatchStar) and n.name == name:
+            return True
+        if isinstance(n, ast.MatchMapping) and n.rest == name:
+            return True
+        if isinstance(n, ast.ExceptHandler) and n.name == name:
+            return True
+        if (
+            isinstance(n, ast.Subscript)
+            and not isinstance(n.ctx, ast.Load)
+            and isinstance(n.value, ast.Call)
+            and _called_name(n.value.func) in ("globals", "vars")
+        ):
+            return True  # ``globals()[key] = …``, whatever the key
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            if not isinstance(n, ast.Lambda) and n.name == name:
                 return True
-            # what runs at module level: decorators, defaults, bases; the body through ``global``
-            head: list[ast.AST] = [*n.decorator_list]
+            head: list[ast.AST] = []
             if isinstance(n, ast.ClassDef):
-                head += [*n.bases, *n.keywords]
+                head += [*n.decorator_list, *n.bases, *n.keywords]
             else:
-                head += [*n.args.defaults, *(d for d in n.args.kw_defaults if d is not None)]
+                args = n.args
+                head += [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+                if not isinstance(n, ast.Lambda):
+                    every = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+                    every += [a for a in (args.vararg, args.kwarg) if a is not None]
+                    head += [*n.decorator_list, *(a.annotation for a in every if a.annotation is not None)]
+                    head += [n.returns] if n.returns is not None else []
             todo.extend(head)
-            if any(isinstance(g, ast.Global) and name in g.names for b in n.body for g in ast.walk(b)):
+            body = [n.body] if isinstance(n, ast.Lambda) else n.body
+            if any(isinstance(g, ast.Global) and name in g.names for b in body for g in ast.walk(b)):
                 return True
+            continue
+        if isinstance(n, ast.comprehension):
+            todo.extend([n.iter, *n.ifs])  # (its target is the comprehension's own)
             continue
         todo.extend(ast.iter_child_nodes(n))
     return False
@@ -356,9 +381,20 @@ class Outer:
             tree = self.run.tree(path)
             starts = _line_starts(raw)
             for stmt in tree.body if tree is not None else ():
+                if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+                    if not self._own(stmt, path):
+                        out.append(ast.Constant(None))  # another distribution's names, any of them
+                    continue
+                first = stmt.lineno
+                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    first = min([first, *(d.lineno for d in stmt.decorator_list)])  # (they run first)
                 end = min(stmt.end_lineno or stmt.lineno, len(starts) - 1)
-                if needle not in raw[starts[stmt.lineno - 1] : starts[end]]:
+                if needle not in raw[starts[first - 1] : starts[end]]:
                     continue  # binds nothing of that name (and its function bodies stay unparsed)
+                if isinstance(stmt, ast.Import | ast.ImportFrom):
+                    if _binds(stmt, name) and not self._own(stmt, path):
+                        out.append(ast.Constant(None))  # a value another distribution's module holds
+                    continue  # (one of the walk's own modules: its binding is read where it is made)
                 if function and isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
                     plain = isinstance(stmt, ast.FunctionDef) and all(
                         _called_name(d.func if isinstance(d, ast.Call) else d) in _CACHES
@@ -366,11 +402,12 @@ class Outer:
                         for d in stmt.decorator_list
                     )  # a decorator that may replace the function: not known
                     out.append(stmt if plain and isinstance(stmt, ast.FunctionDef) else ast.Constant(None))
-                elif function and not isinstance(stmt, ast.Import | ast.ImportFrom) and _binds(stmt, name):
+                elif function and _binds(stmt, name):
                     out.append(ast.Constant(None))  # bound another way too (in an ``if``, an assignment)
                 elif not function and isinstance(stmt, ast.Assign | ast.AnnAssign):
                     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                     value: ast.expr = stmt.value if stmt.value is not None else ast.Constant(None)
+                    other: list[ast.AST] = [value]  # (``:=`` in the value, a subscript of ``globals()``)
                     for t in targets:
                         if isinstance(t, ast.Name) and t.id == name:
                             out.append(value)
@@ -378,9 +415,18 @@ class Outer:
                             # ``_x_available, _x_version = _is_package_available("x", return_version=True)``
                             i = next(i for i, e in enumerate(t.elts) if isinstance(e, ast.Name) and e.id == name)
                             out.append(ast.Subscript(value=value, slice=ast.Constant(i), ctx=ast.Load()))
-                elif not function and not isinstance(stmt, ast.Import | ast.ImportFrom) and _binds(stmt, name):
+                        else:
+                            other.append(t)
+                    if any(_binds(o, name) for o in other):
+                        out.append(ast.Constant(None))
+                elif not function and _binds(stmt, name):
                     out.append(ast.Constant(None))  # bound another way too (in an ``if``, a ``try``)
         return out
+
+    def _own(self, stmt: ast.Import | ast.ImportFrom, path: str) -> bool:
+        """Whether every module an import statement of ``path`` names is one of the walk's own."""
+        names = _absolute(stmt, self.run._package_of(path))
+        return all(n in self.run._files for n in (names if isinstance(stmt, ast.Import) else names[:1]))
 
     def _run(self, body: list[ast.stmt], env: dict[str, object], depth: int, guarded: bool = False) -> object:
         """What a function body without parameters returns, run on what is known statically:
