@@ -147,3 +147,47 @@ def test_a_soname_computed_through_a_second_imported_function(
     data = json.loads(capsys.readouterr().out)
     named = [f for f in data["findings"] if f["severity"] == "error" and "libcpkg_absent.so" in json.dumps(f)]
     assert named and all(f["distribution"] == "cpkg" for f in named), data["findings"]
+
+
+OWN_NAMES = {
+    # a function's and a class's own ``_name`` are not the module's: its one binding is the path
+    "locals": (
+        'import ctypes\n\n_name = "libcpkg_absent.so"\n\n\ndef helper():\n    _name = "other"\n    return _name\n\n\n'
+        'class C:\n    _name = "attr"\n\n\nctypes.CDLL(_name)\n',
+        True,
+    ),
+    # ``global`` in a function called first rebinds it: the import works
+    "global": (
+        'import ctypes\n\n_name = "libcpkg_absent.so"\n\n\ndef setup():\n    global _name\n'
+        '    _name = "libc.so.6"\n\n\nsetup()\nctypes.CDLL(_name)\n',
+        False,
+    ),
+    # ``nonlocal`` in a nested function rebinds the function's name: the import works
+    "nonlocal": (
+        'import ctypes\n\n\ndef load():\n    name = "libcpkg_absent.so"\n\n    def fix():\n        nonlocal name\n'
+        '        name = "libc.so.6"\n\n    fix()\n    return ctypes.CDLL(name)\n\n\nload()\n',
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OWN_NAMES))
+def test_a_nested_scopes_own_names_are_not_the_scopes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    """``ctypes.CDLL(_name)`` where ``_name`` is assigned once at module level and also inside a
+    function and a class (their own names): the path is known and the missing library an error,
+    as the real import fails (z3's ``z3core.py``: 836 generated functions, each with its own
+    ``r = …``, whose bodies are no longer parsed to count them). A ``global`` or a ``nonlocal``
+    in a nested function rebinds the name: the value is unknown, nothing is claimed, and the
+    real import works."""
+    python = make_venv(tmp_path / "env")
+    source, fails = OWN_NAMES[case]
+    scenario.write_dist(site_of(python), {"name": "cpkg", "version": "1.0", "files": {"cpkg/__init__.py": source}})
+    real = subprocess.run(["env", "-i", str(python), "-c", "import cpkg"], capture_output=True, text=True)
+    assert (real.returncode != 0) == fails, real.stderr
+    main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH="])
+    data = json.loads(capsys.readouterr().out)
+    named = [f for f in data["findings"] if f["severity"] == "error" and "libcpkg_absent.so" in json.dumps(f)]
+    assert bool(named) == fails, data["findings"]
+    assert all(f["distribution"] == "cpkg" for f in named), named

@@ -1987,23 +1987,27 @@ def _caught(handler: ast.ExceptHandler) -> set[str] | None:
 
 
 def _assignments(scope: ast.Module | ast.FunctionDef) -> dict[str, ast.expr]:
-    """Names assigned exactly once in the scope and its nested blocks and functions, and bound by
-    no other statement of the scope itself: a ``for`` target, ``+=``, an annotated or unpacking
+    """Names assigned exactly once in the scope and its nested blocks, and bound by no other
+    statement of the scope itself: a ``for`` target, ``+=``, an annotated or unpacking
     assignment, ``with … as``, ``except … as``, an import or a ``def`` of the same name makes its
-    one ``=`` not the value it holds (``x = find_library("a")`` then ``for x in names:``); in a
-    nested function only a name it declares ``global`` is the scope's. One breadth-first walk of
-    the statements (:func:`_statements_breadth_first`'s order)."""
+    one ``=`` not the value it holds (``x = find_library("a")`` then ``for x in names:``). A
+    nested function's or class's own names are not the scope's: only a name it declares
+    ``global`` (of a module) or ``nonlocal`` (of a function) is, and it is then bound twice. One
+    breadth-first walk of the statements (:func:`_statements_breadth_first`'s order)."""
     seen: dict[str, list[ast.expr]] = {}
     rebound: set[str] = set()
     module = isinstance(scope, ast.Module)
+    # what binds the scope's names from a nested function: ``global`` (the module's), ``nonlocal``
+    # (a function's); a body whose bytes hold neither is not parsed (z3core.py: 836 functions)
+    reaching = b"global" if module else b"nonlocal"
     todo: deque[tuple[ast.AST, bool]] = deque([(scope, False)])
     while todo:
         node, nested = todo.popleft()
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            seen.setdefault(node.targets[0].id, []).append(node.value)
-        elif nested:
-            if module and isinstance(node, ast.Global):
+        if nested:
+            if isinstance(node, ast.Global if module else ast.Nonlocal):
                 rebound.update(node.names)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            seen.setdefault(node.targets[0].id, []).append(node.value)
         elif isinstance(node, ast.Assign):
             rebound.update(_stored(node.targets))
         elif isinstance(node, ast.AugAssign | ast.AnnAssign | ast.For | ast.AsyncFor):
@@ -2019,6 +2023,8 @@ def _assignments(scope: ast.Module | ast.FunctionDef) -> dict[str, ast.expr]:
             if not nested:
                 rebound.add(node.name)
             inner = True
+            if not lazyparse.may_hold(node, reaching):
+                continue
         for name in _BLOCKS:
             block = getattr(node, name, None)
             if type(block) is list:
