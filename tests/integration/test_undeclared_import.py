@@ -54,7 +54,10 @@ that never runs, so brokenvis cannot raise ModuleNotFoundError). Importers that 
   keeps the ImportError: imports;
 - ``vend``: ``sys.path.insert(0, _vendor)`` then ``import brokenvis``, a vendored copy: imports;
 - ``attrerr``: ``sys.getwindowsversion()`` then ``import brokenvis`` in a ``try`` that catches the
-  AttributeError it raises here: imports.
+  AttributeError it raises here: imports;
+- ``flagish`` (jaxtyping 0.3's ``_array_types.py``): ``IS_BROKENVIS_INSTALLED = find_spec(…) is not
+  None`` and ``import brokenvis`` under ``if IS_BROKENVIS_INSTALLED:``: fails; ``absentflag``, the
+  same on a module that is not installed: imports.
 
 And failing packages whose own extension module is imported in a ``try``:
 
@@ -97,6 +100,14 @@ FIRST = (
     b"try:\n    import notinstalled\n    import brokenvis\nexcept ModuleNotFoundError:\n"
     b"    notinstalled = brokenvis = None\n"
 )
+
+
+def _flag(module: str) -> bytes:
+    flag = f"IS_{module.upper()}_INSTALLED"
+    body = f"import importlib.util\n\n{flag} = importlib.util.find_spec({module!r}) is not None\n"
+    return (body + f"if {flag}:\n    import brokenvis  # noqa: F401\n").encode()
+
+
 PACKAGES: dict[str, dict[str, bytes]] = {  # the importers: their files
     "storagelike": {"storagelike/__init__.py": b"import os\n\nfrom . import storage  # noqa: F401\n",
                     "storagelike/storage.py": _try("brokenvis")},
@@ -130,13 +141,16 @@ PACKAGES: dict[str, dict[str, bytes]] = {  # the importers: their files
     "attrerr": {"attrerr/__init__.py": b"import sys\n\ntry:\n    sys.getwindowsversion()\n"
                 b"    import brokenvis  # noqa: F401\nexcept AttributeError:\n    pass\n"},
     "usescallish": {"usescallish/__init__.py": b"import callish  # noqa: F401\n"},
+    "flagish": {"flagish/__init__.py": b"from . import _array_types  # noqa: F401\n",
+                "flagish/_array_types.py": _flag("brokenvis")},
+    "absentflag": {"absentflag/__init__.py": _flag("notinstalled")},
     "usesonde2": {"usesonde2/__init__.py": b"import onde2.api  # noqa: F401\n"},
     "vend": {"vend/__init__.py": b"import os\nimport sys\n\n"
              b'sys.path.insert(0, os.path.join(os.path.dirname(__file__), "_vendor"))\n'
              b"import brokenvis  # noqa: E402\n", "vend/_vendor/brokenvis.py": b"X = 1\n"},
 }  # fmt: skip
 DECLARED = {"levelish": "brokenvis", "mnfefirstd": "brokenvis", "threadish": "brokenvis"}
-FAILING = {"storagelike", "aoish", "lockish", "quietish", "levelish", "callish", "usescallish", "usesonde2"}
+FAILING = {"storagelike", "aoish", "lockish", "quietish", "levelish", "callish", "usescallish", "usesonde2", "flagish"}
 
 THREAD = (
     b"try:\n    from _thread import get_ident  # noqa: F401\nexcept ImportError:\n"

@@ -32,8 +32,8 @@ from cudastack.env.imports import (
 )
 from cudastack.env.native_loads import _unconditional
 
-_FLAG_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*_AVAILABLE")
-_FLAG_FUNC = re.compile(r"is_[a-z][a-z0-9_]*_available")
+_FLAG_NAME = re.compile(r"_*[A-Z][A-Z0-9_]*_(?:AVAILABLE|INSTALLED)")
+_FLAG_FUNC = re.compile(r"is_[a-z][a-z0-9_]*_(?:available|installed)")
 _PRESENCE = frozenset({"RequirementCache", "package_available", "_is_package_available", "find_spec"})
 """Checks that a distribution or top-level module is installed without importing it, given its
 name alone: lightning-utilities' ``RequirementCache(requirement)`` (its metadata; the import is its
@@ -277,11 +277,12 @@ class Outer:
         module_level: bool = False,
     ) -> None:
         if module_level:
-            # for :meth:`surely_imports` alone (``sure``, no flag facts): only module-level
-            # statements count, in files a chain of them runs, so a walk that follows no function
-            # called at import answers the same. Not for :class:`Reach`, which also takes the
-            # names imported in a function called at import (``_setup()``)
-            assert sure and installed is None and version is None and importable is None and found is None
+            # for :meth:`surely_imports` alone (``sure``): only module-level statements count, in
+            # files a chain of them runs, so a walk that follows no function called at import
+            # answers the same (a flag defined only in a file such a function imports stays
+            # unknown: not counted). Not for :class:`Reach`, which also takes the names imported
+            # in a function called at import (``_setup()``)
+            assert sure
             self.run = ImportTime(requirer, roots=roots, calls=False)
         elif walks is not None and roots is None:  # one walk of a distribution's import, whatever is asked of it
             self.run = walks.get(requirer.key) or walks.setdefault(requirer.key, ImportTime(requirer))

@@ -1009,7 +1009,9 @@ def _block_pure_imports(
                         break
             extras = sorted(_required(dist, set(own), extra=True) - set(deps)) if dist.key not in blocked else []
             if dist.key not in blocked:
-                undeclared = _undeclared_import(dist, own, packages, {*deps, *extras}, imports, sure, stdlib, strictly)
+                undeclared = _undeclared_import(
+                    dist, own, packages, {*deps, *extras}, imports, sure, stdlib, strictly, evaluator
+                )
                 if undeclared is not None:
                     pred.blocked_imports.append(undeclared)
                     blocked.setdefault(dist.key, (undeclared.root, undeclared.failing))
@@ -1039,6 +1041,7 @@ def _undeclared_import(
     outers: dict[str, Outer],
     stdlib: frozenset[str],
     strictly: Callable[..., str | None],
+    facts: Callable[[], dict[str, Any] | None] = lambda: None,
 ) -> BlockedImport | None:
     """An import of a failing package that ``dist`` surely runs (``Outer(sure=True)``: at module
     level, unconditionally, outside any ``try`` that catches its ImportError, in a file a chain of
@@ -1047,8 +1050,10 @@ def _undeclared_import(
     ModuleNotFoundError: with numpy's ``_multiarray_umath`` unable to load, ``import torch``
     fails (the s38 hunt). Asked of the failing packages the statements scanned in its files
     name (``imports``; torch's, searched for by :func:`_block_pure_imports`), one walk of its
-    import for all of them. A failing package imported only under
-    a condition or in a function called at import (flatbuffers' ``import_numpy()`` after
+    import for all of them. Under an ``if``, an import counts only where the test is an
+    availability flag that is surely true (jaxtyping's ``IS_NUMPY_INSTALLED = find_spec("numpy")
+    is not None``, then ``if IS_NUMPY_INSTALLED: import numpy``; ``facts``: :func:`_facts`'s, made
+    when first needed); one in a function called at import (flatbuffers' ``import_numpy()`` after
     ``find_spec``) is not shown here. What is asked is the failing distribution's own package
     (``packages``: ``cuda.bindings``, not the ``cuda`` namespace), and never a name of the
     standard library (``stdlib``), which an undeclared ``import`` may well mean."""
@@ -1061,7 +1066,9 @@ def _undeclared_import(
     ]  # fmt: skip
     if not asked:
         return None
-    outer = outers.get(dist.key) or outers.setdefault(dist.key, Outer(dist, sure=True, module_level=True))
+    outer = outers.get(dist.key) or outers.setdefault(
+        dist.key, Outer(dist, sure=True, module_level=True, **(facts() or {}))
+    )
     for dep in asked:
         top, failing = packages[dep], own[dep][1]
         where = outer.surely_imports(top) or strictly(dep, outer.surely_imports, top)
