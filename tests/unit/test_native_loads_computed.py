@@ -162,6 +162,28 @@ OWN_NAMES = {
         '    _name = "libc.so.6"\n\n\nsetup()\nctypes.CDLL(_name)\n',
         False,
     ),
+    # a function that binds the name itself, other than by one ``=``: its own, of unknown value
+    # there (an independent review: the module's value was taken)
+    "augmented": (
+        'import ctypes\n\n_name = "libcpkg_absent.so"\n\n\ndef _load():\n    _name = "libc.so"\n'
+        '    _name += ".6"\n    return ctypes.CDLL(_name)\n\n\n_load()\n',
+        False,
+    ),
+    "twice-in-helper": (
+        'import ctypes\n\n_name = "libcpkg_absent.so"\n\n\ndef _path():\n    _name = "libc"\n'
+        '    _name = _name + ".so.6"\n    return _name\n\n\nctypes.CDLL(_path())\n',
+        False,
+    ),
+    "for-target": (
+        'import ctypes\n\n_name = "libcpkg_absent.so"\n\n\ndef _load():\n    _name = None\n'
+        '    for _name in ("libc.so.6",):\n        pass\n    return ctypes.CDLL(_name)\n\n\n_load()\n',
+        False,
+    ),
+    "unpacking": (
+        'import ctypes\n\n_name = "libcpkg_absent.so"\n\n\ndef _load():\n    _name, _x = "libc.so.6", 0\n'
+        "    return ctypes.CDLL(_name)\n\n\n_load()\n",
+        False,
+    ),
     # ``nonlocal`` in a nested function rebinds the function's name: the import works
     "nonlocal": (
         'import ctypes\n\n\ndef load():\n    name = "libcpkg_absent.so"\n\n    def fix():\n        nonlocal name\n'
@@ -179,7 +201,8 @@ def test_a_nested_scopes_own_names_are_not_the_scopes(
     function and a class (their own names): the path is known and the missing library an error,
     as the real import fails (z3's ``z3core.py``: 836 generated functions, each with its own
     ``r = …``, whose bodies are no longer parsed to count them). A ``global`` or a ``nonlocal``
-    in a nested function rebinds the name: the value is unknown, nothing is claimed, and the
+    in a nested function rebinds the name, and a function that binds it itself (``+=``, twice, a
+    ``for`` target, unpacking) has its own: the value is unknown, nothing is claimed, and the
     real import works."""
     python = make_venv(tmp_path / "env")
     source, fails = OWN_NAMES[case]

@@ -835,7 +835,7 @@ def _loads_in(
                         assigns
                         if func is None
                         else {
-                            **assigns,
+                            **_outside(assigns, func),
                             **mine,
                             **{
                                 p: _rebound(mine.get(p), p, v)
@@ -1489,7 +1489,7 @@ def _candidates(
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in funcs and not node.args:
         func = funcs[node.func.id]
         items = _linux_run(func.body, yields=True)
-        scope = {**names, **_assignments(func)}
+        scope = {**_outside(names, func), **_assignments(func)}
     else:
         return None
     if items is None:
@@ -1551,7 +1551,7 @@ def _found_name(
         returned = _linux_run(func.body, yields=False)
         if returned is None or len(returned) != 1:
             return None
-        scope = {**names, **_assignments(func), **_linux_assignments(func.body)}
+        scope = {**_outside(names, func), **_assignments(func), **_linux_assignments(func.body)}
         return _found_name(
             returned[0], scope, {k: v for k, v in funcs.items() if v is not func}, aliases, path, depth + 1
         )
@@ -2047,6 +2047,43 @@ def _stored(targets: list[ast.expr]) -> set[str]:
     return out
 
 
+def _outside(names: dict[str, ast.expr], func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
+    """The enclosing scope's single assignments ``names`` as ``func``'s body sees them: without
+    every name ``func`` binds itself, in any way (a parameter, ``=`` twice, ``+=``, a ``for`` or
+    ``with`` target, an import, ``:=``…), which is its own there even where its value is not
+    known (``_name = "libc"`` then ``_name += ".so.6"`` in a function, the module's ``_name``
+    another library: that one is not what the function loads). A name it declares ``global`` or
+    ``nonlocal`` is the enclosing one."""
+    args = func.args
+    own: set[str] = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    own.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    declared: set[str] = set()
+    todo: list[ast.AST] = list(func.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Global | ast.Nonlocal):
+            declared.update(node.names)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            own.add(node.id)
+        elif isinstance(node, ast.alias):
+            own.add(node.asname or node.name.partition(".")[0])
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            own.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            own.add(node.rest)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)  # (its body is its own scope; its decorators and defaults are this one's)
+            todo.extend(node.decorator_list)
+            if isinstance(node, ast.ClassDef):
+                todo.extend([*node.bases, *node.keywords])
+            else:
+                todo.extend([*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)])
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    own -= declared
+    return {k: v for k, v in names.items() if k not in own} if own & names.keys() else names
+
+
 _BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")
 """The fields that hold statements (or the handlers and match cases that hold them), in the
 order each node type lists them (``Try``: body, handlers, orelse, finalbody)."""
@@ -2226,7 +2263,7 @@ def _call_of(
             continue
         v = _evaluate(arg, path, names, depth + 1, funcs)
         bound[param.arg] = ast.Constant(value="*" if v is None else v)
-    scope = {**names, **_assignments(func), **bound}
+    scope = {**_outside(names, func), **_assignments(func), **bound}
     return _evaluate(returns[0], path, scope, depth + 1, {k: v for k, v in funcs.items() if v is not func})
 
 
