@@ -205,3 +205,70 @@ def test_an_undeclared_import_of_a_failing_package_fails_the_importer(tmp_path: 
     # a failing package's own extension: an error where its import fails, optional where it works
     assert {d for code, d in errors if d in own} == {"faissish", "metaish", "osfirst"}, findings
     assert ("LDD001", "brokenvis") in errors and ("LDD001", "convmnf") in errors, findings
+
+
+FIND = "import importlib.util\n\n"
+SPEC = FIND + "BROKENVIS_INSTALLED = importlib.util.find_spec('brokenvis') is not None\n"
+FLAGGED = {  # an independent review of the flag in the undeclared question: every one imports
+    # the package's own helper named like transformers', which tries the import
+    "selfhelper": {"selfhelper/__init__.py": "import importlib\n\n\ndef _is_package_available(name):\n    try:\n"
+                   "        importlib.import_module(name)\n    except ImportError:\n        return False\n"
+                   "    return True\n\n\nBROKENVIS_AVAILABLE = _is_package_available('brokenvis')\n"
+                   "if BROKENVIS_AVAILABLE:\n    import brokenvis\n"},
+    # transformers' helper: find_spec, then importlib.metadata.version of that name (bvmod is
+    # the module of the distribution bvdist: not available to it)
+    "tfhelper": {"tfhelper/__init__.py": "import importlib.metadata\nimport importlib.util\n\n\n"
+                 "def _is_package_available(pkg_name):\n"
+                 "    package_exists = importlib.util.find_spec(pkg_name) is not None\n"
+                 "    if package_exists:\n        try:\n            importlib.metadata.version(pkg_name)\n"
+                 "        except importlib.metadata.PackageNotFoundError:\n            package_exists = False\n"
+                 "    return package_exists\n\n\n_BVMOD_AVAILABLE = _is_package_available('bvmod')\n"
+                 "if _BVMOD_AVAILABLE:\n    import bvmod\n"},
+    # a flag function that tries cimp, which imports brokenvis without declaring it (found in
+    # the same round of the propagation); before and after cimp in name order
+    "aflag": {"aflag/__init__.py": "def is_brokenvis_installed():\n    try:\n        import cimp\n"
+              "        return True\n    except ImportError:\n        return False\n\n\n"
+              "if is_brokenvis_installed():\n    import brokenvis\n"},
+    "zflag": {"zflag/__init__.py": "def is_brokenvis_installed():\n    try:\n        import cimp\n"
+              "        return True\n    except ImportError:\n        return False\n\n\n"
+              "if is_brokenvis_installed():\n    import brokenvis\n"},
+    # a class attribute of the flag's name, tested as settings.X
+    "attrflag": {"attrflag/__init__.py": "from . import _flags\n\n\nclass settings:\n"
+                 "    BROKENVIS_INSTALLED = False\n\n\nif settings.BROKENVIS_INSTALLED:\n    import brokenvis\n",
+                 "attrflag/_flags.py": SPEC},
+    # another module of the package turns the flag off by attribute
+    "override": {"override/__init__.py": "from . import _flags, _override\n\n"
+                 "if _flags.BROKENVIS_INSTALLED:\n    import brokenvis\n",
+                 "override/_flags.py": SPEC,
+                 "override/_override.py": "from . import _flags\n\n_flags.BROKENVIS_INSTALLED = False\n"},
+    "globupd": {"globupd/__init__.py": SPEC
+                + "globals().update(BROKENVIS_INSTALLED=False)\nif BROKENVIS_INSTALLED:\n    import brokenvis\n"},
+    "tryflag": {"tryflag/__init__.py": "try:\n    import brokenvis\n\n    BROKENVIS_INSTALLED = True\n"
+                "except ImportError:\n    BROKENVIS_INSTALLED = False\n"
+                "if BROKENVIS_INSTALLED:\n    import brokenvis\n"},
+    "notflag": {"notflag/__init__.py": FIND + "BROKENVIS_INSTALLED = importlib.util.find_spec('brokenvis') is None\n"
+                "if not BROKENVIS_INSTALLED:\n    pass\nelif BROKENVIS_INSTALLED:\n    import brokenvis\n"},
+    # and two that fail: cimp (an undeclared import at module level) and the jaxtyping shape
+    "cimp": {"cimp/__init__.py": "import brokenvis\n"},
+    "plainflag": {"plainflag/__init__.py": FIND + "IS_BROKENVIS_INSTALLED = importlib.util.find_spec('brokenvis')"
+                  " is not None\nif IS_BROKENVIS_INSTALLED:\n    import brokenvis\n"},
+}  # fmt: skip
+
+
+def test_a_flag_that_may_be_false_counts_nothing(tmp_path: Path) -> None:
+    """An undeclared import under an availability flag counts only where the flag is surely
+    true: a helper that tries the import, a metadata check of a module named unlike its
+    distribution, a flag function trying a package that fails for an undeclared import, a class
+    attribute of the flag's name, a flag another module or ``globals().update`` turns off, a
+    try-import flag, a negated one: each imports, and the doctor says nothing of it. Reality:
+    ``import`` of each in a fresh interpreter."""
+    links = brokenvis_wheel(tmp_path)
+    brokenvis_wheel(tmp_path, "bvdist", package="bvmod")
+    for name, files in FLAGGED.items():
+        make_wheel(links, name, "1.0", {k: v.encode() for k, v in files.items()})
+    python = make_venv(tmp_path / "env")
+    pip_install(python, links, "brokenvis", "bvdist", *FLAGGED)
+    failing = failing_imports(python, {m: m for m in FLAGGED})
+    assert failing == {"cimp", "plainflag"}, failing
+    errors, _by, findings = doctor_report(python)
+    assert {(code, d) for code, d in errors if d in FLAGGED} == {("LDD009", "cimp"), ("LDD009", "plainflag")}, findings

@@ -199,10 +199,11 @@ def _called_name(func: ast.expr) -> str | None:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
-def _binds(stmt: ast.AST, name: str) -> bool:
+def _binds(stmt: ast.AST, name: str, flags: bool = False) -> bool:
     """Whether a module-level statement other than a plain assignment binds ``name`` (inside an
-    ``if`` or a ``try``, by an import, a loop, a ``match`` capture, ``:=``, or
-    ``globals()["name"] = …``). The body of a function, a lambda or a class binds module names
+    ``if`` or a ``try``, by an import, a loop, a ``match`` capture, ``:=``,
+    ``globals()["name"] = …``, ``globals().update(…)``; for a flag (``flags``) also ``setattr``
+    and another module's attribute: ``_flags.name = …``). The body of a function, a lambda or a class binds module names
     only through ``global``, and a comprehension's targets are its own: transformers'
     ``is_torch_available()`` is defined once, though ``on_device()`` runs ``from ..utils import
     is_torch_available`` in its body. What runs with the definition counts: decorators,
@@ -212,8 +213,18 @@ def _binds(stmt: ast.AST, name: str) -> bool:
         n = todo.pop()
         if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load):
             return True
+        if flags and isinstance(n, ast.Attribute) and n.attr == name and not isinstance(n.ctx, ast.Load):
+            return True  # (``_flags.X_AVAILABLE = False`` from another module: bound again)
         if isinstance(n, ast.alias) and (n.asname or n.name.rpartition(".")[2]) == name:
             return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "update":
+            inner = n.func.value  # ``globals().update(…)``: any name
+            if isinstance(inner, ast.Call) and _called_name(inner.func) in ("globals", "vars"):
+                return True
+        if flags and isinstance(n, ast.Call) and _called_name(n.func) == "setattr" and len(n.args) >= 2:
+            given = n.args[1]  # ``setattr(module, "X_AVAILABLE", False)``, or a name not known
+            if not isinstance(given, ast.Constant) or given.value == name:
+                return True
         if isinstance(n, ast.MatchAs | ast.MatchStar) and n.name == name:
             return True
         if isinstance(n, ast.MatchMapping) and n.rest == name:
@@ -345,7 +356,27 @@ class Outer:
                 return False
             return self._flag(name, function=True)
         name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else None
-        return name is not None and _FLAG_NAME.fullmatch(name) is not None and self._flag(name)
+        if name is None or _FLAG_NAME.fullmatch(name) is None:
+            return False
+        if isinstance(test, ast.Attribute) and self._class_binds(name):
+            return False  # ``settings.X_AVAILABLE`` may be a class's attribute, not the module's flag
+        return self._flag(name)
+
+    def _class_binds(self, name: str) -> bool:
+        """Whether the body of a class that a file the walk runs defines at module level binds
+        ``name``."""
+        key = f".{name}"
+        if key not in self._flags:
+            needle = name.encode()
+            self._flags[key] = any(
+                _binds(b, name)
+                for path in self.run.order
+                if needle in (self.run.raw(path) or b"")
+                for stmt in getattr(self.run.tree(path), "body", ())
+                if isinstance(stmt, ast.ClassDef)
+                for b in stmt.body
+            )
+        return bool(self._flags[key])
 
     def _flag(self, name: str, function: bool = False) -> bool:
         value = self._module_value(name, function, 0)
@@ -403,7 +434,7 @@ class Outer:
                         for d in stmt.decorator_list
                     )  # a decorator that may replace the function: not known
                     out.append(stmt if plain and isinstance(stmt, ast.FunctionDef) else ast.Constant(None))
-                elif function and _binds(stmt, name):
+                elif function and _binds(stmt, name, flags=True):
                     out.append(ast.Constant(None))  # bound another way too (in an ``if``, an assignment)
                 elif not function and isinstance(stmt, ast.Assign | ast.AnnAssign):
                     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -418,9 +449,9 @@ class Outer:
                             out.append(ast.Subscript(value=value, slice=ast.Constant(i), ctx=ast.Load()))
                         else:
                             other.append(t)
-                    if any(_binds(o, name) for o in other):
+                    if any(_binds(o, name, flags=True) for o in other):
                         out.append(ast.Constant(None))
-                elif not function and _binds(stmt, name):
+                elif not function and _binds(stmt, name, flags=True):
                     out.append(ast.Constant(None))  # bound another way too (in an ``if``, a ``try``)
         return out
 
@@ -518,21 +549,60 @@ class Outer:
 
     def _present(self, call: ast.Call, asked: str) -> bool:
         """A presence check's answer: ``RequirementCache`` asks for an installed distribution
-        (its metadata; where there is none it tries the import instead, unknown here: False), the
-        others for a module that ``find_spec`` finds."""
+        (its metadata; where there is none it tries the import instead, unknown here: False);
+        transformers' ``_is_package_available`` for a module ``find_spec`` finds and a
+        distribution of that very name (its ``importlib.metadata.version(name)``: ``cv2`` of
+        opencv-python is not available to it), as does a package's own check that reads the
+        metadata too (:meth:`_checks_presence`); the others for a module ``find_spec`` finds."""
         assert self._installed is not None
-        if _called_name(call.func) == "RequirementCache":
+        name = _called_name(call.func)
+        if name == "RequirementCache":
             return self._installed(asked)
-        return self._found(asked) if self._found is not None else False
+        found = self._found(asked) if self._found is not None else False
+        return found and (self._installed(asked) if self._checks_presence(name or "") == "metadata" else True)
 
     def _presence(self, call: ast.Call) -> str | None:
-        """The name a presence check (:data:`_PRESENCE`) asks about, when it is a bare name."""
-        if _called_name(call.func) not in _PRESENCE or len(call.args) != 1:
+        """The name a presence check (:data:`_PRESENCE`) asks about, when it is a bare name and
+        the function is one (:meth:`_checks_presence`)."""
+        name = _called_name(call.func)
+        if name not in _PRESENCE or len(call.args) != 1:
             return None  # (``RequirementCache("x", "module")`` also imports the module)
         arg = call.args[0]
         if not isinstance(arg, ast.Constant) or not isinstance(arg.value, str):
             return None
-        return arg.value if _BARE.fullmatch(arg.value) is not None else None
+        if _BARE.fullmatch(arg.value) is None or not self._checks_presence(name):
+            return None
+        return arg.value
+
+    def _checks_presence(self, name: str) -> str:
+        """How a function of :data:`_PRESENCE`'s names decides: ``"find_spec"``, ``"metadata"``
+        (a module found and a distribution of its name: transformers' ``_is_package_available``),
+        or ``""``, no presence check: a function of that name that the walk's own files define
+        and that imports (``import_module``, ``__import__``, an import statement other than
+        ``importlib``'s) or never calls ``find_spec`` (a package's own ``_is_package_available``
+        that tries the import: false where the import fails). A name from another distribution
+        is taken for the library's own function (lightning-utilities, transformers)."""
+        key = f"{name}?"
+        if key not in self._flags:
+            how = "metadata" if name == "_is_package_available" else "find_spec"
+            for node in self._definitions(name, True) if name != "RequirementCache" else ():
+                if not isinstance(node, ast.FunctionDef):
+                    continue  # (bound by an import, or another way)
+                calls = {_called_name(c.func) for c in ast.walk(node) if isinstance(c, ast.Call)}
+                imports = any(
+                    isinstance(n, ast.Import | ast.ImportFrom)
+                    and not all(a.name.partition(".")[0] == "importlib" for a in n.names)
+                    and not (isinstance(n, ast.ImportFrom) and (n.module or "").partition(".")[0] == "importlib")
+                    for n in ast.walk(node)
+                )
+                if imports or "find_spec" not in calls or calls & {"import_module", "__import__", "exec", "eval"}:
+                    how = ""
+                    break
+                if calls & {"version", "distribution", "metadata", "distributions", "packages_distributions"}:
+                    how = "metadata"
+            self._flags[key] = how
+        how_: str = self._flags[key]  # type: ignore[assignment]
+        return how_
 
     def _call(self, call: ast.Call, env: dict[str, object], depth: int) -> object:
         name = _called_name(call.func)

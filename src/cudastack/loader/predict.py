@@ -935,7 +935,7 @@ def _block_pure_imports(
 
     def evaluator() -> dict[str, Any] | None:
         if not facts:
-            facts.append(_facts(inventory, target, failing_tops, set(broken), walks))
+            facts.append(_facts(inventory, target, failing_tops, set(broken), walks, imports))
         return facts[0]
 
     cause: dict[str, str] = {}  # a distribution blocked in a round -> the failing one it imports
@@ -1207,6 +1207,7 @@ def _facts(
     failing_tops: set[str],
     failing: set[str],
     walks: dict[str, ImportTime],
+    imports: dict[str, tuple[str, ...]] | None = None,
 ) -> dict[str, Any] | None:
     """What availability flags are evaluated with (:class:`cudastack.env.crossdist.Outer`), or
     None when the target's top-level modules are not known (then no flag is taken for true):
@@ -1218,7 +1219,9 @@ def _facts(
     - ``version``: an installed distribution's version;
     - ``importable``: whether such a module is found and its import cannot be predicted to fail:
       not in ``failing_tops``, nor of a distribution that requires, in any way, one of
-      ``failing`` (distributions with a failing module) or one that does."""
+      ``failing`` (distributions with a failing module) or one that does, or whose import
+      statements (``imports``, scanned: :func:`_undeclared_importers`) name the package of one:
+      an undeclared import may take it down in a later round of the propagation."""
     modules = _top_level_modules(target, inventory)
     if modules is None:
         return None
@@ -1243,8 +1246,12 @@ def _facts(
                 more = {
                     d.key
                     for d in inventory.dists.values()
-                    if d.key not in down and (_required(d, down) or _required(d, down, extra=True))
-                }
+                    if d.key not in down
+                    and (_required(d, down) or _required(d, down, extra=True) or any(
+                        owner.get(n.partition(".")[0]) in down or n.partition(".")[0] in failing_tops
+                        for n in (imports or {}).get(d.key, ())
+                    ))
+                }  # fmt: skip
                 if not more:
                     break
                 down |= more
