@@ -248,7 +248,24 @@ FLAGGED = {  # an independent review of the flag in the undeclared question: eve
                 "if BROKENVIS_INSTALLED:\n    import brokenvis\n"},
     "notflag": {"notflag/__init__.py": FIND + "BROKENVIS_INSTALLED = importlib.util.find_spec('brokenvis') is None\n"
                 "if not BROKENVIS_INSTALLED:\n    pass\nelif BROKENVIS_INSTALLED:\n    import brokenvis\n"},
-    # and two that fail: cimp (an undeclared import at module level) and the jaxtyping shape
+    # and three that fail: transformers 5's helper (the metadata read for the version only, the
+    # import a fallback where none names the module), cimp (an undeclared import at module level)
+    # and the jaxtyping shape
+    "tf5helper": {"tf5helper/__init__.py": "import importlib\nimport importlib.metadata\nimport importlib.util\n\n\n"
+                  "def _is_package_available(pkg_name, return_version=False):\n"
+                  "    package_exists = importlib.util.find_spec(pkg_name) is not None\n"
+                  "    package_version = 'N/A'\n    if package_exists and return_version:\n        try:\n"
+                  "            package_version = importlib.metadata.version(pkg_name)\n"
+                  "        except importlib.metadata.PackageNotFoundError:\n"
+                  "            for name in (pkg_name.lower(),):\n                try:\n"
+                  "                    package_version = importlib.metadata.version(name)\n                    break\n"
+                  "                except importlib.metadata.PackageNotFoundError:\n                    continue\n"
+                  "            else:\n                package = importlib.import_module(pkg_name)\n"
+                  "                package_version = getattr(package, '__version__', 'N/A')\n"
+                  "                if package_version == 'N/A' and getattr(package, '__file__', None) is None:\n"
+                  "                    package_exists = False\n"
+                  "    return package_exists, (package_version if return_version else None)\n\n\n"
+                  "_BVMOD_AVAILABLE = _is_package_available('bvmod')[0]\nif _BVMOD_AVAILABLE:\n    import bvmod\n"},
     "cimp": {"cimp/__init__.py": "import brokenvis\n"},
     "plainflag": {"plainflag/__init__.py": FIND + "IS_BROKENVIS_INSTALLED = importlib.util.find_spec('brokenvis')"
                   " is not None\nif IS_BROKENVIS_INSTALLED:\n    import brokenvis\n"},
@@ -260,7 +277,8 @@ def test_a_flag_that_may_be_false_counts_nothing(tmp_path: Path) -> None:
     true: a helper that tries the import, a metadata check of a module named unlike its
     distribution, a flag function trying a package that fails for an undeclared import, a class
     attribute of the flag's name, a flag another module or ``globals().update`` turns off, a
-    try-import flag, a negated one: each imports, and the doctor says nothing of it. Reality:
+    try-import flag, a negated one: each imports, and the doctor says nothing of it; transformers
+    5's helper is a presence check of the module alone: its importer fails. Reality:
     ``import`` of each in a fresh interpreter."""
     links = brokenvis_wheel(tmp_path)
     brokenvis_wheel(tmp_path, "bvdist", package="bvmod")
@@ -269,6 +287,8 @@ def test_a_flag_that_may_be_false_counts_nothing(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "env")
     pip_install(python, links, "brokenvis", "bvdist", *FLAGGED)
     failing = failing_imports(python, {m: m for m in FLAGGED})
-    assert failing == {"cimp", "plainflag"}, failing
+    assert failing == {"cimp", "plainflag", "tf5helper"}, failing
     errors, _by, findings = doctor_report(python)
-    assert {(code, d) for code, d in errors if d in FLAGGED} == {("LDD009", "cimp"), ("LDD009", "plainflag")}, findings
+    assert {(code, d) for code, d in errors if d in FLAGGED} == {
+        ("LDD009", "cimp"), ("LDD009", "plainflag"), ("LDD009", "tf5helper")
+    }, findings  # fmt: skip

@@ -264,6 +264,35 @@ def _binds(stmt: ast.AST, name: str, flags: bool = False) -> bool:
     return False
 
 
+def _sets_false(stmts: list[ast.stmt], tried: bool = False) -> bool:
+    """Whether the block assigns ``False`` before any import is tried on the way to it
+    (``tried``): transformers 4's handler of a missing distribution, ``package_exists = False``,
+    and not transformers 5's, which first tries ``importlib.import_module`` and says False only
+    of a namespace package it finds that way."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and stmt.value.value is False:
+            if not tried:
+                return True
+        imports = any(
+            isinstance(c, ast.Call) and _called_name(c.func) in ("import_module", "__import__") for c in ast.walk(stmt)
+        )
+        blocks = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
+        blocks += [h.body for h in getattr(stmt, "handlers", ())]
+        heads = [getattr(stmt, f, None) for f in ("test", "iter")]
+        heads += [i.context_expr for i in getattr(stmt, "items", ())]
+        head = any(
+            isinstance(c, ast.Call) and _called_name(c.func) in ("import_module", "__import__")
+            for h in heads
+            if isinstance(h, ast.AST)
+            for c in ast.walk(h)
+        )
+        if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if any(_sets_false(b, tried or head) for b in blocks if isinstance(b, list)):
+                return True
+        tried = tried or imports
+    return False
+
+
 MAX_FILES = 600
 """Each walk stops after this many files, undecided (torch's own import runs ~1,500): a bound on
 the time one question may take. Undecided is "not shown", and the module stays on demand."""
@@ -550,10 +579,8 @@ class Outer:
     def _present(self, call: ast.Call, asked: str) -> bool:
         """A presence check's answer: ``RequirementCache`` asks for an installed distribution
         (its metadata; where there is none it tries the import instead, unknown here: False);
-        transformers' ``_is_package_available`` for a module ``find_spec`` finds and a
-        distribution of that very name (its ``importlib.metadata.version(name)``: ``cv2`` of
-        opencv-python is not available to it), as does a package's own check that reads the
-        metadata too (:meth:`_checks_presence`); the others for a module ``find_spec`` finds."""
+        the others for a module ``find_spec`` finds, and a distribution of that very name where
+        the function reads the metadata that way (:meth:`_checks_presence`)."""
         assert self._installed is not None
         name = _called_name(call.func)
         if name == "RequirementCache":
@@ -576,29 +603,42 @@ class Outer:
 
     def _checks_presence(self, name: str) -> str:
         """How a function of :data:`_PRESENCE`'s names decides: ``"find_spec"``, ``"metadata"``
-        (a module found and a distribution of its name: transformers' ``_is_package_available``),
-        or ``""``, no presence check: a function of that name that the walk's own files define
-        and that imports (``import_module``, ``__import__``, an import statement other than
-        ``importlib``'s) or never calls ``find_spec`` (a package's own ``_is_package_available``
-        that tries the import: false where the import fails). A name from another distribution
-        is taken for the library's own function (lightning-utilities, transformers)."""
+        (a module found and a distribution of its name), or ``""``, no presence check. A name
+        from another distribution is taken for the library's own function (lightning-utilities,
+        transformers: ``find_spec``). One the walk's own files define is looked at: it must call
+        ``find_spec`` and hold no import statement but of ``importlib``; an ``import_module`` it
+        calls must be a fallback for a missing version (transformers 5's, where no
+        distribution's metadata names the module: it then reads the metadata too); and where a
+        handler of ``PackageNotFoundError`` sets something False, the module counts only with a
+        distribution of its name (transformers 4's, copied by many packages: ``cv2`` of
+        opencv-python is not available to it). A package's own helper that tries the import is
+        none: it is false where the import fails."""
         key = f"{name}?"
         if key not in self._flags:
-            how = "metadata" if name == "_is_package_available" else "find_spec"
+            how = "find_spec"
             for node in self._definitions(name, True) if name != "RequirementCache" else ():
                 if not isinstance(node, ast.FunctionDef):
                     continue  # (bound by an import, or another way)
-                calls = {_called_name(c.func) for c in ast.walk(node) if isinstance(c, ast.Call)}
+                nodes = list(ast.walk(node))
+                calls = {_called_name(c.func) for c in nodes if isinstance(c, ast.Call)}
                 imports = any(
                     isinstance(n, ast.Import | ast.ImportFrom)
                     and not all(a.name.partition(".")[0] == "importlib" for a in n.names)
                     and not (isinstance(n, ast.ImportFrom) and (n.module or "").partition(".")[0] == "importlib")
-                    for n in ast.walk(node)
+                    for n in nodes
                 )
-                if imports or "find_spec" not in calls or calls & {"import_module", "__import__", "exec", "eval"}:
+                metadata = bool(calls & {"version", "distribution", "metadata"})
+                trying = bool(calls & {"import_module", "__import__"})
+                if imports or "find_spec" not in calls or (trying and not metadata) or calls & {"exec", "eval"}:
                     how = ""
                     break
-                if calls & {"version", "distribution", "metadata", "distributions", "packages_distributions"}:
+                if any(
+                    isinstance(h, ast.ExceptHandler)
+                    and h.type is not None
+                    and "PackageNotFoundError" in ast.unparse(h.type)
+                    and _sets_false(h.body)
+                    for h in nodes
+                ):
                     how = "metadata"
             self._flags[key] = how
         how_: str = self._flags[key]  # type: ignore[assignment]
