@@ -57,7 +57,11 @@ that never runs, so brokenvis cannot raise ModuleNotFoundError). Importers that 
   AttributeError it raises here: imports;
 - ``flagish`` (jaxtyping 0.3's ``_array_types.py``): ``IS_BROKENVIS_INSTALLED = find_spec(…) is not
   None`` and ``import brokenvis`` under ``if IS_BROKENVIS_INSTALLED:``: fails; ``absentflag``, the
-  same on a module that is not installed: imports.
+  same on a module that is not installed: imports;
+- ``fbish`` (flatbuffers 25): ``bv = import_it()`` at module level, a function of ``compat.py``
+  that imports brokenvis under ``if exists:``, ``exists`` from ``PathFinder.find_spec`` on Python 3
+  (``PY3 = sys.version_info[0:2] >= (3, 0)``): fails; ``fbabsent``, the same on a module that is
+  not installed: imports.
 
 And failing packages whose own extension module is imported in a ``try``:
 
@@ -108,6 +112,15 @@ def _flag(module: str) -> bytes:
     return (body + f"if {flag}:\n    import brokenvis  # noqa: F401\n").encode()
 
 
+def _compat(module: str) -> bytes:  # flatbuffers 25's compat.py, in short
+    head = "import sys\n\nPY2 = sys.version_info[0] == 2\nPY3 = sys.version_info[0:2] >= (3, 0)\n\n"
+    head += "if PY3:\n    import importlib.machinery\nelse:\n    import imp\n\n\ndef import_it():\n    if PY3:\n"
+    body = f"        exists = importlib.machinery.PathFinder.find_spec({module!r}) is not None\n    else:\n"
+    body += f"        try:\n            imp.find_module({module!r})\n            exists = True\n"
+    body += "        except ImportError:\n            exists = False\n    if exists:\n"
+    return (head + body + f"        import {module} as it\n    else:\n        it = None\n    return it\n").encode()
+
+
 PACKAGES: dict[str, dict[str, bytes]] = {  # the importers: their files
     "storagelike": {"storagelike/__init__.py": b"import os\n\nfrom . import storage  # noqa: F401\n",
                     "storagelike/storage.py": _try("brokenvis")},
@@ -144,13 +157,20 @@ PACKAGES: dict[str, dict[str, bytes]] = {  # the importers: their files
     "flagish": {"flagish/__init__.py": b"from . import _array_types  # noqa: F401\n",
                 "flagish/_array_types.py": _flag("brokenvis")},
     "absentflag": {"absentflag/__init__.py": _flag("notinstalled")},
+    "fbish": {"fbish/__init__.py": b"from . import util  # noqa: F401\n",
+              "fbish/util.py": b"from . import encode  # noqa: F401\n",
+              "fbish/encode.py": b"from .compat import import_it\n\nbv = import_it()\n",
+              "fbish/compat.py": _compat("brokenvis")},
+    "fbabsent": {"fbabsent/__init__.py": b"from .compat import import_it\n\nbv = import_it()\n",
+                 "fbabsent/compat.py": _compat("notinstalled")},
     "usesonde2": {"usesonde2/__init__.py": b"import onde2.api  # noqa: F401\n"},
     "vend": {"vend/__init__.py": b"import os\nimport sys\n\n"
              b'sys.path.insert(0, os.path.join(os.path.dirname(__file__), "_vendor"))\n'
              b"import brokenvis  # noqa: E402\n", "vend/_vendor/brokenvis.py": b"X = 1\n"},
 }  # fmt: skip
 DECLARED = {"levelish": "brokenvis", "mnfefirstd": "brokenvis", "threadish": "brokenvis"}
-FAILING = {"storagelike", "aoish", "lockish", "quietish", "levelish", "callish", "usescallish", "usesonde2", "flagish"}
+FAILING = {"storagelike", "aoish", "lockish", "quietish", "levelish", "callish", "usescallish", "usesonde2"}
+FAILING |= {"flagish", "fbish"}
 
 THREAD = (
     b"try:\n    from _thread import get_ident  # noqa: F401\nexcept ImportError:\n"

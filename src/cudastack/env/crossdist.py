@@ -264,6 +264,11 @@ def _binds(stmt: ast.AST, name: str, flags: bool = False) -> bool:
     return False
 
 
+def _plain_number(v: object) -> bool:
+    """An int, or a tuple of ints (a version tuple): what an order comparison is taken on."""
+    return type(v) is int or (type(v) is tuple and all(type(x) is int for x in v))
+
+
 def _sets_false(stmts: list[ast.stmt], tried: bool = False) -> bool:
     """Whether the block assigns ``False`` before any import is tried on the way to it
     (``tried``): transformers 4's handler of a missing distribution, ``package_exists = False``,
@@ -315,6 +320,7 @@ class Outer:
         roots: list[str] | None = None,
         walks: dict[str, ImportTime] | None = None,
         module_level: bool = False,
+        python: tuple[int, ...] | None = None,
     ) -> None:
         if module_level:
             # for :meth:`surely_imports` alone (``sure``): only module-level statements count, in
@@ -350,6 +356,11 @@ class Outer:
         self._importable = importable
         """Whether a top-level module is installed and its import is predicted to work: decides an
         import a flag function tries (transformers' ``is_vision_available()``)."""
+        self._python = python
+        """The target's ``sys.version_info[:3]``, where known."""
+        self.failed_top: str | None = None
+        """The top-level module whose import made the last :meth:`_run` answer ``_IMPORT_FAILS``
+        or ``_NOT_FOUND``."""
         self._flags: dict[str, object] = {}
         self._reach: dict[str, frozenset[str]] | None = None
         self._sure_ids: dict[str, set[int]] = {}
@@ -516,6 +527,7 @@ class Outer:
                 names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
                 first = next((t for n in names if not self._importable(t := n.partition(".")[0])), None)
                 if first is not None:  # the first that fails raises
+                    self.failed_top = first
                     return _NOT_FOUND if self._found is not None and not self._found(first) else _IMPORT_FAILS
             elif isinstance(stmt, ast.Try) and not stmt.orelse and not _exits(stmt.finalbody):
                 catching = [h for h in stmt.handlers if _catches_import_errors(h, not_found=True)]
@@ -528,11 +540,11 @@ class Outer:
                     value = self._run(catching[0].body, env, depth, guarded)
                 if value is not _FALLS_OFF:
                     return value
-            elif isinstance(stmt, ast.If) and _exits([stmt]):
-                test = self._value(stmt.test, env, depth)
-                if test is _UNKNOWN:
+            elif isinstance(stmt, ast.If) and (_exits([stmt]) or _binds_any(stmt)):
+                test = self._value(stmt.test, env, depth)  # (an ``if`` that neither leaves nor
+                if test is _UNKNOWN:  # binds anything is passed over below: ``logger.info``)
                     return _UNKNOWN
-                value = self._run(stmt.body if test else stmt.orelse, env, depth)
+                value = self._run(stmt.body if test else stmt.orelse, env, depth, guarded)
                 if value is not _FALLS_OFF:
                     return value
             elif not (isinstance(stmt, ast.Expr | ast.If | ast.Pass) and not _binds_any(stmt)):
@@ -557,6 +569,24 @@ class Outer:
         if t is ast.UnaryOp and isinstance(node.op, ast.Not):  # type: ignore[attr-defined]
             value = self._value(node.operand, env, depth)  # type: ignore[attr-defined]
             return _UNKNOWN if value is _UNKNOWN else not value
+        if t is ast.Tuple:
+            items = tuple(self._value(e, env, depth) for e in node.elts)  # type: ignore[attr-defined]
+            return _UNKNOWN if any(i is _UNKNOWN for i in items) else items
+        if t is ast.Attribute:
+            inner = node.value  # type: ignore[attr-defined]
+            if node.attr == "version_info" and isinstance(inner, ast.Name) and inner.id == "sys":  # type: ignore[attr-defined]
+                return self._python if self._python is not None else _UNKNOWN
+            return _UNKNOWN
+        if t is ast.Subscript and isinstance(node.slice, ast.Slice):  # type: ignore[attr-defined]
+            cut = node.slice  # type: ignore[attr-defined]  # ``sys.version_info[0:2]``
+            value = self._value(node.value, env, depth)  # type: ignore[attr-defined]
+            ends = [None if e is None else self._value(e, env, depth) for e in (cut.lower, cut.upper)]
+            if cut.step is not None or not isinstance(value, tuple):
+                return _UNKNOWN
+            if not all(e is None or type(e) is int for e in ends):
+                return _UNKNOWN
+            lo, hi = (e if type(e) is int else None for e in ends)
+            return value[lo:hi]
         if t is ast.Subscript:
             index = node.slice  # type: ignore[attr-defined]
             if not (isinstance(index, ast.Constant) and type(index.value) is int):
@@ -683,9 +713,11 @@ class Outer:
         a, b = self._value(node.left, env, depth), self._value(right, env, depth)
         from packaging.version import Version
 
-        if compare is None or not isinstance(a, Version) or not isinstance(b, Version):
-            return _UNKNOWN
-        return compare(a, b)
+        if compare is not None and isinstance(a, Version) and isinstance(b, Version):
+            return compare(a, b)
+        if compare is not None and _plain_number(a) and _plain_number(b):
+            return compare(a, b)  # ``sys.version_info[0] == 3``, ``sys.version_info[0:2] >= (3, 4)``
+        return _UNKNOWN
 
     def _running_imports(self, top: str) -> Iterator[tuple[str, int | None, ast.Import | ast.ImportFrom]]:
         """(file, guard, statement) of each import statement that runs and names a module of
@@ -731,6 +763,45 @@ class Outer:
             ):
                 if self._reached_unguarded(path, frozenset()):
                     return f"{path}:{node.lineno}"
+        return None
+
+    def called_import(self, top: str) -> str | None:
+        """``"file:line"`` of a statement that surely runs at module level, outside any ``try``,
+        in a file the walk reaches unguarded, and calls without arguments a function the walk's
+        files define once, whose body (:meth:`_run`, with the flag facts) surely imports ``top``,
+        which fails: flatbuffers' ``np = import_numpy()``, whose body imports numpy once
+        ``PathFinder.find_spec("numpy")`` finds it (on Python 3: ``if PY3:``). None without the
+        facts, or where the body's way is not known."""
+        if self._installed is None or self._importable is None:
+            return None
+        self.names(top)  # the walk, done
+        for path in self.run.order:
+            raw = self.run.raw(path)
+            tree = self.run.tree(path)
+            if tree is None or raw is None or b"()" not in raw:
+                continue
+            todo = list(tree.body)
+            while todo:
+                stmt = todo.pop(0)
+                if isinstance(stmt, ast.With | ast.For | ast.If):
+                    todo[:0] = [b for b in stmt.body if self._counts(path, tree, b)]
+                    continue  # (a ``try``'s body is left: its handler may take the call's error)
+                value = stmt.value if isinstance(stmt, ast.Expr | ast.Assign) else None
+                if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+                    continue
+                if value.args or value.keywords or not self._counts(path, tree, stmt):
+                    continue
+                found = self._definitions(value.func.id, True)
+                if len(found) != 1 or not isinstance(node := found[0], ast.FunctionDef):
+                    continue
+                args = node.args
+                if args.posonlyargs or args.args or args.vararg or args.kwonlyargs or args.kwarg:
+                    continue
+                self.failed_top = None
+                result = self._run(node.body, {}, 1)
+                if (result is _IMPORT_FAILS or result is _NOT_FOUND) and self.failed_top == top:
+                    if self._reached_unguarded(path, frozenset()):
+                        return f"{path}:{stmt.lineno}"
         return None
 
     def sure_statements(self, top: str) -> Iterator[tuple[str, ast.Import | ast.ImportFrom]]:

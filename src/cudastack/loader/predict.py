@@ -1071,7 +1071,7 @@ def _undeclared_import(
     )
     for dep in asked:
         top, failing = packages[dep], own[dep][1]
-        where = outer.surely_imports(top) or strictly(dep, outer.surely_imports, top)
+        where = outer.surely_imports(top) or strictly(dep, outer.surely_imports, top) or outer.called_import(top)
         if where and _MOVES_IMPORTS.search(outer.run.raw(where.rpartition(":")[0]) or b""):
             where = None  # the file may import another module by that name: vendored, or a stand-in
         if where and _after_try_statements(outer.run.tree(where.rpartition(":")[0]), int(where.rpartition(":")[2])):
@@ -1259,7 +1259,11 @@ def _facts(
         owner, down = tainted[0]
         return owner.get(top) not in down
 
+    interp = target.interpreter if target is not None else None
+    digits = [re.match(r"\d+", part) for part in (interp.version if interp is not None else "").split(".")[:3]]
+    python = tuple(int(m.group()) for m in digits if m) if len(digits) == 3 and all(digits) else None
     return {
+        "python": python,
         "installed": lambda name: canonicalize_name(name) in keys,
         "found": lambda name: name in modules,
         "version": version,
