@@ -78,6 +78,7 @@ independent reviews of the change (session 39); docs/validation.md lists the res
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from tests.brokenvis import brokenvis_wheel, doctor_report, failing_imports
@@ -227,6 +228,13 @@ def test_an_undeclared_import_of_a_failing_package_fails_the_importer(tmp_path: 
     assert ("LDD001", "brokenvis") in errors and ("LDD001", "convmnf") in errors, findings
 
 
+def _calling(compat: str, name: str = "genish") -> dict[str, str]:
+    """A package whose ``encode.py`` runs ``bv = import_it()`` of its ``compat.py``."""
+    return {f"{name}/__init__.py": "from . import encode  # noqa: F401\n",
+            f"{name}/encode.py": "from .compat import import_it\n\nbv = import_it()\n",
+            f"{name}/compat.py": compat}  # fmt: skip
+
+
 FIND = "import importlib.util\n\n"
 SPEC = FIND + "BROKENVIS_INSTALLED = importlib.util.find_spec('brokenvis') is not None\n"
 FLAGGED = {  # an independent review of the flag in the undeclared question: every one imports
@@ -268,6 +276,39 @@ FLAGGED = {  # an independent review of the flag in the undeclared question: eve
                 "if BROKENVIS_INSTALLED:\n    import brokenvis\n"},
     "notflag": {"notflag/__init__.py": FIND + "BROKENVIS_INSTALLED = importlib.util.find_spec('brokenvis') is None\n"
                 "if not BROKENVIS_INSTALLED:\n    pass\nelif BROKENVIS_INSTALLED:\n    import brokenvis\n"},
+    # a function called at import that never reaches its import of brokenvis (a third review):
+    # a generator; a vendored copy put first on sys.path; a stand-in in sys.modules; a version
+    # test that sys.version_info's five items pass and its first three would not
+    "genish": _calling("def import_it():\n    import brokenvis\n\n    yield brokenvis\n"),
+    "vendfn": {**_calling("import os\nimport sys\n\n\ndef import_it():\n"
+                          "    sys.path.insert(0, os.path.join(os.path.dirname(__file__), '_vendor'))\n"
+                          "    import brokenvis\n\n    return brokenvis\n", "vendfn"),
+               "vendfn/_vendor/brokenvis/__init__.py": "X = 1\n"},
+    "modsfn": _calling("import sys\nimport types\n\n\ndef import_it():\n"
+                       "    sys.modules.setdefault('brokenvis', types.ModuleType('brokenvis'))\n"
+                       "    import brokenvis\n\n    return brokenvis\n", "modsfn"),
+    "verfn": _calling(f"import sys\n\n\ndef import_it():\n    if sys.version_info > {sys.version_info[:3]}:\n"
+                      "        return None\n    import brokenvis\n\n    return brokenvis\n", "verfn"),
+    # presence helpers that are none: one that also tries the import, one with a version gate
+    "helperimp": {"helperimp/__init__.py": "import importlib\nimport importlib.metadata\nimport importlib.util\n\n\n"
+                  "def _is_package_available(name):\n    if importlib.util.find_spec(name) is None:\n"
+                  "        return False\n    try:\n        importlib.metadata.version(name)\n"
+                  "    except importlib.metadata.PackageNotFoundError:\n        return False\n    try:\n"
+                  "        importlib.import_module(name)\n    except ImportError:\n        return False\n"
+                  "    return True\n\n\n_BROKENVIS_AVAILABLE = _is_package_available('brokenvis')\n"
+                  "if _BROKENVIS_AVAILABLE:\n    import brokenvis\n"},
+    "minhelper": {"minhelper/__init__.py": "import importlib.metadata\nimport importlib.util\n\n"
+                  "_MIN = {'brokenvis': '2.0'}\n\n\ndef _is_package_available(pkg):\n"
+                  "    if importlib.util.find_spec(pkg) is None:\n        return False\n"
+                  "    return importlib.metadata.version(pkg) >= _MIN.get(pkg, '0')\n\n\n"
+                  "_BROKENVIS_AVAILABLE = _is_package_available('brokenvis')\n"
+                  "if _BROKENVIS_AVAILABLE:\n    import brokenvis\n"},
+    # a flag function whose comparison raises TypeError, caught at module level: the doctor
+    # had crashed (every loader check "crashed", no finding at all)
+    "crashish": {"crashish/__init__.py": "import sys\n\n\ndef is_brokenvis_available():\n"
+                 "    if sys.version_info[0] > (3,):\n        return False\n    return True\n\n\n"
+                 "try:\n    if is_brokenvis_available():\n        import brokenvis\nexcept TypeError:\n"
+                 "    pass\n"},
     # and three that fail: transformers 5's helper (the metadata read for the version only, the
     # import a fallback where none names the module), cimp (an undeclared import at module level)
     # and the jaxtyping shape
@@ -312,3 +353,4 @@ def test_a_flag_that_may_be_false_counts_nothing(tmp_path: Path) -> None:
     assert {(code, d) for code, d in errors if d in FLAGGED} == {
         ("LDD009", "cimp"), ("LDD009", "plainflag"), ("LDD009", "tf5helper")
     }, findings  # fmt: skip
+    assert ("LDD001", "brokenvis") in errors, findings  # (no check crashed)

@@ -51,6 +51,7 @@ _ORDER: dict[type, Callable[[Any, Any], bool]] = {
     ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
     ast.Eq: operator.eq, ast.NotEq: operator.ne,
 }  # fmt: skip
+_ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 _CACHES = frozenset({"lru_cache", "cache"})
 """``functools`` decorators that keep what the function returns."""
 _UNKNOWN = object()
@@ -264,9 +265,43 @@ def _binds(stmt: ast.AST, name: str, flags: bool = False) -> bool:
     return False
 
 
+def _tries_import(stmts: list[ast.stmt], fallback: bool) -> bool:
+    """Whether the statements call ``import_module`` or ``__import__`` other than as a fallback
+    for a distribution whose metadata is not found (``fallback``): in a handler of
+    ``PackageNotFoundError``, or the ``else`` of a loop whose body has one (transformers 5's
+    ``_is_package_available``)."""
+
+    def missing(h: ast.ExceptHandler) -> bool:
+        return h.type is not None and "PackageNotFoundError" in ast.unparse(h.type)
+
+    for stmt in stmts:
+        blocks: list[tuple[list[ast.stmt], bool]] = []
+        if isinstance(stmt, ast.For | ast.While):
+            tries = [n for n in ast.walk(ast.Module(body=stmt.body, type_ignores=[])) if isinstance(n, ast.Try)]
+            looked = any(missing(h) for t in tries for h in t.handlers)
+            blocks = [(stmt.body, fallback), (stmt.orelse, fallback or looked)]
+        elif isinstance(stmt, ast.Try | ast.TryStar):
+            blocks = [(stmt.body, fallback), (stmt.orelse, fallback), (stmt.finalbody, fallback)]
+            blocks += [(h.body, fallback or missing(h)) for h in stmt.handlers]
+        elif isinstance(stmt, ast.If | ast.With):
+            blocks = [(stmt.body, fallback), (getattr(stmt, "orelse", []), fallback)]
+        elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        heads = [getattr(stmt, f, None) for f in ("test", "iter")] if blocks else [stmt]
+        for head in heads:
+            if isinstance(head, ast.AST) and not fallback:
+                if any(isinstance(c, ast.Call) and _called_name(c.func) in ("import_module", "__import__")
+                       for c in ast.walk(head)):  # fmt: skip
+                    return True
+        if any(_tries_import(b, f) for b, f in blocks):
+            return True
+    return False
+
+
 def _plain_number(v: object) -> bool:
-    """An int, or a tuple of ints (a version tuple): what an order comparison is taken on."""
-    return type(v) is int or (type(v) is tuple and all(type(x) is int for x in v))
+    """An int, or a tuple of ints and strings (``sys.version_info``, a version tuple): what an
+    order comparison is taken on."""
+    return type(v) is int or (type(v) is tuple and all(type(x) in (int, str) for x in v))
 
 
 def _sets_false(stmts: list[ast.stmt], tried: bool = False) -> bool:
@@ -320,7 +355,7 @@ class Outer:
         roots: list[str] | None = None,
         walks: dict[str, ImportTime] | None = None,
         module_level: bool = False,
-        python: tuple[int, ...] | None = None,
+        python: tuple[int | str, ...] | None = None,
     ) -> None:
         if module_level:
             # for :meth:`surely_imports` alone (``sure``): only module-level statements count, in
@@ -357,7 +392,7 @@ class Outer:
         """Whether a top-level module is installed and its import is predicted to work: decides an
         import a flag function tries (transformers' ``is_vision_available()``)."""
         self._python = python
-        """The target's ``sys.version_info[:3]``, where known."""
+        """The target's ``sys.version_info`` (five items), where known."""
         self.failed_top: str | None = None
         """The top-level module whose import made the last :meth:`_run` answer ``_IMPORT_FAILS``
         or ``_NOT_FOUND``."""
@@ -500,15 +535,24 @@ class Outer:
         names = _absolute(stmt, self.run._package_of(path))
         return all(n in self.run._files for n in (names if isinstance(stmt, ast.Import) else names[:1]))
 
-    def _run(self, body: list[ast.stmt], env: dict[str, object], depth: int, guarded: bool = False) -> object:
+    def _run(
+        self, body: list[ast.stmt], env: dict[str, object], depth: int, guarded: bool = False, strict: bool = False
+    ) -> object:
         """What a function body without parameters returns, run on what is known statically:
         ``_FALLS_OFF`` at its end, ``_IMPORT_FAILS`` when an import it runs fails, ``_UNKNOWN``
         at any statement not modelled. Statements with no ``return`` or ``raise`` in them that
         bind nothing (``logger.warning(…)``) are passed over; a ``try`` handler runs only for an
-        import that fails (transformers' ``is_vision_available()``: ``try: import PIL.Image``)."""
+        import that fails (transformers' ``is_vision_available()``: ``try: import PIL.Image``).
+        ``strict``: a statement that calls anything not modelled is not passed over either (a
+        function run for what its import does: ``sys.path.insert``, ``ctypes.CDLL(…,
+        RTLD_GLOBAL)`` or a ``sys.modules`` stand-in before it changes what the import finds)."""
         for stmt in body:
             if guarded and not isinstance(stmt, ast.Try) and _unmodelled_call(stmt):
                 return _UNKNOWN  # in a ``try`` that catches ImportError: a call may raise it
+            if strict and not isinstance(stmt, ast.Try | ast.If) and _unmodelled_call(stmt):
+                return _UNKNOWN
+            if strict and isinstance(stmt, ast.If) and _unmodelled_call(ast.Expr(stmt.test)):
+                return _UNKNOWN
             if isinstance(stmt, ast.Return):
                 return self._value(stmt.value, env, depth) if stmt.value is not None else None
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -531,20 +575,20 @@ class Outer:
                     return _NOT_FOUND if self._found is not None and not self._found(first) else _IMPORT_FAILS
             elif isinstance(stmt, ast.Try) and not stmt.orelse and not _exits(stmt.finalbody):
                 catching = [h for h in stmt.handlers if _catches_import_errors(h, not_found=True)]
-                value = self._run(stmt.body, env, depth, guarded or bool(catching))
+                value = self._run(stmt.body, env, depth, guarded or bool(catching), strict)
                 if value is _IMPORT_FAILS:  # (an installed module that fails: not a ModuleNotFoundError, at best)
                     catching = [h for h in catching if _catches_import_errors(h, not_found=False)]
                 if (value is _IMPORT_FAILS or value is _NOT_FOUND) and catching:
                     if len(catching) > 1:
                         return _UNKNOWN  # (which one catches it depends on the error's class)
-                    value = self._run(catching[0].body, env, depth, guarded)
+                    value = self._run(catching[0].body, env, depth, guarded, strict)
                 if value is not _FALLS_OFF:
                     return value
             elif isinstance(stmt, ast.If) and (_exits([stmt]) or _binds_any(stmt)):
                 test = self._value(stmt.test, env, depth)  # (an ``if`` that neither leaves nor
                 if test is _UNKNOWN:  # binds anything is passed over below: ``logger.info``)
                     return _UNKNOWN
-                value = self._run(stmt.body if test else stmt.orelse, env, depth, guarded)
+                value = self._run(stmt.body if test else stmt.orelse, env, depth, guarded, strict)
                 if value is not _FALLS_OFF:
                     return value
             elif not (isinstance(stmt, ast.Expr | ast.If | ast.Pass) and not _binds_any(stmt)):
@@ -657,10 +701,16 @@ class Outer:
                     and not (isinstance(n, ast.ImportFrom) and (n.module or "").partition(".")[0] == "importlib")
                     for n in nodes
                 )
-                metadata = bool(calls & {"version", "distribution", "metadata"})
-                trying = bool(calls & {"import_module", "__import__"})
-                if imports or "find_spec" not in calls or (trying and not metadata) or calls & {"exec", "eval"}:
+                ordered = any(
+                    isinstance(c, ast.Compare)
+                    and any(isinstance(o, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for o in c.ops)
+                    for c in nodes
+                )  # (a version gate: ``version(name) >= minimum`` is no presence check)
+                if imports or "find_spec" not in calls or ordered or calls & {"exec", "eval"}:
                     how = ""
+                    break
+                if _tries_import(node.body, False):
+                    how = ""  # an import tried where a distribution's metadata was found too
                     break
                 if any(
                     isinstance(h, ast.ExceptHandler)
@@ -715,8 +765,11 @@ class Outer:
 
         if compare is not None and isinstance(a, Version) and isinstance(b, Version):
             return compare(a, b)
-        if compare is not None and _plain_number(a) and _plain_number(b):
-            return compare(a, b)  # ``sys.version_info[0] == 3``, ``sys.version_info[0:2] >= (3, 4)``
+        if compare is not None and (type(a) is int) == (type(b) is int) and _plain_number(a) and _plain_number(b):
+            try:  # ``sys.version_info[0] == 3``, ``sys.version_info[0:2] >= (3, 4)``
+                return compare(a, b)
+            except TypeError:  # (``(3, 11, 7, "final", 0) > (3, 11, 7, 0)``: raises there too)
+                return _UNKNOWN
         return _UNKNOWN
 
     def _running_imports(self, top: str) -> Iterator[tuple[str, int | None, ast.Import | ast.ImportFrom]]:
@@ -797,8 +850,10 @@ class Outer:
                 args = node.args
                 if args.posonlyargs or args.args or args.vararg or args.kwonlyargs or args.kwarg:
                     continue
+                if any(isinstance(n, ast.Yield | ast.YieldFrom) for b in node.body for n in ast.walk(b)):
+                    continue  # a generator: the call runs none of its body
                 self.failed_top = None
-                result = self._run(node.body, {}, 1)
+                result = self._run(node.body, {}, 1, strict=True)
                 if (result is _IMPORT_FAILS or result is _NOT_FOUND) and self.failed_top == top:
                     if self._reached_unguarded(path, frozenset()):
                         return f"{path}:{stmt.lineno}"

@@ -1260,8 +1260,10 @@ def _facts(
         return owner.get(top) not in down
 
     interp = target.interpreter if target is not None else None
-    digits = [re.match(r"\d+", part) for part in (interp.version if interp is not None else "").split(".")[:3]]
-    python = tuple(int(m.group()) for m in digits if m) if len(digits) == 3 and all(digits) else None
+    # ``sys.version_info`` whole: a final release's (``3.11.7``); a pre-release's is not known here
+    parts = (interp.version if interp is not None else "").split(".")
+    final = len(parts) == 3 and all(p.isdigit() for p in parts)
+    python = (*(int(p) for p in parts), "final", 0) if final else None
     return {
         "python": python,
         "installed": lambda name: canonicalize_name(name) in keys,
