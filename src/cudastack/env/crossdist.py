@@ -397,6 +397,8 @@ class Outer:
         """The top-level module whose import made the last :meth:`_run` answer ``_IMPORT_FAILS``
         or ``_NOT_FOUND``."""
         self._flags: dict[str, object] = {}
+        self._defined: frozenset[str] | None = None
+        self._failing_call: dict[str, str | None] = {}
         self._reach: dict[str, frozenset[str]] | None = None
         self._sure_ids: dict[str, set[int]] = {}
         self._names: set[str] | None = None
@@ -842,22 +844,41 @@ class Outer:
                 value = stmt.value if isinstance(stmt, ast.Expr | ast.Assign) else None
                 if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
                     continue
-                if value.args or value.keywords or not self._counts(path, tree, stmt):
+                if value.args or value.keywords or value.func.id not in self._functions():
                     continue
-                found = self._definitions(value.func.id, True)
-                if len(found) != 1 or not isinstance(node := found[0], ast.FunctionDef):
-                    continue
-                args = node.args
-                if args.posonlyargs or args.args or args.vararg or args.kwonlyargs or args.kwarg:
-                    continue
-                if any(isinstance(n, ast.Yield | ast.YieldFrom) for b in node.body for n in ast.walk(b)):
-                    continue  # a generator: the call runs none of its body
-                self.failed_top = None
-                result = self._run(node.body, {}, 1, strict=True)
-                if (result is _IMPORT_FAILS or result is _NOT_FOUND) and self.failed_top == top:
+                if self._import_failing(value.func.id) == top and self._counts(path, tree, stmt):
                     if self._reached_unguarded(path, frozenset()):
                         return f"{path}:{stmt.lineno}"
         return None
+
+    def _functions(self) -> frozenset[str]:
+        """The names of the functions the walk's files define at module level."""
+        if self._defined is None:
+            self._defined = frozenset(
+                stmt.name
+                for path in self.run.order
+                for stmt in getattr(self.run.tree(path), "body", ())
+                if isinstance(stmt, ast.FunctionDef)
+            )
+        return self._defined
+
+    def _import_failing(self, name: str) -> str | None:
+        """The top-level module whose failing import a call of ``name()`` surely raises: the
+        function defined once, without parameters, not a generator, its body run strictly
+        (:meth:`_run`); else None. Worked out once per name."""
+        if name not in self._failing_call:
+            self._failing_call[name] = None
+            found = self._definitions(name, True)
+            if len(found) == 1 and isinstance(node := found[0], ast.FunctionDef):
+                args = node.args
+                plain = not (args.posonlyargs or args.args or args.vararg or args.kwonlyargs or args.kwarg)
+                generator = any(isinstance(n, ast.Yield | ast.YieldFrom) for b in node.body for n in ast.walk(b))
+                if plain and not generator:  # (a generator's call runs none of its body)
+                    self.failed_top = None
+                    result = self._run(node.body, {}, 1, strict=True)
+                    if result is _IMPORT_FAILS or result is _NOT_FOUND:
+                        self._failing_call[name] = self.failed_top
+        return self._failing_call[name]
 
     def sure_statements(self, top: str) -> Iterator[tuple[str, ast.Import | ast.ImportFrom]]:
         """(file, statement) of each import statement of a module of the top-level package
