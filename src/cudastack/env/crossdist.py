@@ -265,34 +265,40 @@ def _binds(stmt: ast.AST, name: str, flags: bool = False) -> bool:
     return False
 
 
+_IMPORT_CALLS = ("import_module", "__import__")
+
+
+def _calls_import(node: ast.AST) -> bool:
+    """Whether ``node`` calls ``import_module`` or ``__import__`` anywhere in it."""
+    return any(isinstance(c, ast.Call) and _called_name(c.func) in _IMPORT_CALLS for c in ast.walk(node))
+
+
+def _missing_distribution(handler: ast.ExceptHandler) -> bool:
+    """Whether an ``except`` handles ``PackageNotFoundError`` (a distribution's metadata not found)."""
+    return handler.type is not None and "PackageNotFoundError" in ast.unparse(handler.type)
+
+
 def _tries_import(stmts: list[ast.stmt], fallback: bool) -> bool:
     """Whether the statements call ``import_module`` or ``__import__`` other than as a fallback
     for a distribution whose metadata is not found (``fallback``): in a handler of
     ``PackageNotFoundError``, or the ``else`` of a loop whose body has one (transformers 5's
     ``_is_package_available``)."""
-
-    def missing(h: ast.ExceptHandler) -> bool:
-        return h.type is not None and "PackageNotFoundError" in ast.unparse(h.type)
-
     for stmt in stmts:
         blocks: list[tuple[list[ast.stmt], bool]] = []
         if isinstance(stmt, ast.For | ast.While):
             tries = [n for n in ast.walk(ast.Module(body=stmt.body, type_ignores=[])) if isinstance(n, ast.Try)]
-            looked = any(missing(h) for t in tries for h in t.handlers)
+            looked = any(_missing_distribution(h) for t in tries for h in t.handlers)
             blocks = [(stmt.body, fallback), (stmt.orelse, fallback or looked)]
         elif isinstance(stmt, ast.Try | ast.TryStar):
             blocks = [(stmt.body, fallback), (stmt.orelse, fallback), (stmt.finalbody, fallback)]
-            blocks += [(h.body, fallback or missing(h)) for h in stmt.handlers]
+            blocks += [(h.body, fallback or _missing_distribution(h)) for h in stmt.handlers]
         elif isinstance(stmt, ast.If | ast.With):
             blocks = [(stmt.body, fallback), (getattr(stmt, "orelse", []), fallback)]
         elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             continue
         heads = [getattr(stmt, f, None) for f in ("test", "iter")] if blocks else [stmt]
-        for head in heads:
-            if isinstance(head, ast.AST) and not fallback:
-                if any(isinstance(c, ast.Call) and _called_name(c.func) in ("import_module", "__import__")
-                       for c in ast.walk(head)):  # fmt: skip
-                    return True
+        if not fallback and any(isinstance(head, ast.AST) and _calls_import(head) for head in heads):
+            return True
         if any(_tries_import(b, f) for b, f in blocks):
             return True
     return False
@@ -313,19 +319,12 @@ def _sets_false(stmts: list[ast.stmt], tried: bool = False) -> bool:
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and stmt.value.value is False:
             if not tried:
                 return True
-        imports = any(
-            isinstance(c, ast.Call) and _called_name(c.func) in ("import_module", "__import__") for c in ast.walk(stmt)
-        )
+        imports = _calls_import(stmt)
         blocks = [getattr(stmt, f, None) for f in ("body", "orelse", "finalbody")]
         blocks += [h.body for h in getattr(stmt, "handlers", ())]
         heads = [getattr(stmt, f, None) for f in ("test", "iter")]
         heads += [i.context_expr for i in getattr(stmt, "items", ())]
-        head = any(
-            isinstance(c, ast.Call) and _called_name(c.func) in ("import_module", "__import__")
-            for h in heads
-            if isinstance(h, ast.AST)
-            for c in ast.walk(h)
-        )
+        head = any(isinstance(h, ast.AST) and _calls_import(h) for h in heads)
         if not isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             if any(_sets_false(b, tried or head) for b in blocks if isinstance(b, list)):
                 return True
@@ -715,11 +714,7 @@ class Outer:
                     how = ""  # an import tried where a distribution's metadata was found too
                     break
                 if any(
-                    isinstance(h, ast.ExceptHandler)
-                    and h.type is not None
-                    and "PackageNotFoundError" in ast.unparse(h.type)
-                    and _sets_false(h.body)
-                    for h in nodes
+                    isinstance(h, ast.ExceptHandler) and _missing_distribution(h) and _sets_false(h.body) for h in nodes
                 ):
                     how = "metadata"
             self._flags[key] = how
