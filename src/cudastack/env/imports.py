@@ -438,6 +438,35 @@ def unguarded_import(run: ImportTime, top: str, max_files: int | None = None) ->
     return None
 
 
+_TREES: dict[tuple[str, bytes], ast.Module | None] = {}
+"""(file, its bytes) → its tree, for every :class:`ImportTime` of the process (:func:`_shared_tree`)."""
+_TREES_BYTES = [0]
+_TREES_LIMIT = 128 << 20
+"""Bytes of source whose trees :data:`_TREES` keeps at most (a tree takes ~10x its source); then it
+starts again: a plan's long search walks many environments."""
+
+
+def _shared_tree(path: str, raw: bytes) -> ast.Module | None:
+    """:func:`_parse` of the file ``path`` holding ``raw``, one tree per file and bytes in this
+    process. The import model walks a distribution's import several times over (each requirer's
+    walk, each root's, the flag questions), each walk an :class:`ImportTime` of its own: on vllm
+    0.33 under a stub ``libstdc++.so.6`` 5,464 parses were of 4,209 distinct files, 4.5 s of the
+    run's 38 s. Nothing changes a tree once made (a lazy body, parsed on first read, is the same
+    whoever reads it first), and what a walk keys by node identity is its own. Keyed by the file
+    too: two files with the same bytes (cuda-core's ``cu12/`` and ``cu13/`` copies) are two
+    modules, and a walk tells their functions apart by identity."""
+    key = (path, raw)
+    if key in _TREES:
+        return _TREES[key]
+    tree = _parse(raw)
+    if _TREES_BYTES[0] > _TREES_LIMIT:
+        _TREES.clear()
+        _TREES_BYTES[0] = 0
+    _TREES[key] = tree
+    _TREES_BYTES[0] += len(raw)
+    return tree
+
+
 def _parse(raw: bytes) -> ast.Module | None:
     """The file's tree, function bodies parsed when read (:mod:`cudastack.env.lazyparse`)."""
     try:
@@ -1318,6 +1347,10 @@ class ImportTime:
         self._parent: dict[int, Any] = {}
         """Function or class node → the function whose body defines it (None: the module)."""
         self._class_path: dict[int, str] = {}
+        self._members: dict[int, dict[str, list[Any]]] = {}
+        """Class node → its own methods by name, in body order (:meth:`_methods`)."""
+        self._base_memo: dict[tuple[int, bool], list[tuple[str, ast.ClassDef]]] = {}
+        """(module-level class node, quiet) → :meth:`_bases` of it, when every base is a bare name."""
         self._live: dict[int, tuple[str, ast.ClassDef]] = {}
         self._instantiated: set[Any] = set()
         self._wanted: set[str] = set()
@@ -1604,23 +1637,38 @@ class ImportTime:
         """Methods of ``cls`` and its bases (resolved) called ``name``, its own first."""
         out: list[tuple[str, Any]] = []
         parent = self._parent.get(id(cls))
-        for m in cls.body:
-            if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef) and m.name == name:  # type: ignore[attr-defined]
-                self._parent[id(m)] = parent
-                out.append((path, m))
+        members = self._members.get(id(cls))
+        if members is None:  # sympy's classes are asked ~250k times in one walk: a scan of each body was 3 s
+            members = self._members[id(cls)] = {}
+            for m in cls.body:
+                if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef):
+                    members.setdefault(m.name, []).append(m)  # type: ignore[attr-defined]
+        for m in members.get(name, ()):
+            self._parent[id(m)] = parent
+            out.append((path, m))
         if depth < 8:
             for p, base in self._bases(path, cls):
                 out.extend(self._methods(p, base, name, depth + 1))
         return out
 
     def _bases(self, path: str, cls: ast.ClassDef) -> list[tuple[str, ast.ClassDef]]:
+        """The classes the base expressions of ``cls`` name. Kept for a module-level class whose
+        bases are bare names: those resolve in the module's scope alone, the same each time (what
+        resolving does besides, ``__getattr__`` run and the parent recorded, is done the first
+        time, so the key holds :attr:`_quiet`, under which it is not done)."""
         parent = self._parent.get(id(cls))
+        key = (id(cls), self._quiet)
+        kept = self._base_memo.get(key) if parent is None else None
+        if kept is not None:
+            return kept
         out = []
         for b in cls.bases:
             for kind, p, node in self._resolve(path, parent, b) or ():
                 if kind == "class" and node is not cls:
                     self._parent.setdefault(id(node), None)
                     out.append((p, node))
+        if parent is None and all(type(b) is ast.Name for b in cls.bases):
+            self._base_memo[key] = out
         return out
 
     def _make_live(self, path: str, cls: ast.ClassDef, depth: int = 0) -> None:
@@ -2344,12 +2392,13 @@ class ImportTime:
 
     def tree(self, path: str, needle: bytes = b"") -> ast.Module | None:
         """The parsed file (one parse per file, shared by every question: node identities count);
-        None when unreadable or, given ``needle``, when the bytes do not contain it."""
+        None when unreadable or, given ``needle``, when the bytes do not contain it. Shared by
+        every walk of this process too (:data:`_TREES`)."""
         raw = self.source(path)
         if not raw or needle not in raw:
             return None
         if path not in self.trees:
-            self.trees[path] = _parse(raw)
+            self.trees[path] = _shared_tree(path, raw)
         return self.trees[path]
 
     def raw(self, path: str) -> bytes | None:
