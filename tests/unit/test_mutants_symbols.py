@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from cudastack.elf.reader import read_elf
-from cudastack.elf.symbols import abi_flavour, closest_exports, demangle, explain, identifier_tokens
+from cudastack.elf.symbols import (
+    abi_flavour,
+    closest_exports,
+    closest_in,
+    demangle,
+    explain,
+    export_table,
+    identifier_tokens,
+)
 from tests.native import build
 
 SRC = """#include <string>
@@ -139,6 +147,34 @@ def test_closest_exports_ranks_by_common_prefix_then_length() -> None:
     near = [("_Z3fooj", "/shorter-by-3.so"), ("_Z3foojjjjj", "/longer-by-1.so")]
     assert closest_exports("_Z3fooiiii", near) == [("_Z3foojjjjj", "/longer-by-1.so"), ("_Z3fooj", "/shorter-by-3.so")]
     assert closest_exports(needed, exports, limit=1) == [("_ZN2at6native9add_kernelERKNS_6TensorEi", "/c.so")]
+
+
+def test_closest_in_answers_as_closest_exports_on_real_libraries(abi_builds: dict[str, list[str]]) -> None:
+    """ABI001's search over whole export tables (a ``str.find`` per table, candidates kept per
+    table and key) gives what the name-by-name search gives, on the C++ exports of g++'s own
+    libstdc++ and of the two ABI builds, for needed names that are exports (not their own hint)
+    and the same names with one parameter changed (``i`` → ``j``, as a torch ABI change does)."""
+    libstdcxx = subprocess.run(
+        ["g++", "-print-file-name=libstdc++.so.6"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    files = {libstdcxx: sorted(read_elf(libstdcxx).exports)}
+    files.update({f"/lib/{k}.so": v for k, v in abi_builds.items()})
+    files["/lib/ctor.so"] = ["_ZN5Outer5OuterC1Ev", "_ZN5Outer5OuterC2Ev", "_ZN5Outer3runEv"]  # the key twice in one
+    assert len(files[libstdcxx]) > 3000
+    pairs = [(n, path) for path, names in files.items() for n in names]
+    tables = [(path, export_table(names)) for path, names in files.items()]
+    cxx = sorted({n for n, _ in pairs if n.startswith("_Z")})
+    ours = [n for k in abi_builds for n in abi_builds[k]]
+    changed = [n.replace("i", "j", 1) for n in cxx[::31]]
+    needed = cxx[::23] + ours + changed + ["_ZN5Outer5OuterC1Ei", "notmangled", "_Z"]
+    memo: dict[tuple[int, str], list[str]] = {}
+    hinted = 0
+    for name in needed:
+        want = closest_exports(name, pairs)
+        assert closest_in(name, tables) == want, name
+        assert closest_in(name, tables, memo=memo) == want == closest_in(name, tables, memo=memo), name
+        hinted += bool(want)
+    assert hinted > 100 and len(memo) > 100
 
 
 def test_explain_says_what_each_kind_of_symbol_means(abi_builds: dict[str, list[str]]) -> None:

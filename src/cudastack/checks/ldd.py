@@ -6,16 +6,19 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudastack.checks.pkg import fbgemm_off_minor
 from cudastack.checks.registry import Context, SkipCheck, rule
 from cudastack.data.libraries import DRIVER_LIBRARIES, load_failure_outcome, provider_of
-from cudastack.elf.symbols import closest_exports, demangle, explain
+from cudastack.elf.symbols import closest_in, demangle, explain, export_table
 from cudastack.findings import Cause, Finding, Fix, Severity
 from cudastack.loader.builds import BuildMismatch
 from cudastack.loader.predict import BlockedImport, FilePrediction, Prediction
 from cudastack.loader.process import LoadProblem
+
+if TYPE_CHECKING:
+    from cudastack.elf.reader import ElfFile
 
 
 def root_of(problem: LoadProblem) -> tuple[str, str]:
@@ -531,19 +534,33 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
     names = [p.name for items in by_req.values() for _, p in items[:3]]
     readable = demangle(names)
     torch = ctx.inventory.torch
+    tables: dict[int, str] = {}  # an ELF file's exports as one string, made once (closest_in)
+    found: dict[tuple[int, str], list[str]] = {}
+
+    def table(elf: ElfFile) -> str:
+        text = tables.get(id(elf))
+        if text is None:
+            text = tables[id(elf)] = export_table(elf.exports)
+        return text
+
+    everywhere: list[tuple[str, str]] | None = None
     for req, items in sorted(by_req.items()):
         syms = list(dict.fromkeys(p.name for _, p in items))
         f0 = items[0][0]
         built = _built_for_another(ctx, {f.path for f, _ in items})
-        scope_exports = _scope_exports(f0)
-        everywhere = [(n, e.path) for e in pred.elf_cache.files() for n in e.exports]
+        root = f0.result.root if f0.result else None
+        scope = [(obj.path, table(obj.elf)) for obj in ((root.searchlist or []) if root else [])]
         evidence: list[str] = []
         hints: list[str] = []
         for s in syms[:3]:
             evidence.append(f"needs {readable.get(s, s)}  [{s}]")
             # in scope first; else anywhere in the environment (the file may not even link the
             # library that used to define it: linkers drop DT_NEEDED entries with --as-needed)
-            close = closest_exports(s, scope_exports) or closest_exports(s, everywhere)
+            close = closest_in(s, scope, memo=found)
+            if not close:
+                if everywhere is None:
+                    everywhere = [(e.path, table(e)) for e in pred.elf_cache.files()]
+                close = closest_in(s, everywhere, memo=found)
             for sym, path in close[:1]:
                 evidence.append(f"  closest export: {demangle([sym]).get(sym, sym)} in {path}")
             hints.extend(h for h in explain(s, close, torch.version if torch else None) if h not in hints)
@@ -579,14 +596,6 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
 
 def _why_on_demand(f: FilePrediction) -> str:
     return "a module that no import of its package loads" if f.kind == "module" else "loaded on demand"
-
-
-def _scope_exports(f: FilePrediction) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    root = f.result.root if f.result else None
-    for obj in (root.searchlist or []) if root else []:
-        out.extend((name, obj.path) for name in obj.elf.exports)
-    return out
 
 
 @rule(

@@ -75,6 +75,47 @@ def closest_exports(name: str, exports: Iterable[tuple[str, str]], limit: int = 
     return [(s, p) for _, _, s, p in scored[:limit]]
 
 
+def export_table(names: Iterable[str]) -> str:
+    """Exported names as one string for :func:`closest_in`: each between NUL bytes (no ELF name
+    holds one: a string table entry ends at its NUL)."""
+    return "\0" + "\0".join(names) + "\0"
+
+
+def closest_in(
+    name: str,
+    tables: Iterable[tuple[str, str]],
+    limit: int = 3,
+    memo: dict[tuple[int, str], list[str]] | None = None,
+) -> list[tuple[str, str]]:
+    """:func:`closest_exports` over ``(file, export_table(...))`` pairs: the same answer, the
+    candidates found by ``str.find`` of the key in each file's table instead of a test of every
+    name, and kept in ``memo`` (by table and key: the modules of one broken build miss the same
+    symbols). On vllm 0.33 under a stub ``libstdc++.so.6`` ABI001 asks for 375 symbols' closest
+    exports, each over every export of the environment (~2M names): 6.6 s of the run's ~40 s."""
+    tokens = identifier_tokens(name)
+    if not name.startswith("_Z") or not tokens:
+        return []
+    key = max(tokens, key=len)
+    scored = []
+    for path, text in tables:
+        found = memo.get((id(text), key)) if memo is not None else None
+        if found is None:
+            found = []
+            at = text.find(key)
+            while at >= 0:
+                end = text.find("\0", at)
+                found.append(text[text.rfind("\0", 0, at) + 1 : end])
+                at = text.find(key, end)
+            if memo is not None:
+                memo[(id(text), key)] = found
+        for sym in found:
+            if sym != name:
+                common = len(os.path.commonprefix([sym, name]))  # noqa: RUF071 - character prefix wanted
+                scored.append((-common, abs(len(sym) - len(name)), sym, path))
+    scored.sort()
+    return [(s, p) for _, _, s, p in scored[:limit]]
+
+
 def abi_flavour(mangled: str) -> str | None:
     """``cxx11`` or ``old`` when the name involves std::string/list (whose ABI differs), else None."""
     if "B5cxx11" in mangled or "NSt7__cxx11" in mangled:
