@@ -730,6 +730,60 @@ def test_a_module_another_distributions_import_loads_fails_that_import(
         assert alone["caused_by"] is None and alone["message"] == front["message"], alone
 
 
+def test_requirers_shared_out_among_processes_answer_as_one_process_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The requirers of a failing module are walked side by side on spare CPUs when their walks
+    are many (``loader.predict._reaches``: vllm 0.33 under a stub libstdc++, 71 requirers). Five
+    requirers of a failing ``basepkg._core``, in the shapes above: two import it unguarded (one
+    through ``basepkg.client``), one inside a ``try``, one imports only ``basepkg``, one the
+    module guarded. The real imports decide which fail; the doctor says the same, and the whole
+    report is the same whether the walks are shared out (the bound set to 0 files) or not."""
+    from cudastack import parallel
+    from cudastack.loader import predict
+
+    if parallel.spare_cpus() < 1:
+        pytest.fail("this test needs a second CPU: the walks are shared out only on a spare one")
+    monkeypatch.setenv("CUDASTACK_NO_CACHE", "1")
+    python = _installed(tmp_path, "basepkg", "basepkg/_core", {"basepkg/__init__.py": "X = 1\n"})
+    site = site_of(python)
+    (site / "basepkg" / "client.py").write_text("from basepkg import _core\n")
+    record = next(site.glob("basepkg-1.0.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + "basepkg/client.py,,\n")
+    inits = {
+        "fronta": "import basepkg.client\n",
+        "frontb": "import os\nfrom basepkg import _core\n",
+        "frontc": "try:\n    import basepkg.client\nexcept ImportError:\n    client = None\n",
+        "frontd": "import basepkg\n",
+        "fronte": "import basepkg\n\nif basepkg.X == 1:\n    try:\n        from basepkg import _core\n"
+        "    except ImportError:\n        _core = None\n",
+    }
+    for name, init in inits.items():
+        scenario.write_dist(site, {"name": name, "version": "1.0", "requires": ["basepkg>=1"],
+                                   "files": {f"{name}/__init__.py": init}})  # fmt: skip
+    fails = {
+        m
+        for m in inits
+        if subprocess.run(["env", "-i", str(python), "-c", f"import {m}"], capture_output=True).returncode != 0
+    }
+    assert fails == {"fronta", "frontb"}
+    _rc, alone = _doctor(python, capsys)
+    blocked = {f["distribution"] for f in alone["findings"] if f["code"] == "LDD009"}
+    assert blocked == fails, alone["findings"]
+    shares: list[int] = []
+    real_share = predict._reach_share
+
+    def counted(asked: list, share: list[int], walks: dict) -> list:  # type: ignore[type-arg]
+        shares.append(len(share))
+        return real_share(asked, share, walks)
+
+    monkeypatch.setattr(predict, "_SPLIT_FILES", 0)
+    monkeypatch.setattr(predict, "_reach_share", counted)
+    _rc, shared = _doctor(python, capsys)
+    assert len(shares) == 1 and 0 < shares[0] < 6  # this process's share; the rest went to a child
+    assert shared["findings"] == alone["findings"] and shared["modules"] == alone["modules"]
+
+
 BINDING_PROBE = (  # pyqtgraph 0.14's Qt/__init__.py: probe the bindings, then import the one found
     "QT_LIB = None\n"
     "for lib in ['goodbinding', 'basepkg']:\n"
