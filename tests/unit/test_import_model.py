@@ -330,3 +330,72 @@ def test_a_guard_is_what_python_does_with_the_failed_import(
     assert (real.returncode != 0) == (code == "LDD001"), real.stderr
     rc, data = _doctor(python, capsys)
     assert (rc, [f["code"] for f in data["findings"]]) == (int(code == "LDD001"), [code])
+
+
+def test_a_node_the_walk_makes_is_not_mistaken_for_one_parsed_later(tmp_path: Path) -> None:
+    """The walk makes string constants of its own (``import_module('pkg.' + b)`` for each ``b`` a
+    loop passes) and counts their ids as run; freed, their addresses came back as nodes of a body
+    parsed later, which then counted as run: ``import numpy`` in a nested function nobody calls was
+    an unguarded import (the session 41 review; three walks in one process, each wrong at 6fc525b).
+    The real import does not import numpy; no walk says it does."""
+    from cudastack.env.dists import iter_distributions
+    from cudastack.env.imports import ImportTime, unguarded_import
+    from tests import scenario
+
+    site = tmp_path / "site"
+    site.mkdir()
+    names = [f"b{i}" for i in range(3000)]
+    body = "\n".join(f"        import numpy as n{i}" for i in range(3000))
+    init = (
+        "import importlib\n"
+        "def get_backend(b):\n    return importlib.import_module('pkg.' + b)\n"
+        f"ALL = {tuple(names)!r}\n"
+        "def step1():\n    return step2()\n"
+        "def step2():\n    return step3()\n"
+        f"def step3():\n    def inner():\n{body}\n    return inner\n"
+        "for b in ALL:\n    try:\n        get_backend(b)\n    except ImportError:\n        pass\n"
+        "step1()\n" + "#" * 4096 + "\n"
+    )
+    scenario.write_dist(site, {"name": "pkg", "version": "1.0", "files": {"pkg/__init__.py": init}})
+    real = subprocess.run(
+        [
+            "python3",
+            "-I",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(site)!r}); import pkg; print('numpy' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert real.stdout.strip() == "False"
+    dist = next(d for d in iter_distributions((str(site),)) if d.key == "pkg")
+    for _ in range(3):
+        run = ImportTime(dist)
+        while run.advance():
+            pass
+        assert unguarded_import(run, "numpy") is None
+
+
+def test_a_parse_that_fails_for_the_stack_depth_is_not_kept_for_another_walk() -> None:
+    """Trees are shared by every walk of the process (``imports._shared_tree``), but a parse that
+    fails with RecursionError depends on how deep the stack was when it ran: a walk at a shallow
+    depth parses the same file (the session 41 review: one None for the whole process)."""
+    import sys
+    import threading
+
+    from cudastack.env import imports
+
+    src = ("x = " + " + ".join(["1"] * 2900) + "\n").encode()
+    path = "/nonexistent/deep_expression.py"
+
+    def deep(n: int) -> object:
+        return imports._shared_tree(path, src) if n == 0 else deep(n - 1)
+
+    depth = next((d for d in range(0, sys.getrecursionlimit() - 100, 50) if deep(d) is None), None)
+    assert depth is not None, "no stack depth makes this parse fail here: the test shows nothing"
+    shallow: list[object] = []  # a new thread's stack: as shallow as a walk's can be
+    thread = threading.Thread(target=lambda: shallow.append(imports._shared_tree(path, src)))
+    thread.start()
+    thread.join()
+    assert shallow and shallow[0] is not None

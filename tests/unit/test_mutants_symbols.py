@@ -167,7 +167,7 @@ def test_closest_in_answers_as_closest_exports_on_real_libraries(abi_builds: dic
     ours = [n for k in abi_builds for n in abi_builds[k]]
     changed = [n.replace("i", "j", 1) for n in cxx[::31]]
     needed = cxx[::23] + ours + changed + ["_ZN5Outer5OuterC1Ei", "notmangled", "_Z"]
-    memo: dict[tuple[int, str], list[str]] = {}
+    memo: dict[tuple[str, str], list[str]] = {}
     hinted = 0
     for name in needed:
         want = closest_exports(name, pairs)

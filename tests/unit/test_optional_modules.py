@@ -782,6 +782,9 @@ def test_requirers_shared_out_among_processes_answer_as_one_process_does(
     _rc, shared = _doctor(python, capsys)
     assert len(shares) == 1 and 0 < shares[0] < 6  # this process's share; the rest went to a child
     assert shared["findings"] == alone["findings"] and shared["modules"] == alone["modules"]
+    from cudastack.env import imports
+
+    assert not imports._TREES  # the walks' shared trees are let go once the prediction is done
 
 
 BINDING_PROBE = (  # pyqtgraph 0.14's Qt/__init__.py: probe the bindings, then import the one found

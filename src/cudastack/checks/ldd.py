@@ -535,7 +535,7 @@ def undefined_symbol(ctx: Context) -> Iterator[Finding]:
     readable = demangle(names)
     torch = ctx.inventory.torch
     tables: dict[int, str] = {}  # an ELF file's exports as one string, made once (closest_in)
-    found: dict[tuple[int, str], list[str]] = {}
+    found: dict[tuple[str, str], list[str]] = {}
 
     def table(elf: ElfFile) -> str:
         text = tables.get(id(elf))

@@ -85,7 +85,7 @@ def closest_in(
     name: str,
     tables: Iterable[tuple[str, str]],
     limit: int = 3,
-    memo: dict[tuple[int, str], list[str]] | None = None,
+    memo: dict[tuple[str, str], list[str]] | None = None,
 ) -> list[tuple[str, str]]:
     """:func:`closest_exports` over ``(file, export_table(...))`` pairs: the same answer, the
     candidates found by ``str.find`` of the key in each file's table instead of a test of every
@@ -98,7 +98,9 @@ def closest_in(
     key = max(tokens, key=len)
     scored = []
     for path, text in tables:
-        found = memo.get((id(text), key)) if memo is not None else None
+        # keyed by the table itself (its hash is computed once and kept by the str; a lookup of the
+        # same object compares by identity), not its id: a freed table's id can come back
+        found = memo.get((text, key)) if memo is not None else None
         if found is None:
             found = []
             at = text.find(key)
@@ -107,7 +109,7 @@ def closest_in(
                 found.append(text[text.rfind("\0", 0, at) + 1 : end])
                 at = text.find(key, end)
             if memo is not None:
-                memo[(id(text), key)] = found
+                memo[(text, key)] = found
         for sym in found:
             if sym != name:
                 common = len(os.path.commonprefix([sym, name]))  # noqa: RUF071 - character prefix wanted

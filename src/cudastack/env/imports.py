@@ -441,9 +441,16 @@ def unguarded_import(run: ImportTime, top: str, max_files: int | None = None) ->
 _TREES: dict[tuple[str, bytes], ast.Module | None] = {}
 """(file, its bytes) → its tree, for every :class:`ImportTime` of the process (:func:`_shared_tree`)."""
 _TREES_BYTES = [0]
-_TREES_LIMIT = 128 << 20
-"""Bytes of source whose trees :data:`_TREES` keeps at most (a tree takes ~10x its source); then it
-starts again: a plan's long search walks many environments."""
+_TREES_LIMIT = 64 << 20
+"""Bytes of source whose trees :data:`_TREES` keeps at most (a tree takes ~11x its source in memory:
+~0.7 GB); then it starts again. :func:`forget_trees` empties it when a prediction is done."""
+
+
+def forget_trees() -> None:
+    """Let go of the trees :func:`_shared_tree` keeps (a prediction is done with them: a library
+    caller or a plan's long search would otherwise keep ~0.7 GB after the stub vllm 0.33 run)."""
+    _TREES.clear()
+    _TREES_BYTES[0] = 0
 
 
 def _shared_tree(path: str, raw: bytes) -> ast.Module | None:
@@ -458,10 +465,14 @@ def _shared_tree(path: str, raw: bytes) -> ast.Module | None:
     key = (path, raw)
     if key in _TREES:
         return _TREES[key]
-    tree = _parse(raw)
+    try:
+        tree: ast.Module | None = lazyparse.parse(raw)
+    except (SyntaxError, ValueError):
+        tree = None
+    except (RecursionError, MemoryError):
+        return None  # depends on how deep the stack is now, or on memory: not kept for another walk
     if _TREES_BYTES[0] > _TREES_LIMIT:
-        _TREES.clear()
-        _TREES_BYTES[0] = 0
+        forget_trees()
     _TREES[key] = tree
     _TREES_BYTES[0] += len(raw)
     return tree
@@ -1372,6 +1383,10 @@ class ImportTime:
         running code calls a method of that name (:meth:`_want`)."""
         self._recheck: list[tuple[str, str, Any, Any]] = []
         """(function, parameter, slot) → whether the function may call what that parameter holds."""
+        self._made: list[ast.Constant] = []
+        """Nodes the walk made itself (:meth:`_joined_names`): :attr:`running` holds their ids, so they
+        live as long as it does, or a node parsed later at the same address would count as run (the
+        session 41 review: ijson's walk held 5 such ids)."""
         self._tables: dict[int, dict[str, object]] = {}
         """``__getattr__`` node → the module's constant tables it reads (:func:`_constant_tables`)."""
         self._getattr_modules: set[str] = set()
@@ -2339,7 +2354,9 @@ class ImportTime:
                         continue
                     for c in self._string_values(path, scope, arg.id) or ():
                         if type(c.value) is str:
-                            out.append(ast.Constant(value=a.left.value + c.value, lineno=c.lineno, col_offset=0))
+                            made = ast.Constant(value=a.left.value + c.value, lineno=c.lineno, col_offset=0)
+                            self._made.append(made)  # its id goes into ``running``: kept alive with it
+                            out.append(made)
         return out
 
     def _imports_by_name(self, f: Any) -> bool:

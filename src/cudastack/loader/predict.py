@@ -35,6 +35,7 @@ from cudastack.env.crossdist import MAX_FILES, LazyNames, Outer, Reach, Together
 from cudastack.env.dists import Distribution
 from cudastack.env.imports import (
     ImportTime,
+    forget_trees,
     imported_plainly,
     installed_failure,
     lazy_attribute,
@@ -1926,6 +1927,7 @@ def start_predict(
         pred.files.extend(stdlib_failing)
         for dist in inventory.dists.values():
             object.__setattr__(dist, "_import_time", None)  # the parsed Python of failing packages: done with it
+        forget_trees()
         return pred
 
     return finish
