@@ -4,7 +4,7 @@ with ``python -c 'import torch'`` there and with the doctor of another checkout 
 commit), runs interleaved so that the machine's drift hits each alike.
 
     python bench/bench_vllm.py --python /work/cache/vllm-0.33.0/bin/python \\
-        --baseline /work/main/src [--runs 5]
+        --baseline /work/main/src [--runs 5] [--doctor-arg=-e --doctor-arg=LD_LIBRARY_PATH=STUBDIR]
 
 Cache off: ``CUDASTACK_NO_CACHE=1`` (the import-verdict cache, as ``bench_doctor.py``). Each
 doctor's JSON findings are compared: the two must say the same. Prints a Markdown table for
@@ -51,6 +51,13 @@ def main() -> None:
     ap.add_argument("--python", required=True, help="the environment's interpreter")
     ap.add_argument("--baseline", required=True, help="src/ of the checkout to compare with (the main commit)")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument(
+        "--doctor-arg",
+        action="append",
+        default=[],
+        help="an argument for both doctors (repeat it): a broken stack, e.g. --doctor-arg=-e "
+        "--doctor-arg=LD_LIBRARY_PATH=/path/to/stub/libstdc++ (then `import torch` is timed as it is)",
+    )
     args = ap.parse_args()
 
     def doctor_env(src: str) -> dict[str, str]:
@@ -58,7 +65,17 @@ def main() -> None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: cudastack's own bytecode cached
         return env
 
-    doctor = [sys.executable, "-m", "cudastack", "doctor", "--python", args.python, "--format", "json"]
+    doctor = [
+        sys.executable,
+        "-m",
+        "cudastack",
+        "doctor",
+        "--python",
+        args.python,
+        "--format",
+        "json",
+        *args.doctor_arg,
+    ]
     rows: dict[str, tuple[list[str], dict[str, str] | None]] = {
         "cudastack doctor, cache off (this checkout)": (doctor, doctor_env(SRC)),
         "cudastack doctor, cache off (baseline)": (doctor, doctor_env(args.baseline)),
