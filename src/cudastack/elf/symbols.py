@@ -62,13 +62,23 @@ def closest_exports(name: str, exports: Iterable[tuple[str, str]], limit: int = 
     ``_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib`` (needs ``(int, ...)``) finds
     ``..._implementationEjPKcS3_jb`` (``(unsigned int, ...)``) in libc10_cuda.so.
     """
+    key = _key(name)
+    return _ranked(name, [(sym, path) for sym, path in exports if key in sym], limit) if key else []
+
+
+def _key(name: str) -> str:
+    """The longest source name of a mangled C++ symbol, what its closest exports must hold; empty
+    for a name that is not one."""
     tokens = identifier_tokens(name)
-    if not name.startswith("_Z") or not tokens:
-        return []
-    key = max(tokens, key=len)
+    return max(tokens, key=len) if name.startswith("_Z") and tokens else ""
+
+
+def _ranked(name: str, candidates: Iterable[tuple[str, str]], limit: int) -> list[tuple[str, str]]:
+    """The ``limit`` best of ``(symbol, file)`` candidates for ``name`` (itself excluded): the
+    longest common prefix first, then the nearest length, then by name and file."""
     scored = []
-    for sym, path in exports:
-        if key in sym and sym != name:
+    for sym, path in candidates:
+        if sym != name:
             common = len(os.path.commonprefix([sym, name]))  # noqa: RUF071 - character prefix wanted
             scored.append((-common, abs(len(sym) - len(name)), sym, path))
     scored.sort()
@@ -92,11 +102,10 @@ def closest_in(
     name, and kept in ``memo`` (by table and key: the modules of one broken build miss the same
     symbols). On vllm 0.33 under a stub ``libstdc++.so.6`` ABI001 asks for 375 symbols' closest
     exports, each over every export of the environment (~2M names): 6.6 s of the run's ~40 s."""
-    tokens = identifier_tokens(name)
-    if not name.startswith("_Z") or not tokens:
+    key = _key(name)
+    if not key:
         return []
-    key = max(tokens, key=len)
-    scored = []
+    candidates: list[tuple[str, str]] = []
     for path, text in tables:
         # keyed by the table itself (its hash is computed once and kept by the str; a lookup of the
         # same object compares by identity), not its id: a freed table's id can come back
@@ -110,12 +119,8 @@ def closest_in(
                 at = text.find(key, end)
             if memo is not None:
                 memo[(text, key)] = found
-        for sym in found:
-            if sym != name:
-                common = len(os.path.commonprefix([sym, name]))  # noqa: RUF071 - character prefix wanted
-                scored.append((-common, abs(len(sym) - len(name)), sym, path))
-    scored.sort()
-    return [(s, p) for _, _, s, p in scored[:limit]]
+        candidates.extend((sym, path) for sym in found)
+    return _ranked(name, candidates, limit)
 
 
 def abi_flavour(mangled: str) -> str | None:

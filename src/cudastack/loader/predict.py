@@ -715,15 +715,15 @@ def _reaches(
     groups: dict[str, list[int]] = {}
     for q, (_f, _dist, requirer, _sure) in enumerate(asked):
         groups.setdefault(requirer.key, []).append(q)
-    files = sum(_python_files(asked[g[0]][2]) for g in groups.values())
+    cost = {key: _python_files(asked[qs[0]][2]) for key, qs in groups.items()}
     # a few walks are not worth a child: a healthy vllm 0.33 asks 4 requirers (657 files, 0.2 s)
-    n = min(len(groups), spare_cpus() + 1) if files >= _SPLIT_FILES else 1
+    n = min(len(groups), spare_cpus() + 1) if sum(cost.values()) >= _SPLIT_FILES else 1
     shares: list[list[int]] = [[] for _ in range(max(n, 1))]
     load = [0] * len(shares)
-    for key in sorted(groups, key=lambda k: (-_python_files(asked[groups[k][0]][2]), k)):
+    for key in sorted(groups, key=lambda k: (-cost[k], k)):
         k = load.index(min(load))
         shares[k].extend(groups[key])
-        load[k] += _python_files(asked[groups[key][0]][2]) + 1
+        load[k] += cost[key] + 1
     for share in shares:
         share.sort()
     children = [Forked(_reach_share, asked, share, {}) for share in shares[1:]]
