@@ -337,6 +337,32 @@ def test_background_scan_answers_what_the_in_process_scan_does(tmp_path: Path, k
         os.waitpid(stopped.pid, os.WNOHANG)  # reaped: no zombie left behind
 
 
+def test_device_scan_forks_only_with_a_cpu_of_its_own(
+    tmp_path: Path, kernels: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With fewer spare CPUs than the run's early children and the scan, the scan runs in the
+    doctor's process after the prediction (a child re-reads the ELF headers, and on 2 CPUs slowed
+    the children the prediction waits for); with enough, in a child. The answer is the same."""
+    from cudastack.checks import registry
+    from cudastack.cuda.coverage import scan_environment
+    from cudastack.elf.cache import ElfCache
+    from cudastack.env.inventory import read_inventory
+    from cudastack.target import build_target
+
+    site = _site(tmp_path, {f"lib{k}": v for k, v in kernels.items() if k.endswith(".so")})
+    target = build_target(site_packages=str(site), python_version="3.11")
+    inv = read_inventory(target)
+    here = scan_environment(inv, ElfCache())
+    assert here.files
+    for spare, forks in ((0, False), (1, False), (2, False), (3, True), (15, True)):  # 2 CPUs: 1 spare
+        monkeypatch.setattr("cudastack.parallel.spare_cpus", lambda spare=spare: spare)
+        ctx = registry.Context(target=target, inventory=inv)
+        ctx.prefetch_device_code()
+        assert ("_device_scan" in ctx.__dict__) is forks, spare
+        assert ctx.device_code == here
+        ctx.close()
+
+
 def test_standalone_device_files_are_read_back_under_their_identity(
     tmp_path: Path, kernels: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -217,11 +217,14 @@ class Context:
         return self.__dict__.pop(name, None)
 
     def prefetch_device_code(self) -> None:
-        """Start the device-code scan on another CPU now (see ``BackgroundScan``), when there is
-        one and this process has no other thread (forking a threaded process can deadlock)."""
+        """Start the device-code scan on another CPU now (see ``BackgroundScan``), when it gets a
+        CPU of its own (:data:`_DEVICE_SCAN_SPARE`) and this process has no other thread (forking
+        a threaded process can deadlock)."""
         from cudastack.parallel import spare_cpus
 
-        if "device_code" in self.__dict__ or "_device_scan" in self.__dict__ or not spare_cpus():
+        if "device_code" in self.__dict__ or "_device_scan" in self.__dict__:
+            return
+        if spare_cpus() < _DEVICE_SCAN_SPARE:
             return
         from cudastack.cuda.coverage import BackgroundScan
 
@@ -352,6 +355,17 @@ def _selected(code: str, select: Sequence[str], ignore: dict[str, str]) -> str |
         prefix = max((i for i in ignore if code.startswith(i)), key=len)
         return f"ignored: {ignore[prefix]}"
     return None
+
+
+_DEVICE_SCAN_SPARE = 3
+"""Spare CPUs (:func:`cudastack.parallel.spare_cpus`) before the device-code scan runs in a
+child: one for each child started with it (the native-load scan the prediction waits for, the
+search for unprovided imports) and one for it. With fewer it runs here, after the prediction,
+where the ELF headers it reads are already parsed: on vllm 0.33 it took 0.10 s of CPU here
+against 0.24 s in a child that reads them again, and a sixth process on 2 CPUs slowed the
+others (paired medians of interleaved runs on 2 CPUs: 0.07-0.23 s less wall and 0.18-0.50 s
+less CPU in all, three sets of 11-15; on torch 2.14.1 alone no change in wall:
+BENCHMARKS.md, session 42)."""
 
 
 def run_rules(
