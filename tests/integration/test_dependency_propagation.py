@@ -2,7 +2,13 @@
 wheels of numpy, scipy, pandas and two pure-Python packages that import numpy, with numpy's
 bundled OpenBLAS removed, as a broken or half-copied environment has it. The oracle is a real
 ``import`` of every top-level package in a fresh interpreter; the doctor must name, with an
-error, exactly the distributions whose own import fails."""
+error, exactly the distributions whose own import fails.
+
+Beside them, small packages of our own, one per pattern of a submodule that imports numpy: taken
+in a ``try`` that swallows the ImportError (directly, or a package above it: the import works;
+both were LDD009 errors until session 42), unguarded, also imported unguarded elsewhere, under a
+handler of ModuleNotFoundError only (numpy raises ImportError), re-raised; and two that do not
+declare numpy."""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from cudastack.cli import main
+from tests import scenario
 from tests.venvs import make_venv, site_of
 
 ROOTS = {
@@ -25,6 +32,23 @@ ROOTS = {
     "python-dateutil": "dateutil",
     "tzdata": "tzdata",
 }
+TRY = "try:\n    from . import {m}\nexcept {exc}:\n    {after}\n"
+PATTERNS = {  # name -> (declares numpy, files)
+    "guardsub": (True, {"__init__.py": TRY.format(m="fast", exc="ImportError", after="fast = None"),
+                        "fast.py": "import numpy\n"}),
+    "guardnest": (True, {"__init__.py": TRY.format(m="a", exc="ImportError", after="a = None"),
+                         "a/__init__.py": "from . import b\n", "a/b.py": "import numpy\n"}),
+    "unguardsub": (True, {"__init__.py": "from . import fast\n", "fast.py": "import numpy\n"}),
+    "mixedsub": (True, {"__init__.py": TRY.format(m="fast", exc="ImportError", after="pass") + "from .other import x\n",
+                        "fast.py": "import numpy\ny = 1\n", "other.py": "from .fast import y\nx = y\n"}),
+    "mnfesub": (True, {"__init__.py": TRY.format(m="fast", exc="ModuleNotFoundError", after="fast = None"),
+                       "fast.py": "import numpy\n"}),
+    "reraisesub": (True, {"__init__.py": TRY.format(m="fast", exc="ImportError", after="raise"),
+                          "fast.py": "import numpy\n"}),
+    "uguardsub": (False, {"__init__.py": TRY.format(m="fast", exc="ImportError", after="fast = None"),
+                          "fast.py": "import numpy\n"}),
+    "uunguardsub": (False, {"__init__.py": "from . import fast\n", "fast.py": "import numpy\n"}),
+}  # fmt: skip
 
 
 def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
@@ -38,20 +62,25 @@ def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     site = site_of(python)
+    for name, (declares, files) in PATTERNS.items():
+        spec = {"name": name, "version": "1.0", "files": {f"{name}/{rel}": text for rel, text in files.items()}}
+        scenario.write_dist(site, {**spec, "requires": ["numpy"] if declares else []})
     blas = sorted((site / "numpy.libs").glob("*.so*"))
     assert blas, "numpy's wheel bundles its BLAS in numpy.libs"
     for lib in blas:
         lib.unlink()
     real = {}
-    for dist, root in ROOTS.items():
+    roots = {**ROOTS, **{name: name for name in PATTERNS}}
+    for dist, root in roots.items():
         r = subprocess.run(["env", "-i", str(python), "-c", f"import {root}"], capture_output=True, text=True)
         real[dist] = r.returncode == 0
     assert not real["numpy"] and not real["pandas"] and not real["patsy"] and not real["tifffile"], real
     assert real["python-dateutil"] and real["tzdata"], real
+    assert [n for n in PATTERNS if real[n]] == ["guardsub", "guardnest", "uguardsub"], real
     main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH="])
     data = json.loads(capsys.readouterr().out)
     errors = {f["distribution"] for f in data["findings"] if f["severity"] == "error"}
-    assert {d for d, ok in real.items() if not ok} == errors & set(ROOTS), (real, sorted(errors))
+    assert {d for d, ok in real.items() if not ok} == errors & set(roots), (real, sorted(errors))
     for f in data["findings"]:
         if f["code"] == "LDD009" and f["severity"] == "error":  # each points at numpy's own finding
             assert f["caused_by"] is not None and f["caused_by"]["code"] in ("LDD001", "ENV004"), f
