@@ -33,10 +33,20 @@ import importlib, sys
 try:
     importlib.import_module(sys.argv[1])
 except BaseException as exc:
-    text = f"{type(exc).__name__}: {exc}"
-    print(text if len(text) <= 400 else text[:200] + " [...] " + text[-200:])
+    parts, seen = [], set()
+    while exc is not None and id(exc) not in seen and len(parts) < 8:  # the chain, as a traceback prints it
+        seen.add(id(exc))
+        text = f"{type(exc).__name__}: {exc}"
+        parts.append(text if len(text) <= 400 else text[:200] + " [...] " + text[-200:])
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    print(" <- ".join(parts))
     raise SystemExit(1)
 """
+# each exception of the chain, the last raised first: a numpy whose core failed once is imported
+# again by the next package, and then says only "Error importing numpy: you should not try to import
+# numpy from its source directory"; the library it could not open is named by the exception that
+# one was raised from (vllm 0.33 with numpy's OpenBLAS removed: 26 distributions, cuda-core among
+# them, filed as pure-Python failures, so a miss read as none; session 42)
 # head and tail of a long message: numpy's "Importing the numpy C-extensions failed" names the
 # library it could not open only in its last line ("Original error was: libscipy_openblas….so:
 # cannot open shared object file"); cut at 400 characters, a broken numpy's 25 failing roots in the
