@@ -5,10 +5,13 @@ bundled OpenBLAS removed, as a broken or half-copied environment has it. The ora
 error, exactly the distributions whose own import fails.
 
 Beside them, small packages of our own, one per pattern of a submodule that imports numpy: taken
-in a ``try`` that swallows the ImportError (directly, or a package above it: the import works;
-both were LDD009 errors until session 42), unguarded, also imported unguarded elsewhere, under a
-handler of ModuleNotFoundError only (numpy raises ImportError), re-raised; and two that do not
-declare numpy."""
+in a ``try`` that swallows the ImportError (directly, or a package above it, or with a handler
+that defines a stand-in function, or ``except Exception``: the import works; each was an LDD009
+error until session 42), unguarded, also imported unguarded elsewhere, under a handler of
+ModuleNotFoundError only (numpy raises ImportError), re-raised; six that fail although the
+guard looks plain (the session 42 review of the first fix: the submodule turns the ImportError
+into a RuntimeError, a submodule of it imported unguarded, a computed import of it, ``sys.exit``
+in the handler, a name it binds read after the ``try``); and two that do not declare numpy."""
 
 from __future__ import annotations
 
@@ -45,6 +48,25 @@ PATTERNS = {  # name -> (declares numpy, files)
                        "fast.py": "import numpy\n"}),
     "reraisesub": (True, {"__init__.py": TRY.format(m="fast", exc="ImportError", after="raise"),
                           "fast.py": "import numpy\n"}),
+    "defsub": (True, {"__init__.py": "try:\n    from .fast import f\nexcept ImportError as exc:\n    _E = exc\n\n"
+                      "    def _unavailable(*a, **k):\n        raise ImportError('no numpy') from _E\n\n"
+                      "    f = _unavailable\n", "fast.py": "import numpy\ndef f():\n    pass\n"}),
+    "exceptionsub": (True, {"__init__.py": TRY.format(m="fast", exc="Exception", after="fast = None"),
+                            "fast.py": "import numpy\n"}),
+    # each of these fails for real, and each was missed by a first version of the fix (the review)
+    "rtypesub": (True, {"__init__.py": TRY.format(m="fast", exc="ImportError", after="fast = None"),
+                        "fast.py": "try:\n    import numpy\nexcept ImportError as e:\n"
+                                   "    raise RuntimeError('need numpy') from e\n"}),
+    "subpkgsub": (True, {"__init__.py": TRY.format(m="fast", exc="ImportError", after="pass")
+                         + "from .fast.sub import x\n",
+                         "fast/__init__.py": "import numpy\n", "fast/sub.py": "x = 1\n"}),
+    "loopsub": (True, {"__init__.py": TRY.format(m="fast", exc="ImportError", after="pass")
+                       + "import importlib\nfor m in ['fast']:\n    importlib.import_module(__name__ + '.' + m)\n",
+                       "fast.py": "import numpy\n"}),
+    "exitsub": (True, {"__init__.py": "import sys\n" + TRY.format(m="fast", exc="ImportError", after="sys.exit('no')"),
+                       "fast.py": "import numpy\n"}),
+    "useaftersub": (True, {"__init__.py": TRY.format(m="fast", exc="ImportError", after="pass") + "Y = fast.y\n",
+                           "fast.py": "import numpy\ny = 1\n"}),
     "uguardsub": (False, {"__init__.py": TRY.format(m="fast", exc="ImportError", after="fast = None"),
                           "fast.py": "import numpy\n"}),
     "uunguardsub": (False, {"__init__.py": "from . import fast\n", "fast.py": "import numpy\n"}),
@@ -76,7 +98,7 @@ def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
         real[dist] = r.returncode == 0
     assert not real["numpy"] and not real["pandas"] and not real["patsy"] and not real["tifffile"], real
     assert real["python-dateutil"] and real["tzdata"], real
-    assert [n for n in PATTERNS if real[n]] == ["guardsub", "guardnest", "uguardsub"], real
+    assert [n for n in PATTERNS if real[n]] == ["guardsub", "guardnest", "defsub", "exceptionsub", "uguardsub"], real
     main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH="])
     data = json.loads(capsys.readouterr().out)
     errors = {f["distribution"] for f in data["findings"] if f["severity"] == "error"}
