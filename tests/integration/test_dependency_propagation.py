@@ -5,13 +5,19 @@ bundled OpenBLAS removed, as a broken or half-copied environment has it. The ora
 error, exactly the distributions whose own import fails.
 
 Beside them, small packages of our own, one per pattern of a submodule that imports numpy: taken
-in a ``try`` that swallows the ImportError (directly, or a package above it, or with a handler
-that defines a stand-in function, or ``except Exception``: the import works; each was an LDD009
-error until session 42), unguarded, also imported unguarded elsewhere, under a handler of
-ModuleNotFoundError only (numpy raises ImportError), re-raised; six that fail although the
-guard looks plain (the session 42 review of the first fix: the submodule turns the ImportError
-into a RuntimeError, a submodule of it imported unguarded, a computed import of it, ``sys.exit``
-in the handler, a name it binds read after the ``try``); and two that do not declare numpy."""
+unguarded, also imported unguarded elsewhere, under a handler of ModuleNotFoundError only (numpy
+raises ImportError), re-raised; five that fail although a guard looks plain (the submodule turns
+the ImportError into a RuntimeError, a submodule of it imported unguarded, a computed import of
+it, ``sys.exit`` in the handler, a name it binds read after the ``try``); two that do not declare
+numpy. And four whose import works because a ``try`` swallows the submodule's ImportError
+(directly, a package above it, a handler that defines a stand-in function, ``except
+Exception``): the doctor still calls them failing (:data:`KNOWN_FALSE_ALARMS`). Session 42 tried
+to take such a guard as enough; two independent reviews built packages against this broken numpy
+and found 7, then 20 more, that really fail and that a first and then a refined rule called fine,
+where the error was right: what a package does with a name its guarded import did not bind (read after
+the ``try``, in a handler's type, through ``globals()``, from another file, by a computed import)
+needs reasoning the import model does not do. The patterns here are the ones any such rule must
+keep right."""
 
 from __future__ import annotations
 
@@ -53,7 +59,7 @@ PATTERNS = {  # name -> (declares numpy, files)
                       "    f = _unavailable\n", "fast.py": "import numpy\ndef f():\n    pass\n"}),
     "exceptionsub": (True, {"__init__.py": TRY.format(m="fast", exc="Exception", after="fast = None"),
                             "fast.py": "import numpy\n"}),
-    # each of these fails for real, and each was missed by a first version of the fix (the review)
+    # each of these fails for real, and each was missed by a first version of a guard rule (a review)
     "rtypesub": (True, {"__init__.py": TRY.format(m="fast", exc="ImportError", after="fast = None"),
                         "fast.py": "try:\n    import numpy\nexcept ImportError as e:\n"
                                    "    raise RuntimeError('need numpy') from e\n"}),
@@ -71,6 +77,9 @@ PATTERNS = {  # name -> (declares numpy, files)
                           "fast.py": "import numpy\n"}),
     "uunguardsub": (False, {"__init__.py": "from . import fast\n", "fast.py": "import numpy\n"}),
 }  # fmt: skip
+KNOWN_FALSE_ALARMS = {"guardsub", "guardnest", "defsub", "exceptionsub"}
+"""Import for real, called failing: a ``try`` that swallows the submodule's ImportError is not
+taken as enough (see the module docstring)."""
 
 
 def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
@@ -102,7 +111,7 @@ def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
     main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH="])
     data = json.loads(capsys.readouterr().out)
     errors = {f["distribution"] for f in data["findings"] if f["severity"] == "error"}
-    assert {d for d, ok in real.items() if not ok} == errors & set(roots), (real, sorted(errors))
+    assert {d for d, ok in real.items() if not ok} | KNOWN_FALSE_ALARMS == errors & set(roots), (real, sorted(errors))
     for f in data["findings"]:
         if f["code"] == "LDD009" and f["severity"] == "error":  # each points at numpy's own finding
             assert f["caused_by"] is not None and f["caused_by"]["code"] in ("LDD001", "ENV004"), f
