@@ -16,11 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
-import time
+
+from bench_vllm import _once  # one timed run: wall, CPU of the process and its children, stdout
 
 
 def _findings(out: bytes) -> list[str]:
@@ -55,16 +54,12 @@ def main() -> None:
     seen: dict[str, list[str]] = {}
     for i in range(args.runs + 1):
         for label, env in configs:
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t0 = time.perf_counter()
-            out = subprocess.run(argv, env=env, capture_output=True, check=False).stdout
-            w = time.perf_counter() - t0
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            w, c, out = _once(argv, env)
             if i == 0:
                 seen[label] = _findings(out)
                 continue
             wall[label].append(w)
-            cpu[label].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+            cpu[label].append(c)
     print(f"python {args.python}; {args.runs} rounds; load average {os.getloadavg()[0]:.2f}")
     print("findings identical:", "yes" if len({tuple(v) for v in seen.values()}) == 1 else "NO")
     first = configs[0][0]

@@ -14,9 +14,10 @@ numpy. And four whose import works because a ``try`` swallows the submodule's Im
 Exception``): the doctor still calls them failing (:data:`KNOWN_FALSE_ALARMS`). Session 42 tried
 to take such a guard as enough; two independent reviews built packages against this broken numpy
 and found 7, then 20 more, that really fail and that a first and then a refined rule called fine,
-where the error was right: what a package does with a name its guarded import did not bind (read after
-the ``try``, in a handler's type, through ``globals()``, from another file, by a computed import)
-needs reasoning the import model does not do. The patterns here are the ones any such rule must
+where the error was right: whether the package survives depends on what it does later with the
+module it failed to import (reads it after the ``try``, in a handler's type, through
+``globals()``, from another file, imports it again by a computed name), reasoning the import
+model does not do. The patterns here are the ones any such rule must
 keep right."""
 
 from __future__ import annotations

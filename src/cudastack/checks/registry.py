@@ -363,9 +363,9 @@ child: one for each child started with it (the native-load scan the prediction w
 search for unprovided imports) and one for it. With fewer it runs here, after the prediction,
 where the ELF headers it reads are already parsed: on vllm 0.33 it took 0.10 s of CPU here
 against 0.24 s in a child that reads them again, and a sixth process on 2 CPUs slowed the
-others (paired medians of interleaved runs on 2 CPUs: 0.07-0.23 s less wall and 0.18-0.50 s
-less CPU in all, three sets of 11-15; on torch 2.14.1 alone no change in wall:
-BENCHMARKS.md, session 42)."""
+others (paired medians of interleaved runs on 2 CPUs, four sets of 11-15: 0.15-0.50 s less CPU
+in each, 0.03-0.23 s less wall, within the machine's drift in bench_vllm.py's medians; on torch
+2.14.1 alone no change in wall: BENCHMARKS.md, session 42)."""
 
 
 def run_rules(
