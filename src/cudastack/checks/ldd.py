@@ -949,6 +949,11 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
     One finding per distribution, pointing at the
     finding of the root cause: an error when the distribution's own top-level import fails, a
     warning when only modules below it do (``import scipy.ndimage``, ``import scipy`` working).
+    A warning too when the failing import sits in a submodule that the package imports only inside
+    a plain ``try`` that catches the ImportError (tokenspeed-mla's ``__init__`` takes its kernels
+    that way and binds stand-ins): the submodule fails, the package's import is expected to go on,
+    and nothing that imports the package is taken down with it. Only a warning, not silence: what
+    the package does later with what it failed to import is not followed.
     The interpreter's own modules count too: where ``_ssl`` cannot load (LDD010), a package
     whose import runs ``import ssl`` unguarded fails (httpx), and so does one that imports it;
     only distributions whose Python files name such a module are walked.
@@ -959,6 +964,10 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
 
     ## Example
     ``import accelerate fails: accelerate/__init__.py:16 imports torch, and torch/_C…so fails``
+
+    ``tokenspeed_mla.mla_decode fails: tokenspeed_mla/mla_decode.py:35 imports torch, and
+    _multiarray_umath…so of numpy fails; import tokenspeed_mla catches it
+    (tokenspeed_mla/__init__.py:24) and goes on without it`` (a warning)
 
     ## Fix
     Fix the root cause the finding points at; nothing needs to change in this distribution.
@@ -975,7 +984,12 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
     by_dist: dict[str, list[BlockedImport]] = defaultdict(list)
     for b in pred.blocked_imports:
         by_dist[b.distribution].append(b)
+    caught: dict[str, list[BlockedImport]] = defaultdict(list)
+    for b in pred.caught_imports:
+        caught[b.distribution].append(b)
     stdlib = {b.path: b.module for b in pred.broken_stdlib}
+    for key in sorted(set(caught) - set(blocked) - set(by_dist)):
+        yield _caught_finding(pred, ctx, key, caught[key])
     for key in sorted(set(blocked) | set(by_dist)):
         mods, roots = blocked.get(key, []), by_dist.get(key, [])
         failing = roots[0].failing if roots else mods[0].blocked_by or ""
@@ -1022,6 +1036,41 @@ def dependency_import_fails(ctx: Context) -> Iterator[Finding]:
             fix=Fix(summary=f"Fix {dep_name} first" + (f" (see {cause[0]} {cause[1]})" if cause else "")),
             caused_by=Cause(code=cause[0], subject=cause[1]) if cause else None,
         )
+
+
+def _caught_finding(pred: Prediction, ctx: Context, key: str, caught: list[BlockedImport]) -> Finding:
+    """LDD009's warning for a distribution whose failing import is caught further out (see the
+    rule's docstring): ``import tokenspeed_mla`` goes on without ``mla_decode``."""
+    from cudastack.env.imports import module_name
+
+    c = caught[0]
+    cause = _cause_of(pred, c.failing)
+    owner = next((x.distribution for x in pred.files if x.path == c.failing), None)
+    dep = ctx.inventory.get(owner or c.dependency)
+    dep_name = dep.name if dep else (owner or c.dependency)
+    module = c.where.rsplit(":", 1)[0]
+    dist = ctx.inventory.get(key)
+    name = (module_name(module, dist.site_dir) if dist else None) or os.path.basename(module)
+    roots = ", ".join(dict.fromkeys(x.root for x in caught))
+    return Finding(
+        code="LDD009",
+        severity=Severity.WARNING,
+        message=f"{name} fails: {c.where} imports {c.top}, and {os.path.basename(c.failing)} of {dep_name} "
+        f"fails; import {roots} catches it ({c.guard}) and goes on without it",
+        subject=key,
+        distribution=key,
+        path=module,
+        evidence=(
+            f"{c.where} imports {c.top} outside any guard in its file",
+            f"every statement that imports {name} at import of {roots} is inside a try whose handler catches "
+            f"the ImportError and only binds names: the first is {c.guard}",
+            f"{c.failing} fails" + (f" ({cause[0]} {cause[1]})" if cause else ""),
+            f"warning, not error: the try catches the failure; that {roots} works without {name} afterwards "
+            "(no later use of what it failed to import) is not proven",
+        ),
+        fix=Fix(summary=f"Fix {dep_name} for {name} to load" + (f" (see {cause[0]} {cause[1]})" if cause else "")),
+        caused_by=Cause(code=cause[0], subject=cause[1]) if cause else None,
+    )
 
 
 @rule(

@@ -426,16 +426,198 @@ def _is_root(dist: Distribution, path: str) -> bool:
     return not name or "." not in name
 
 
-def unguarded_import(run: ImportTime, top: str, max_files: int | None = None) -> str | None:
+def unguarded_import(
+    run: ImportTime, top: str, max_files: int | None = None, guarded: list[tuple[str, str]] | None = None
+) -> str | None:
     """``file:line`` of a statement that runs at import and imports the top-level package ``top``
     outside any ``try`` whose handler swallows its ImportError (and survives it), else None: every
     import of ``top`` that runs is guarded, none runs, or (given ``max_files``) none was seen in
-    the first ``max_files`` files the import runs. Stops at the first one."""
+    the first ``max_files`` files the import runs. Stops at the first one.
+
+    Given ``guarded``, a statement guarded in its own file by nothing, but in a module that the
+    walk imports only inside plain ``try`` blocks further out (:func:`_imported_guarded`), is not
+    the answer: ``(its file:line, the first statement that imports its module)`` is appended
+    there instead (the first such only), and the search goes on. The caller decides what that is
+    worth: the ``try`` is seen to catch the failure, not proven to survive it."""
     for running in _running_import_sites(run, top + ".", max_files):
         for path, guard, node in running:
-            if guard is None:
-                return f"{path}:{getattr(node, 'lineno', '?')}"
+            if guard is not None:
+                continue
+            where = f"{path}:{getattr(node, 'lineno', '?')}"
+            if guarded is None or not _imported_guarded(run, path, max_files):
+                return where
+            if not guarded:
+                name = module_name(path, run._dist.site_dir) or ""
+                first = next(iter(run.importers.get(name, ())), None)
+                outer = f"{first[0]}:{getattr(first[1], 'lineno', '?')}" if first else "?"
+                guarded.append((where, outer))
     return None
+
+
+def _root_of(run: ImportTime, path: str) -> bool:
+    """Whether ``path`` is what ``import <root>`` itself runs, for a root of ``run``."""
+    name = module_name(path, run._dist.site_dir)
+    return not name or "." not in name or name in run.roots
+
+
+def _imported_guarded(run: ImportTime, path: str, max_files: int | None, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a failure raised while the module of ``path`` runs (a file the walk ran, not one of
+    its roots) is caught before it reaches ``import <root>``: every statement the walk ran that
+    imports that module or one inside it (:attr:`ImportTime.importers`, computed imports included)
+    sits in a ``try`` of a plain kind, or in turn in a file of which that holds. ``pkg/__init__.py``'s
+    ``try: from . import fast`` / ``except ImportError: fast = None`` with ``fast.py``'s ``import
+    numpy``: ``import pkg`` works with a numpy that fails (tokenspeed-mla in vllm 0.33). Caught is
+    not survived: what the package does later with what it failed to import is not followed
+    (reading it through ``globals()`` or from another file, a handler's type, ...: 20 such packages
+    of a session 42 review fail for real), so this lowers an LDD009 error to a warning, never to
+    silence (:func:`unguarded_import`'s ``guarded``).
+
+    Plain, each part because a real import failed otherwise (the session 42 reviews): no file on the
+    way holds a ``try`` (its handler could turn the ImportError into another error the guard does
+    not catch); each handler of the guarding ``try`` that catches the ImportError does nothing but
+    ``pass`` or bind names to constants or names (no call: ``sys.exit``, a helper that raises); no
+    statement that runs outside that ``try`` in its file reads a name the guarded import binds
+    (``Y = fast.y`` after ``except ImportError: pass``); the statement is one :func:`_import_sites`
+    finds by the module's name (``from .fast.sub import x`` imports ``fast`` too, and is not:
+    unguarded). Anything else, a walk cut at ``max_files``, or a chain deeper than 32: False, the
+    statement counts as unguarded, as before. Kept per run, file, bound and strictness."""
+    if _root_of(run, path):
+        return False
+    key = (path, max_files, _STRICT[0])
+    known = run._guarded_files.get(key)
+    if known is not None:
+        return known
+    run._guarded_files[key] = False  # (a cycle of imports: unguarded)
+    name = module_name(path, run._dist.site_dir) or ""
+    if len(seen) >= 32 or _holds_try(run.tree(path)):
+        return False
+
+    def plain(final: bool) -> bool:
+        return all(
+            _plainly_guarded(run, p, node, name, max_files, seen | {path}, final)
+            for p, node in list(run.importers.get(name, ()))
+            if p != path
+        )
+
+    # a statement seen so far that is not plainly guarded settles it (the rest of the walk only
+    # adds statements and running code): most answers are no, and need no more of the walk
+    if not plain(False):
+        return False
+    while (max_files is None or len(run.order) <= max_files) and run.advance():
+        pass  # every statement that imports it is known once the walk is done
+    answer = (
+        (run._done or max_files is None or len(run.order) <= max_files)
+        and bool(run.importers.get(name))
+        and not _imports_by_computed_name(run)
+        and plain(True)
+    )
+    run._guarded_files[key] = answer
+    return answer
+
+
+_COMPUTED_IMPORT = re.compile(rb"""(?:import_module|__import__)\s*\((?!\s*(['"])[\w.]*\1\s*[,)])""")
+"""A call of ``import_module``/``__import__`` whose first argument is not a plain string literal."""
+
+
+def _imports_by_computed_name(run: ImportTime) -> bool:
+    """Whether a file the walk ran calls ``import_module``/``__import__`` with anything but a
+    plain string (``importlib.import_module(__name__ + "." + m)`` in a loop): the walk may not
+    know what that imports, so no module is taken as imported only under a guard. Read from the
+    bytes: no body is parsed for it."""
+    if run._computed_imports is None:
+        run._computed_imports = any(_COMPUTED_IMPORT.search(run.raw(path) or b"") for path in run.order)
+    return run._computed_imports
+
+
+def _holds_try(tree: ast.Module | None) -> bool:
+    """Whether the file has a ``try`` anywhere (None, unreadable: counts as one)."""
+    return tree is None or any(type(n) is ast.Try or type(n) is ast.TryStar for n in lazyparse.walk_parsed(tree))
+
+
+def _plainly_guarded(
+    run: ImportTime, path: str, node: ast.AST, name: str, max_files: int | None, seen: frozenset[str], final: bool
+) -> bool:
+    """:func:`_imported_guarded`'s test of one statement ``node`` of ``path`` importing ``name``:
+    in the body of a ``try`` (the innermost) whose handlers that catch the ImportError only bind
+    names plainly, with no statement that runs outside it reading a name it binds; or in no
+    ``try`` at all, in a file that is itself so imported."""
+    tree = run.tree(path)
+    if tree is None:
+        return False
+    enclosing, reads = _file_facts(run, path, tree, final)
+    if id(node) not in enclosing:
+        return path not in seen and _imported_guarded(run, path, max_files, seen)
+    held = enclosing[id(node)]
+    if held is None:
+        return False  # in a handler, an ``else`` or a ``finally``: not judged here
+    catching = [h for h in held.handlers if _catches_import_errors(h)]
+    if not catching or not all(_binds_plainly(st) for h in catching for st in h.body):
+        return False
+    inside = {id(n) for n in lazyparse.walk_parsed(held)}
+    return not any(id(st) not in inside for bound in _bound_names(node) for st in reads.get(bound, ()))
+
+
+def _file_facts(
+    run: ImportTime, path: str, tree: ast.Module, keep: bool = True
+) -> tuple[dict[int, ast.Try | ast.TryStar | None], dict[str, list[ast.stmt]]]:
+    """For each node inside a ``try``, the innermost one whose body holds it (None: held by its
+    handlers, ``else`` or ``finally`` instead); for each name, the statements that run (the walk
+    done) and read it in their own expressions. Made once per file, not once per question (a
+    package of 300 guarded submodules was asked 300 times over); ``keep``: the walk is done."""
+    facts = run._file_facts.get(path)
+    if facts is None:
+        enclosing: dict[int, ast.Try | ast.TryStar | None] = {}
+        reads: dict[str, list[ast.stmt]] = {}
+        running = run.running.get(path, set())
+        for st in lazyparse.walk_parsed(tree):  # outer statements first: an inner ``try`` overwrites
+            if isinstance(st, ast.Try | ast.TryStar):
+                for part, holder in ((st.body, st), (st.handlers, None), (st.orelse, None), (st.finalbody, None)):
+                    for top in part:
+                        for n in lazyparse.walk_parsed(top):
+                            enclosing[id(n)] = holder
+            if isinstance(st, ast.stmt) and id(st) in running:
+                for child in lazyparse.children_parsed(st):
+                    if not isinstance(child, ast.stmt | ast.excepthandler | ast.match_case):
+                        for x in lazyparse.walk_parsed(child):
+                            if type(x) is ast.Name:
+                                reads.setdefault(x.id, []).append(st)
+        facts = (enclosing, reads)
+        if keep:  # (the walk done: no statement of the file starts to run later)
+            run._file_facts[path] = facts
+    return facts
+
+
+def _binds_plainly(st: ast.stmt) -> bool:
+    """``pass``, a docstring, names bound to constants or names (``fast = None``), or a function
+    defined with nothing evaluated at its definition but constants (tokenspeed-mla's
+    ``def _unavailable(*args, **kwargs): raise ImportError(...)``, bound to each lost name)."""
+    if type(st) is ast.Pass:
+        return True
+    if type(st) is ast.FunctionDef or type(st) is ast.AsyncFunctionDef:
+        a = st.args
+        evaluated = [*st.decorator_list, *a.defaults, *(d for d in a.kw_defaults if d is not None)]
+        annotated = [
+            x.annotation
+            for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+            if x is not None and x.annotation is not None
+        ]
+        return not st.decorator_list and all(
+            type(e) is ast.Constant for e in (*evaluated, *annotated, *([st.returns] if st.returns else []))
+        )
+    if type(st) is ast.Expr:
+        return type(st.value) is ast.Constant
+    if type(st) is ast.Assign:
+        return all(type(t) is ast.Name for t in st.targets) and type(st.value) in (ast.Constant, ast.Name)
+    return False
+
+
+def _bound_names(node: ast.AST) -> set[str]:
+    """The names an import statement binds (``from . import fast`` → ``fast``; ``import a.b`` → ``a``)."""
+    if isinstance(node, ast.Import):
+        return {a.asname or a.name.partition(".")[0] for a in node.names}
+    if isinstance(node, ast.ImportFrom):
+        return {a.asname or a.name for a in node.names}
+    return set()
 
 
 _TREES: dict[tuple[str, bytes], ast.Module | None] = {}
@@ -1407,6 +1589,16 @@ class ImportTime:
         self.roots = sorted(self._queue)
         self._done = False
         self._at_import: set[str] | None = None
+        self._guarded_files: dict[tuple[str, int | None, bool], bool] = {}
+        """(file, max_files, strict) → :func:`_imported_guarded` of it."""
+        self._file_facts: dict[str, tuple[dict[int, ast.Try | ast.TryStar | None], dict[str, list[ast.stmt]]]] = {}
+        """File → :func:`_file_facts` of it."""
+        self._computed_imports: bool | None = None
+        """:func:`_imports_by_computed_name`, once the walk is done."""
+        self._recorded: set[tuple[str, int]] = set()
+        self.importers: dict[str, list[tuple[str, ast.AST]]] = {}
+        """Module name (of this distribution) → ``(file, statement)`` of each statement run so far
+        that imports it or a module inside it, computed imports included (:meth:`_record`)."""
         self._grafts: dict[str, set[str]] = {}
         """Package → its subpackages that a computed import picks at run time. cuda-core's
         ``cuda.core`` imports ``cu12`` or ``cu13`` that way and then appends it to its own
@@ -1831,6 +2023,7 @@ class ImportTime:
                     s = f"{base}.{s[level:]}" if s[level:] else base
                 if s in self._files:
                     self._queue.append(s)
+                    self._record(path, node, [s])
                 if s in self._files or s in self._extensions:
                     self._imported.add(s)
                     self.named.add(s.rsplit(".", 1)[-1])
@@ -2516,17 +2709,22 @@ class ImportTime:
         return {n.partition(".")[0] for n in self._imported}
 
     def _imports(self, nodes: list[ast.AST], package: str, path: str = "") -> list[str]:
-        files, seen, out = self._files, self._seen, []
+        files, seen = self._files, self._seen
+        out: list[str] = []
         raw = self.raw(path) or b""
         for node in nodes:
+            start = len(out)
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in files:
                 out.append(node.value)  # pyzmq: select_backend("zmq.backend.cython") → import_module
+                self._record(path, node, [node.value])
             elif isinstance(node, ast.Import | ast.ImportFrom):
                 if isinstance(node, ast.ImportFrom):
                     self._from_getattr(node, package)
                 for imp in _absolute(node, package):
                     self._imported.add(imp)  # a grafted path may hold it too, even first
-                    out.extend(self._grafted(imp, files))
+                    grafted_to = self._grafted(imp, files)
+                    out.extend(grafted_to)
+                    self._record(path, node, [imp, *grafted_to])
                     while imp:
                         if imp in files and imp not in seen:
                             out.append(imp)
@@ -2539,6 +2737,7 @@ class ImportTime:
                 picked = name if isinstance(name, str) and not isinstance(name, _ModuleRef) else None
                 chosen = [n for n in _computed(node, package, files, picked) if n not in seen]
                 out.extend(chosen)
+                self._record(path, node, _computed(node, package, files, picked))
                 walked = isinstance(node.args[0], ast.Name)  # iter_modules(__path__): no graft
                 grafted = [
                     n
@@ -2555,7 +2754,19 @@ class ImportTime:
                         self._replaced.add(n.rpartition(".")[0])
                 if grafted:
                     out.extend(r for u in sorted(self._imported) for r in self._grafted(u, files))
+            if len(out) > start:
+                self._record(path, node, out[start:])
         return out
+
+    def _record(self, path: str, node: ast.AST, names: Iterable[str]) -> None:
+        """``node`` of ``path``, which ran, imports each of ``names`` and the packages above them
+        (those of the distribution only: what :func:`_imported_guarded` asks about)."""
+        for imp in names:
+            while imp:
+                if imp in self._files and (imp, id(node)) not in self._recorded:  # (the list keeps node alive)
+                    self._recorded.add((imp, id(node)))
+                    self.importers.setdefault(imp, []).append((path, node))
+                imp = imp.rpartition(".")[0]
 
     def _fold(self, path: str, scope: Any, expr: ast.expr, depth: int = 0) -> object:
         """The value ``expr`` has at import, computed from installed facts, else None: string and

@@ -31,9 +31,11 @@ does not compile (``ast.parse`` of the whole file would have failed) reads as on
 from __future__ import annotations
 
 import ast
+import collections
 import re
 import sys
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 _MIN_BYTES = 4096
@@ -87,6 +89,29 @@ class _Body:
 for _cls in (ast.FunctionDef, ast.AsyncFunctionDef):
     if not isinstance(_cls.__dict__.get("body"), _Body):
         _cls.body = _Body()  # type: ignore[assignment]
+
+
+def walk_parsed(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` that never parses a lazy body: the nodes parsed so far (a body the import model
+    ran is parsed; one nobody read holds nothing a question about running code wants)."""
+    todo = collections.deque([node])
+    while todo:
+        n = todo.popleft()
+        todo.extend(children_parsed(n))
+        yield n
+
+
+def children_parsed(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.iter_child_nodes`` that never parses a lazy body (see :func:`walk_parsed`)."""
+    if _LAZY not in getattr(node, "__dict__", ()):
+        yield from ast.iter_child_nodes(node)
+        return
+    for name in node._fields:
+        if name != "body":
+            v = getattr(node, name, None)
+            for c in v if isinstance(v, list) else [v]:
+                if isinstance(c, ast.AST):
+                    yield c
 
 
 def may_hold(node: ast.AST, word: bytes) -> bool:

@@ -109,6 +109,9 @@ class Prediction:
     blocked_imports: list[BlockedImport] = field(default_factory=list)
     """Top-level imports of distributions with no failing module of their own that fail because
     they import another distribution's package whose import fails."""
+    caught_imports: list[BlockedImport] = field(default_factory=list)
+    """Such imports in a submodule that its package imports only inside a ``try`` that catches the
+    failure (``guard``): the submodule fails, ``import <root>`` is expected to go on without it."""
     broken_stdlib: list[BrokenStdlib] = field(default_factory=list)
     """The interpreter's own lib-dynload modules that fail whatever the environment sets."""
     native_loads: dict[str, list[NativeLoad]] | None = None
@@ -146,6 +149,9 @@ class BlockedImport:
     """When ``top`` is a module of a third distribution whose import works (its submodule, which
     ``where`` imports directly or through its lazy ``__getattr__``): the failing package that
     module imports and where (``"torchvision at transformers/image_utils.py:59"``)."""
+    guard: str = ""
+    """For a caught one (:attr:`Prediction.caught_imports`): ``file:line`` of the first statement
+    that imports the module holding ``where``, inside a plain ``try``."""
 
 
 def is_extension_module(
@@ -1058,8 +1064,9 @@ def _block_pure_imports(
                     top, failing = own[dep]
                     if root == top:
                         continue
-                    where = unguarded_import(run, top, max_files=MAX_FILES) or strictly(
-                        dep, unguarded_import, run, top, max_files=MAX_FILES
+                    guarded: list[tuple[str, str]] = []
+                    where = unguarded_import(run, top, max_files=MAX_FILES, guarded=guarded) or strictly(
+                        dep, unguarded_import, run, top, max_files=MAX_FILES, guarded=guarded
                     )
                     if where:
                         b = BlockedImport(distribution=dist.key, root=root, where=where, top=top, dependency=dep,
@@ -1068,6 +1075,13 @@ def _block_pure_imports(
                         blocked.setdefault(dist.key, (root, failing))
                         cause.setdefault(dist.key, dep)
                         break
+                    if guarded and not any(c.distribution == dist.key and c.root == root for c in pred.caught_imports):
+                        # the failure is caught further out: not blocked, so nothing that imports it is
+                        # either; said as a warning (LDD009), for the try is not proven to survive it
+                        (site, guard), *_ = guarded
+                        c = BlockedImport(distribution=dist.key, root=root, where=site, top=top, dependency=dep,
+                                          failing=failing, guard=guard)  # fmt: skip
+                        pred.caught_imports.append(c)
             extras = sorted(_required(dist, set(own), extra=True) - set(deps)) if dist.key not in blocked else []
             if dist.key not in blocked:
                 undeclared = _undeclared_import(
