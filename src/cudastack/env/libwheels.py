@@ -193,6 +193,46 @@ def pathfinder_dependencies(site_dir: str) -> dict[str, tuple[tuple[str, ...], t
     return out
 
 
+@dataclass(frozen=True)
+class PathfinderLib:
+    """What cuda.pathfinder's installed catalog says of one library it loads by name."""
+
+    sonames: tuple[str, ...]
+    """The file names it looks for (``libnvrtc.so.13``, ``libnvrtc.so.12``)."""
+    env_vars: tuple[str, ...] = ()
+    """Installation roots it reads from the environment for this library, beyond ``CONDA_PREFIX``,
+    ``CUDA_PATH`` and ``CUDA_HOME`` (``install_root_env_vars_linux``)."""
+
+
+def pathfinder_libraries(site_dir: str) -> dict[str, PathfinderLib]:
+    """cuda.pathfinder's names for the libraries ``load_nvidia_dynamic_lib`` loads, read from the
+    installed copy: each ``DescriptorSpec(name=..., linux_sonames=(...))`` of
+    ``descriptor_catalog.py`` (1.4 on), or the dictionaries assigned to ``SUPPORTED_LINUX_SONAMES*``
+    in ``supported_nvidia_libs.py`` (1.0-1.3). Empty when cuda-pathfinder is not installed there."""
+    base = os.path.join(site_dir, "cuda", "pathfinder", "_dynamic_libs")
+    out: dict[str, PathfinderLib] = {}
+    for name in ("descriptor_catalog.py", "supported_nvidia_libs.py"):
+        raw = _read(os.path.join(base, name))
+        tree = _parse(raw) if b"linux_sonames" in raw or b"SUPPORTED_LINUX_SONAMES" in raw else None
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Call):
+                kw = {k.arg: k.value for k in node.keywords if k.arg}
+                lib = kw.get("name")
+                if isinstance(lib, ast.Constant) and isinstance(lib.value, str) and "linux_sonames" in kw:
+                    sonames = _strings(kw["linux_sonames"])
+                    if sonames:
+                        env = _strings(kw.get("install_root_env_vars_linux"))
+                        out.setdefault(lib.value, PathfinderLib(sonames, env))
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id.startswith("SUPPORTED_LINUX_SONAMES") for t in node.targets
+            ):
+                for d in (n for n in ast.walk(node.value) if isinstance(n, ast.Dict)):
+                    for k, v in zip(d.keys, d.values, strict=True):
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str) and _strings(v):
+                            out.setdefault(k.value, PathfinderLib(_strings(v)))
+    return out
+
+
 def _strings(node: ast.expr | None) -> tuple[str, ...]:
     if not isinstance(node, ast.Tuple | ast.List):
         return ()

@@ -60,18 +60,27 @@ from cudastack.env import lazyparse
 from cudastack.env.dists import Distribution, shadowed_sources
 from cudastack.files import open_file, read_bytes
 
-_LOADERS = {"CDLL": "ctypes", "PyDLL": "ctypes", "LoadLibrary": "ctypes", "load_library": "torch.ops"}
-_CALL = re.compile(rb"\b_*(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location|find_library)\s*\(")
-_CALL_WORDS = (b"CDLL", b"PyDLL", b"LoadLibrary", b"load_library", b"spec_from_file_location", b"find_library")
-_CALL_PIECES = (b"DLL", b"ibrary", b"spec_from_file_location")
+_LOADERS = {
+    "CDLL": "ctypes",
+    "PyDLL": "ctypes",
+    "LoadLibrary": "ctypes",
+    "load_library": "torch.ops",
+    "load_nvidia_dynamic_lib": "cuda.pathfinder",
+}
+_NAMES = rb"CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location|find_library|load_nvidia_dynamic_lib"
+_CALL = re.compile(rb"\b_*(?:" + _NAMES + rb")\s*\(")
+_CALL_WORDS = (b"CDLL", b"PyDLL", b"LoadLibrary", b"load_library", b"spec_from_file_location", b"find_library",
+               b"load_nvidia_dynamic_lib")  # fmt: skip
+_CALL_PIECES = (b"DLL", b"ibrary", b"spec_from_file_location", b"dynamic_lib")
 """Each of :data:`_CALL_WORDS` holds one of these."""
-_SONAME_WORDS = (*(w.encode() for w, how in _LOADERS.items() if how == "ctypes"), b"find_library")
-"""The calls that may open a library by a bare soname (:func:`_load`), and ``find_library``,
-whose None the import may not survive (:func:`_unfound_raises`): what can find something in a
-distribution without a ``.so`` file."""
-_CFFI_CALL = re.compile(
-    rb"(?:\b_*(?:CDLL|PyDLL|LoadLibrary|load_library|spec_from_file_location|find_library)|\.dlopen)\s*\("
+_SONAME_WORDS = (
+    *(w.encode() for w, how in _LOADERS.items() if how in ("ctypes", "cuda.pathfinder")),
+    b"find_library",
 )
+"""The calls that may open a library by a bare soname (:func:`_load`; ``load_nvidia_dynamic_lib``
+by cuda.pathfinder's name for it), and ``find_library``, whose None the import may not survive
+(:func:`_unfound_raises`): what can find something in a distribution without a ``.so`` file."""
+_CFFI_CALL = re.compile(rb"(?:\b_*(?:" + _NAMES + rb")|\.dlopen)\s*\(")
 """:data:`_CALL` and cffi's ``ffi.dlopen(`` (a method, not a docstring's ``dlopen()``), for a
 distribution that requires cffi (:func:`_requires_cffi`): the other ~99 % do not pay for the
 extra search of every file they read (~30 ms a cache-off run on vllm 0.33's 84 MB)."""
@@ -101,8 +110,9 @@ class NativeLoad:
     where: str
     """``file:line`` of the call."""
     how: str
-    """``ctypes``, ``torch.ops``, ``spec_from_file_location``, ``find_library`` or ``cffi``
-    (``ffi.dlopen``)."""
+    """``ctypes``, ``torch.ops``, ``spec_from_file_location``, ``find_library``, ``cffi``
+    (``ffi.dlopen``) or ``cuda.pathfinder`` (``load_nvidia_dynamic_lib(name)``: ``soname`` holds
+    pathfinder's name for the library, ``nvrtc``; it raises where its search finds none)."""
     paths: tuple[str, ...] = ()
     """Files of the distribution the argument matches (by path)."""
     soname: str | None = None
@@ -198,7 +208,7 @@ def _rebase(path: str, site: str) -> str:
     return site + path[len(_HERE) :] if path.startswith(_HERE) else path
 
 
-_CACHE_VERSION = 10
+_CACHE_VERSION = 11
 
 
 def _cache_file(dist: Distribution) -> str | None:
@@ -817,6 +827,7 @@ def _loads_in(
     out: list[NativeLoad] = []
     for body, func, outer in bodies:
         names: dict[str, ast.expr] | None = None
+        loops: dict[int, dict[str, tuple[str, ...]]] | None = None
         each: set[int] = set()
         varies = passes.values(func, tree) if func is not None else None
         statements = _statements(body, None, passes.module(tree) if func is None else passes.of(func, tree))
@@ -853,6 +864,12 @@ def _loads_in(
                         out.append(load if load.guard or outer is None else replace(load, guard=outer))
                     continue
                 loads = [_load(call, path, names, record, guard, funcs)]
+                if _callee(call) == "load_nvidia_dynamic_lib":
+                    if loops is None:
+                        loops = _loop_values(tree, body)
+                    for var, strings in loops.get(id(call), {}).items():  # cuda-cccl: each of a tuple
+                        loads = [_load(call, path, {**names, var: ast.Constant(value=v)}, record, guard, funcs)
+                                 for v in strings]  # fmt: skip
                 if varies is not None:  # run once for each string a parameter may be: a load of each
                     param, strings = varies
                     ones = [_load(call, path, {**names, param: _rebound(mine.get(param), param, ast.Constant(value=v))},
@@ -941,9 +958,11 @@ _MAX_VALUES = 256
 """How many strings a loop variable may take (a longer list is not spelled out)."""
 
 
-def _loop_values(tree: ast.Module) -> dict[int, dict[str, tuple[str, ...]]]:
+def _loop_values(tree: ast.Module, body: list[ast.stmt] | None = None) -> dict[int, dict[str, tuple[str, ...]]]:
     """For each call in a module-level ``for NAME in X:`` loop (nested ones too) whose ``X`` is
-    strings the module spells out (:func:`_strings`), the strings each such loop variable takes."""
+    strings the module spells out (:func:`_strings`), the strings each such loop variable takes.
+    ``body``: the loops of that block instead (a function's: cuda-cccl's ``for libname in
+    ("nvrtc", "nvJitLink", "cudart"): load_nvidia_dynamic_lib(libname)``)."""
     out: dict[int, dict[str, tuple[str, ...]]] = {}
     bound: list[dict[str, list[ast.expr] | None]] = []  # the module's bindings, read at the first loop
     # (a walk of every node, functions included: ~35 ms on flashinfer's larger files, most of which
@@ -983,7 +1002,7 @@ def _loop_values(tree: ast.Module) -> dict[int, dict[str, tuple[str, ...]]]:
                 for c in _calls(node):
                     out[id(c)] = env
 
-    walk(tree.body, {})
+    walk(tree.body if body is None else body, {})
     return out
 
 
@@ -1971,11 +1990,15 @@ def _on_linux(
     return None
 
 
+_CAUGHT_LOAD_ERRORS = frozenset(
+    {"OSError", "Exception", "BaseException", "ImportError", "RuntimeError", "EnvironmentError"}
+    | {"DynamicLibNotFoundError"}  # cuda.pathfinder's (a RuntimeError): cupy's and nvmath's preloads
+)
+
+
 def _catches(handler: ast.ExceptHandler) -> bool:
     names = _caught(handler)
-    return names is None or bool(
-        names & {"OSError", "Exception", "BaseException", "ImportError", "RuntimeError", "EnvironmentError"}
-    )
+    return names is None or bool(names & _CAUGHT_LOAD_ERRORS)
 
 
 def _caught(handler: ast.ExceptHandler) -> set[str] | None:
@@ -2121,6 +2144,9 @@ def _load(
     pattern = _evaluate(arg, path, names, 0, funcs)
     where = f"{path}:{call.lineno}"
     g = f"{path}:{guard}" if guard else None
+    if how == "cuda.pathfinder":  # by pathfinder's own name for it (``nvrtc``), known in full only
+        known = pattern is not None and pattern.replace("_", "").isalnum()
+        return NativeLoad(where=where, how=how, soname=pattern, guard=g) if known else None
     if how == "spec_from_file_location" and (pattern is None or "/" not in pattern or not _matches(pattern, record)):
         name = _evaluate(call.args[0], path, names, 0, funcs)
         if name and "*" not in name:  # the path is not known, the module's name is

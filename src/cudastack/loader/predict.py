@@ -276,11 +276,17 @@ def _loaded_without_import(
                 if not missing:
                     continue
                 why += f", which runs because {', '.join(missing)} is not found on the target's sys.path"
-            if load.how == "cffi" and load.soname and base.main is not None:
-                if shipped is None:
-                    natives = [f.path for f in pred.files if not f.path.endswith(".py")]
-                    elfs = [e for p in natives if not isinstance(e := pred.elf_cache.get(p), str)]
-                    shipped = {os.path.basename(f.path) for f in pred.files} | {e.soname for e in elfs if e.soname}
+            if load.how in ("cffi", "cuda.pathfinder") and shipped is None:
+                natives = [f.path for f in pred.files if not f.path.endswith(".py")]
+                elfs = [e for p in natives if not isinstance(e := pred.elf_cache.get(p), str)]
+                shipped = {os.path.basename(f.path) for f in pred.files} | {e.soname for e in elfs if e.soname}
+            if load.how == "cuda.pathfinder":
+                if load.soname and base.main is not None and target is not None and shipped is not None:
+                    fails = _pathfinder_fails(load, base, target, shipped, dist.key, why)
+                    if fails is not None:
+                        pred.files.append(_as_reached(fails, *_reached(reach, dist, load.where.rpartition(":")[0])))
+                continue
+            if load.how == "cffi" and load.soname and base.main is not None and shipped is not None:
                 if {load.soname, *load.also} & shipped:
                     continue  # a file of the environment: it may be loaded already, by path, and found by name
                 if (fails := _cffi_fails(load, base, inventory, dist.key, why)) is not None:
@@ -491,6 +497,70 @@ def _top_level_modules(target: Target | None, inventory: Inventory) -> set[str] 
 
     have = provided_modules(target) if target is not None else None
     return None if have is None else have | _pth_provided(target, inventory)  # type: ignore[arg-type]
+
+
+def _pathfinder_fails(
+    load: NativeLoad, base: Process, target: Target, shipped: set[str], dist: str, why: str
+) -> FilePrediction | None:
+    """The failing module when ``cuda.pathfinder.load_nvidia_dynamic_lib(load.soname)`` surely
+    raises (DynamicLibNotFoundError): none of the file names its installed catalog gives for that
+    name (:func:`~cudastack.env.libwheels.pathfinder_libraries`) is anywhere pathfinder looks. Its
+    search, in order: the nvidia wheels of ``sys.path``, ``CONDA_PREFIX``, a copy already loaded,
+    ``dlopen`` by name, the library's own install-root variables, ``CUDA_PATH``/``CUDA_HOME``, and
+    the toolkit of a ``libcudart`` that ``dlopen`` finds. Taken wider here, so that only a library
+    that is nowhere is claimed: a file of that name or soname anywhere in the environment (it may
+    be loaded already, by path), where the loader finds it by name, and under any of those roots
+    (``lib64``, ``lib``, ``targets/*/lib*``, ``nvvm/lib64``). cuda-cccl 1.2's ``cuda.compute``
+    loads nvrtc, nvJitLink and cudart that way at import (the s43 hunt: no nvrtc installed, and
+    ``import cuda.compute`` failed while the doctor said nothing). A name the catalog does not
+    know is not judged."""
+    from cudastack.env.libwheels import pathfinder_libraries
+
+    assert base.main is not None and load.soname is not None
+    catalogs = (pathfinder_libraries(d) for d in target.site_dirs)
+    lib = next((known[load.soname] for known in catalogs if load.soname in known), None)
+    if lib is None:
+        return None
+    sonames = lib.sonames
+    if any(n.startswith(s) for n in shipped for s in sonames):
+        return None
+    tried: tuple[str, ...] = ()
+    for name in sonames:
+        hit = base.searcher.search(name, base.main)
+        if hit.path is not None:
+            return None
+        tried = tried or hit.tried
+    roots = [target.environ.get(v) for v in ("CONDA_PREFIX", "CUDA_PATH", "CUDA_HOME", *lib.env_vars)]
+    cudart = next(
+        (h.path for s in ("libcudart.so.13", "libcudart.so.12") if (h := base.searcher.search(s, base.main)).path),
+        None,
+    )
+    if cudart:  # the canary's toolkit: <root>/lib64/…, <root>/lib/…, <root>/targets/<triple>/lib*/…
+        lib_dir = os.path.dirname(os.path.realpath(cudart))
+        parent = os.path.dirname(lib_dir)
+        roots.append(os.path.dirname(os.path.dirname(parent)) if os.path.basename(os.path.dirname(parent)) == "targets"
+                     else parent)  # fmt: skip
+    for root in filter(None, roots):
+        dirs = [os.path.join(root, d) for d in ("lib64", "lib", "nvvm/lib64")]
+        dirs += glob.glob(os.path.join(glob.escape(root), "targets", "*", "lib*"))
+        for d in dirs:
+            try:
+                names = os.listdir(d)
+            except OSError:
+                continue
+            if any(n.startswith(s) for n in names for s in sonames):
+                return None
+    py = load.where.rpartition(":")[0]
+    said = " or ".join(sonames)
+    msg = f"load_nvidia_dynamic_lib({load.soname!r}): cuda.pathfinder finds {said} nowhere (DynamicLibNotFoundError)"
+    problem = LoadProblem("missing", py, sonames[0], msg, tried)
+    why += (
+        f": cuda.pathfinder finds {said} nowhere (no nvidia wheel or other file of the environment, not where"
+        " dlopen looks, not under CONDA_PREFIX, CUDA_PATH, CUDA_HOME or libcudart's toolkit), and raises"
+    )
+    return FilePrediction(
+        path=py, distribution=dist, kind="module", predicted="fails", problems=(problem,), context=why
+    )
 
 
 def _cffi_fails(load: NativeLoad, base: Process, inventory: Inventory, dist: str, why: str) -> FilePrediction | None:
