@@ -86,3 +86,24 @@ def test_a_module_loaded_by_path_is_judged_as_import_loads_it(tmp_path: Path) ->
     assert "libdep.so" in errors[0]["message"]
     [row] = [m for m in report["modules"] if m["path"].endswith("/bypath/ops.cuda.so")]
     assert row["predicted"] == "fails" and "spec_from_file_location" in row["context"], row
+
+
+def test_a_loop_over_a_glob_of_torch_op_libraries_reaches_each(tmp_path: Path) -> None:
+    """torchao 0.18's ``__init__``: ``for file in Path(__file__).parent.glob("_C*.so"):
+    torch.ops.load_library(str(file))``. Its ``_C_mxfp8.cpython-310-…so`` has a suffix Python 3.11
+    does not import, yet ``import torchao`` loads it by path: no PKG014 "feature lost" (the s43
+    hunt found that false warning; the loop's argument was not known, so no load was recorded)."""
+    from tests import corpus
+
+    try:
+        python = corpus.build(corpus.BY_NAME["torchao"])
+    except corpus.UnavailableError as e:
+        raise AssertionError(f"the torchao stack cannot be built: {e}") from e
+    maps = subprocess.run(
+        ["env", "-i", str(python), "-W", "ignore", "-c",
+         "import torchao; print(open('/proc/self/maps').read())"],
+        capture_output=True, text=True, timeout=300, check=True,
+    ).stdout  # fmt: skip
+    assert "/torchao/_C_mxfp8.cpython-310-x86_64-linux-gnu.so" in maps
+    report = _doctor(python)
+    assert not [f for f in report["findings"] if f["code"] == "PKG014" and f.get("distribution") == "torchao"]

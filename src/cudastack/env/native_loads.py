@@ -208,7 +208,7 @@ def _rebase(path: str, site: str) -> str:
     return site + path[len(_HERE) :] if path.startswith(_HERE) else path
 
 
-_CACHE_VERSION = 11
+_CACHE_VERSION = 12
 
 
 def _cache_file(dist: Distribution) -> str | None:
@@ -864,6 +864,12 @@ def _loads_in(
                         out.append(load if load.guard or outer is None else replace(load, guard=outer))
                     continue
                 loads = [_load(call, path, names, record, guard, funcs)]
+                if loads[0] is None and _callee(call) == "load_library":
+                    # torchao 0.18: ``for file in Path(__file__).parent.glob("_C*.so"):
+                    # torch.ops.load_library(str(file))``, the loop's files by path (the s43 hunt: its
+                    # _C_mxfp8.cpython-310 file was called unreached, PKG014, though it is loaded)
+                    iters = _loop_iterables(body)
+                    loads = [_load(call, path, {**iters, **names}, record, guard, funcs)]
                 if _callee(call) == "load_nvidia_dynamic_lib":
                     if loops is None:
                         loops = _loop_values(tree, body)
@@ -956,6 +962,29 @@ def _in_fallback_loops(body: list[ast.stmt]) -> set[int]:
 
 _MAX_VALUES = 256
 """How many strings a loop variable may take (a longer list is not spelled out)."""
+
+
+def _loop_iterables(body: list[ast.stmt]) -> dict[str, ast.expr]:
+    """``NAME`` → ``X`` for each ``for NAME in X:`` of the block (nested blocks too, not functions
+    or classes), a name only one loop binds: what a call in the loop is handed, as a pattern of
+    every item (:func:`_evaluate` of ``X``: ``Path(...).glob("_C*.so")`` → ``…/_C*.so``)."""
+    found: dict[str, ast.expr] = {}
+    twice: set[str] = set()
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if isinstance(node, ast.For | ast.AsyncFor) and isinstance(node.target, ast.Name):
+            if node.target.id in found:
+                twice.add(node.target.id)
+            else:
+                found[node.target.id] = node.iter
+        for field in ("body", "orelse", "finalbody"):
+            todo.extend(x for x in getattr(node, field, ()) if isinstance(x, ast.stmt))
+        for h in getattr(node, "handlers", ()):
+            todo.extend(h.body)
+    return {k: v for k, v in found.items() if k not in twice}
 
 
 def _loop_values(tree: ast.Module, body: list[ast.stmt] | None = None) -> dict[int, dict[str, tuple[str, ...]]]:
