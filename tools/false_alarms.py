@@ -112,6 +112,36 @@ def probe(python: str, root: str) -> str | None:
     return (proc.stderr.strip()[-400:] or f"exit {proc.returncode}").splitlines()[-1]
 
 
+def _pth_added(python: str, sites: set[str]) -> list[str]:
+    """The directories inside a site directory that the target's ``.pth`` files put on ``sys.path``
+    (asked of the real interpreter), deepest first: nvidia-cutlass-dsl's
+    ``nvidia_cutlass_dsl_packages.pth`` adds ``nvidia_cutlass_dsl/dsl_packages``, whose packages
+    ``cutlass`` and ``iket`` are imported by those names."""
+    proc = subprocess.run(
+        [python, "-I", "-c", "import json, sys; print(json.dumps(sys.path))"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    paths = json.loads(proc.stdout) if proc.returncode == 0 else []
+    inside = {p for p in paths if any(p.startswith(site.rstrip("/") + "/") for site in sites)}
+    return sorted(inside, key=len, reverse=True)
+
+
+def _named_from(root: str, path: str, added: list[str]) -> str:
+    """The import root by which the file of ``root`` is imported: its top-level package below the
+    ``.pth``-added directory that holds it (see :func:`_pth_added`), else ``root``. Without this,
+    nvidia-cutlass-dsl's 63 roots were probed under names such as ``nvidia_cutlass_dsl.dsl_packages.
+    cutlass._mlir…`` (each failing, for a pure-Python reason) and ``import cutlass`` never was
+    (the s43 hunt)."""
+    from cudastack.env.imports import module_name
+
+    for d in added:
+        if path.startswith(d + "/"):
+            name = module_name(path, d)
+            if name:
+                return name.partition(".")[0]
+    return root
+
+
 def main() -> None:
     from cudastack.env.imports import ImportTime, module_name
     from cudastack.env.inventory import read_inventory
@@ -129,11 +159,14 @@ def main() -> None:
     doctor_s = time.perf_counter() - t0
     report = json.loads(proc.stdout)
     inventory = read_inventory(build_target(python=python))
+    added = _pth_added(python, {d.site_dir for d in inventory.dists.values()})
     jobs = []
     packages: set[tuple[str, str]] = set()  # (distribution, root) of each import root (not a lone .so)
     for dist in inventory.dists.values():
-        roots = [r for r in ImportTime(dist).roots
+        walk = ImportTime(dist)
+        roots = [r for r in walk.roots
                  if all(p.isidentifier() for p in r.split(".")) and not r.endswith("__main__")]  # fmt: skip
+        roots = list(dict.fromkeys(_named_from(r, walk.modules.get(r, ""), added) for r in roots))
         packages.update((dist.key, r) for r in roots)
         # a single-file top-level extension module is a root too (pyodbc: no Python file at all)
         tops = {
