@@ -13,7 +13,9 @@ numpy. And four whose import works because a ``try`` swallows the submodule's Im
 (directly, a package above it, a handler that defines a stand-in function, ``except
 Exception``): the doctor gives each a warning that names the ``try`` (:data:`CAUGHT`), not an
 error; and one that requires and imports one of those four imports too (no error is passed on),
-while one that imports a failing pattern fails with it. Only a warning: session 42 took such a
+while one that imports a failing pattern fails with it. A distribution that only adds a subpackage
+to another's regular package (below a directory with no ``__init__``) has no import of its own to
+fail. Only a warning: session 42 took such a
 guard as enough to say nothing, and two independent reviews built packages against this broken
 numpy and found 7, then 20 more, that really fail although the ``try`` catches the error (the
 package reads what it failed to import later, in a handler's type, through ``globals()``, from
@@ -100,6 +102,11 @@ def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
     for name, (declares, files) in PATTERNS.items():
         spec = {"name": name, "version": "1.0", "files": {f"{name}/{rel}": text for rel, text in files.items()}}
         scenario.write_dist(site, {**spec, "requires": ["numpy"] if declares else []})
+    # a distribution that adds a subpackage to another one's regular package, below a directory
+    # with no __init__ (nvidia-cutlass-dsl-libs-base's cutlass/_mlir/runtime in libs-core's cutlass)
+    scenario.write_dist(site, {"name": "shareda", "version": "1.0", "files": {"shareda/__init__.py": "x = 1\n"}})
+    scenario.write_dist(site, {"name": "sharedsub", "version": "1.0", "requires": ["numpy", "shareda"],
+                               "files": {"shareda/_ns/sub/__init__.py": "import numpy\n"}})  # fmt: skip
     for name, (dep, _works) in DEPENDENTS.items():
         spec = {"name": name, "version": "1.0", "files": {f"{name}/__init__.py": f"import {dep}\n"}}
         scenario.write_dist(site, {**spec, "requires": [dep]})
@@ -108,7 +115,7 @@ def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
     for lib in blas:
         lib.unlink()
     real = {}
-    roots = {**ROOTS, **{name: name for name in [*PATTERNS, *DEPENDENTS]}}
+    roots = {**ROOTS, **{name: name for name in [*PATTERNS, *DEPENDENTS, "shareda"]}}
     for dist, root in roots.items():
         r = subprocess.run(["env", "-i", str(python), "-c", f"import {root}"], capture_output=True, text=True)
         real[dist] = r.returncode == 0
@@ -116,10 +123,13 @@ def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
     assert real["python-dateutil"] and real["tzdata"], real
     assert [n for n in PATTERNS if real[n]] == ["guardsub", "guardnest", "defsub", "exceptionsub", "uguardsub"], real
     assert {n: real[n] for n in DEPENDENTS} == {n: works for n, (_dep, works) in DEPENDENTS.items()}, real
+    shared = subprocess.run(["env", "-i", str(python), "-c", "import shareda._ns.sub"], capture_output=True, text=True)
+    assert real["shareda"] and shared.returncode != 0, shared.stderr[-500:]
     main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH="])
     data = json.loads(capsys.readouterr().out)
     errors = {f["distribution"] for f in data["findings"] if f["severity"] == "error"}
     assert {d for d, ok in real.items() if not ok} == errors & set(roots), (real, sorted(errors))
+    assert "sharedsub" not in errors  # its only module is a submodule of shareda, which imports
     caught = {f["distribution"]: f for f in data["findings"] if f["code"] == "LDD009" and f["severity"] == "warning"}
     assert set(CAUGHT) <= set(caught), sorted(caught)
     for name, sub in CAUGHT.items():  # the failing submodule, and the statement in the try that imports it

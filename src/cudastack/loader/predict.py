@@ -1126,9 +1126,12 @@ def _block_pure_imports(
             if dist.key in itself or dist.key in done:
                 continue  # its own import fails for its own module (its findings say so), or it is recorded
             deps = sorted(_required(dist, set(own)))
-            for root in ImportTime(dist).roots if deps else ():
+            walk = ImportTime(dist)
+            for root in walk.roots if deps else ():
                 if not all(part.isidentifier() for part in root.split(".")):
                     continue  # (a namespace package's root is dotted: pyannote.audio)
+                if _inside_regular_package(walk.modules.get(root, ""), dist.site_dir):
+                    continue  # a submodule of another distribution's package: no import of its own
                 run = ImportTime(dist, roots=[root])  # one walk of the root, for each question
                 for dep in deps:
                     top, failing = own[dep]
@@ -1224,10 +1227,32 @@ def _undeclared_import(
         if where:
             name = module_name(where.rsplit(":", 1)[0], dist.site_dir) or dist.key
             root = next((r for r in outer.run.roots if name == r or name.startswith(r + ".")), name.partition(".")[0])
+            if _inside_regular_package(outer.run.modules.get(root, ""), dist.site_dir):
+                return None  # a submodule of another distribution's package (see _inside_regular_package)
             return BlockedImport(
                 distribution=dist.key, root=root, where=where, top=top, dependency=dep, failing=failing
             )
     return None
+
+
+def _inside_regular_package(path: str, site_dir: str) -> bool:
+    """Whether the module file ``path``, a root of its distribution's walk (no package of that
+    distribution above it), sits below a regular package (a directory with ``__init__.py``) of
+    another one: then no ``import`` runs it as a top-level import, only as a submodule, and its
+    failure does not fail that package's import. nvidia-cutlass-dsl-libs-base ships
+    ``cutlass/_mlir/runtime/`` into libs-core's ``cutlass`` (``_mlir`` has no ``__init__``); with
+    numpy's core failing, its ``np_to_memref.py`` fails, ``import cutlass`` works, and LDD009 said
+    ``import nvidia_cutlass_dsl.dsl_packages.cutlass._mlir.runtime fails``, an error (the s43
+    hunt, once ``tools/false_alarms.py`` probed cutlass by its name)."""
+    if not path:
+        return False
+    here = os.path.dirname(os.path.dirname(path) if path.endswith("/__init__.py") else path)
+    site = site_dir.rstrip("/")
+    while here.startswith(site + "/"):
+        if os.path.isfile(os.path.join(here, "__init__.py")):
+            return True
+        here = os.path.dirname(here)
+    return False
 
 
 class _Submodules:
