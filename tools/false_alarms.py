@@ -169,7 +169,7 @@ def main() -> None:
                  if all(p.isidentifier() for p in r.split(".")) and not r.endswith("__main__")]  # fmt: skip
         # a root below another distribution's regular package is its submodule, not an import of
         # this one (nvidia-cutlass-dsl-libs-base's cutlass/_mlir/runtime in libs-core's cutlass)
-        roots = [r for r in roots if not _inside_regular_package(walk.modules.get(r, ""), dist.site_dir)]
+        roots = [r for r in roots if not _inside_regular_package(walk.modules.get(r, ""), dist)]
         roots = list(dict.fromkeys(_named_from(r, walk.modules.get(r, ""), added) for r in roots))
         packages.update((dist.key, r) for r in roots)
         # a single-file top-level extension module is a root too (pyodbc: no Python file at all)

@@ -15,7 +15,9 @@ Exception``): the doctor gives each a warning that names the ``try`` (:data:`CAU
 error; and one that requires and imports one of those four imports too (no error is passed on),
 while one that imports a failing pattern fails with it. A distribution that only adds a subpackage
 to another's regular package (below a directory with no ``__init__``) has no import of its own to
-fail. Only a warning: session 42 took such a
+fail; nor does one whose ``try`` catches ImportError around a package that fails with an OSError
+(a ``ctypes`` load): that stays an error, as does a subpackage of a pkgutil-style namespace.
+Only a warning: session 42 took such a
 guard as enough to say nothing, and two independent reviews built packages against this broken
 numpy and found 7, then 20 more, that really fail although the ``try`` catches the error (the
 package reads what it failed to import later, in a handler's type, through ``globals()``, from
@@ -107,6 +109,18 @@ def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
     scenario.write_dist(site, {"name": "shareda", "version": "1.0", "files": {"shareda/__init__.py": "x = 1\n"}})
     scenario.write_dist(site, {"name": "sharedsub", "version": "1.0", "requires": ["numpy", "shareda"],
                                "files": {"shareda/_ns/sub/__init__.py": "import numpy\n"}})  # fmt: skip
+    # a pkgutil-style namespace package of another distribution: nspk.foo is an import of its own
+    scenario.write_dist(site, {"name": "nsbase", "version": "1.0", "files": {
+        "nspk/__init__.py": "__path__ = __import__('pkgutil').extend_path(__path__, __name__)\n"}})  # fmt: skip
+    scenario.write_dist(site, {"name": "nsfoo", "version": "1.0", "requires": ["numpy", "nsbase"],
+                               "files": {"nspk/foo/__init__.py": "import numpy\n"}})  # fmt: skip
+    # a caught-looking guard around a package whose failure is an OSError (a ctypes load of a
+    # library that is nowhere), which ``except ImportError`` does not catch: both fail (a review)
+    scenario.write_dist(site, {"name": "cdllpkg", "version": "1.0", "files": {
+        "cdllpkg/__init__.py": "import ctypes\nctypes.CDLL('libcudastack_absent.so.1')\n"}})  # fmt: skip
+    scenario.write_dist(site, {"name": "guardcdll", "version": "1.0", "requires": ["cdllpkg"], "files": {
+        "guardcdll/__init__.py": TRY.format(m="gpu", exc="ImportError", after="gpu = None"),
+        "guardcdll/gpu.py": "import cdllpkg\n"}})  # fmt: skip
     for name, (dep, _works) in DEPENDENTS.items():
         spec = {"name": name, "version": "1.0", "files": {f"{name}/__init__.py": f"import {dep}\n"}}
         scenario.write_dist(site, {**spec, "requires": [dep]})
@@ -115,7 +129,8 @@ def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
     for lib in blas:
         lib.unlink()
     real = {}
-    roots = {**ROOTS, **{name: name for name in [*PATTERNS, *DEPENDENTS, "shareda"]}}
+    ours = [*PATTERNS, *DEPENDENTS, "shareda", "cdllpkg", "guardcdll"]
+    roots = {**ROOTS, **{name: name for name in ours}, "nsfoo": "nspk.foo"}
     for dist, root in roots.items():
         r = subprocess.run(["env", "-i", str(python), "-c", f"import {root}"], capture_output=True, text=True)
         real[dist] = r.returncode == 0
@@ -123,6 +138,7 @@ def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
     assert real["python-dateutil"] and real["tzdata"], real
     assert [n for n in PATTERNS if real[n]] == ["guardsub", "guardnest", "defsub", "exceptionsub", "uguardsub"], real
     assert {n: real[n] for n in DEPENDENTS} == {n: works for n, (_dep, works) in DEPENDENTS.items()}, real
+    assert not real["cdllpkg"] and not real["guardcdll"] and not real["nsfoo"], real
     shared = subprocess.run(["env", "-i", str(python), "-c", "import shareda._ns.sub"], capture_output=True, text=True)
     assert real["shareda"] and shared.returncode != 0, shared.stderr[-500:]
     main(["doctor", "--python", str(python), "--format", "json", "-e", "LD_LIBRARY_PATH="])
@@ -135,7 +151,7 @@ def test_a_broken_numpy_fails_exactly_the_dependents_whose_import_reaches_it(
     for name, sub in CAUGHT.items():  # the failing submodule, and the statement in the try that imports it
         f = caught[name]
         assert f["message"].startswith(f"{name}.{sub} fails: "), f
-        assert f"import {name} catches it ({site / name}/" in f["message"], f
+        assert f"import {name} catches it ({site / name}/__init__.py:2)" in f["message"], f  # the try's import
         assert f["caused_by"] is not None and f["caused_by"]["code"] in ("LDD001", "ENV004"), f
     for f in data["findings"]:
         if f["code"] == "LDD009" and f["severity"] == "error":  # each points at numpy's own finding

@@ -447,10 +447,25 @@ def unguarded_import(
             if guarded is None or not _imported_guarded(run, path, max_files):
                 return where
             if not guarded:
-                name = module_name(path, run._dist.site_dir) or ""
-                first = next(iter(run.importers.get(name, ())), None)
-                outer = f"{first[0]}:{getattr(first[1], 'lineno', '?')}" if first else "?"
-                guarded.append((where, outer))
+                guarded.append((where, _guarding_statement(run, path) or "?"))
+    return None
+
+
+def _guarding_statement(run: ImportTime, path: str, depth: int = 0) -> str | None:
+    """``file:line`` of the first statement inside a ``try`` that imports the module of ``path``,
+    or, where its importer is in no ``try``, the module holding that importer, in turn (the review
+    of session 43: ``__init__`` guarding ``mid``, which imports ``fast`` plainly, was named by
+    ``mid``'s own line)."""
+    name = module_name(path, run._dist.site_dir) or ""
+    for p, node in run.importers.get(name, ()):
+        tree = run.tree(p)
+        if tree is None:
+            continue
+        enclosing, _reads = _file_facts(run, p, tree)
+        if enclosing.get(id(node)) is not None:
+            return f"{p}:{getattr(node, 'lineno', '?')}"
+        if depth < 32 and p != path and (outer := _guarding_statement(run, p, depth + 1)):
+            return outer
     return None
 
 

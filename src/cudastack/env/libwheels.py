@@ -202,6 +202,9 @@ class PathfinderLib:
     env_vars: tuple[str, ...] = ()
     """Installation roots it reads from the environment for this library, beyond ``CONDA_PREFIX``,
     ``CUDA_PATH`` and ``CUDA_HOME`` (``install_root_env_vars_linux``)."""
+    env_dirs: tuple[str, ...] = ()
+    """Where below such a root it looks (``install_root_env_rel_dirs_linux``: ``build/lib`` of a
+    NCCL source tree)."""
 
 
 def pathfinder_libraries(site_dir: str) -> dict[str, PathfinderLib]:
@@ -222,7 +225,8 @@ def pathfinder_libraries(site_dir: str) -> dict[str, PathfinderLib]:
                     sonames = _strings(kw["linux_sonames"])
                     if sonames:
                         env = _strings(kw.get("install_root_env_vars_linux"))
-                        out.setdefault(lib.value, PathfinderLib(sonames, env))
+                        dirs = _strings(kw.get("install_root_env_rel_dirs_linux"))
+                        out.setdefault(lib.value, PathfinderLib(sonames, env, dirs))
             elif isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id.startswith("SUPPORTED_LINUX_SONAMES") for t in node.targets
             ):

@@ -208,7 +208,7 @@ def _rebase(path: str, site: str) -> str:
     return site + path[len(_HERE) :] if path.startswith(_HERE) else path
 
 
-_CACHE_VERSION = 12
+_CACHE_VERSION = 13
 
 
 def _cache_file(dist: Distribution) -> str | None:
@@ -871,6 +871,8 @@ def _loads_in(
                     iters = _loop_iterables(body)
                     loads = [_load(call, path, {**iters, **names}, record, guard, funcs)]
                 if _callee(call) == "load_nvidia_dynamic_lib":
+                    if not _surely_runs(stmt, body, func, tree) or not _pathfinders(tree):
+                        continue  # only a call that surely runs, of cuda.pathfinder's function
                     if loops is None:
                         loops = _loop_values(tree, body)
                     for var, strings in loops.get(id(call), {}).items():  # cuda-cccl: each of a tuple
@@ -962,6 +964,62 @@ def _in_fallback_loops(body: list[ast.stmt]) -> set[int]:
 
 _MAX_VALUES = 256
 """How many strings a loop variable may take (a longer list is not spelled out)."""
+
+
+def _surely_runs(stmt: ast.stmt, body: list[ast.stmt], func: ast.FunctionDef | None, tree: ast.Module) -> bool:
+    """Whether the statement surely runs when the module is imported, with nothing around it that
+    could skip it or swallow its error, as ``load_nvidia_dynamic_lib`` is judged (it raises
+    DynamicLibNotFoundError, a RuntimeError, where a ``try``'s handler may be an alias, a tuple in a
+    variable or ``contextlib.suppress``; the independent review of session 43): a statement of the
+    block itself, or at the top of a ``for`` loop of it after simple statements only; in a function,
+    one with no ``return`` before it, called by a statement of the module's own body (cuda-cccl's
+    ``_load_cuda_libraries()``). Not under an ``if`` (a Windows-only preload), a ``try``, a
+    ``with`` or a ``while``."""
+    placed = any(x is stmt for x in body) or any(
+        isinstance(loop, ast.For)
+        and any(x is stmt for x in loop.body)
+        and all(_simple(x) for x in loop.body[: next(i for i, x in enumerate(loop.body) if x is stmt)])
+        for loop in body
+        if isinstance(loop, ast.For) and not loop.orelse
+    )
+    if not placed or func is None:
+        return placed
+    line = getattr(stmt, "lineno", 0)
+    todo: list[ast.AST] = list(func.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Return) and n.lineno < line:
+            return False
+        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(n))
+    return any(
+        isinstance(top, ast.Expr | ast.Assign)
+        and isinstance(top.value, ast.Call)
+        and isinstance(top.value.func, ast.Name)
+        and top.value.func.id == func.name
+        for top in tree.body
+    )
+
+
+def _pathfinders(tree: ast.Module) -> bool:
+    """Whether the file takes ``load_nvidia_dynamic_lib`` from cuda.pathfinder (``from
+    cuda.pathfinder import …``, ``import cuda.pathfinder``, ``from cuda import pathfinder``) and
+    defines no function of that name itself."""
+    imported = False
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "load_nvidia_dynamic_lib":
+            return False
+        if isinstance(n, ast.ImportFrom):
+            module = n.module or ""
+            found = module.startswith("cuda.pathfinder") or (module == "cuda" and "pathfinder" in _names(n))
+        else:
+            found = isinstance(n, ast.Import) and any(a.name.startswith("cuda.pathfinder") for a in n.names)
+        imported = imported or found
+    return imported
+
+
+def _names(node: ast.ImportFrom) -> set[str]:
+    return {a.name for a in node.names}
 
 
 def _loop_iterables(body: list[ast.stmt]) -> dict[str, ast.expr]:

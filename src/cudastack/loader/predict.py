@@ -522,7 +522,10 @@ def _pathfinder_fails(
     if lib is None:
         return None
     sonames = lib.sonames
-    if any(n.startswith(s) for n in shipped for s in sonames):
+    # a file of any version (pathfinder 1.0 takes any libnvrtc.so* of a wheel), shipped, preloaded
+    stems = tuple({n[: n.index(".so") + 3] for n in sonames if ".so" in n} | set(sonames))
+    preloaded = {os.path.basename(p) for p in target.environ.get("LD_PRELOAD", "").replace(":", " ").split()}
+    if any(n.startswith(stems) for n in shipped | preloaded):
         return None
     tried: tuple[str, ...] = ()
     for name in sonames:
@@ -531,26 +534,18 @@ def _pathfinder_fails(
             return None
         tried = tried or hit.tried
     roots = [target.environ.get(v) for v in ("CONDA_PREFIX", "CUDA_PATH", "CUDA_HOME", *lib.env_vars)]
-    cudart = next(
-        (h.path for s in ("libcudart.so.13", "libcudart.so.12") if (h := base.searcher.search(s, base.main)).path),
-        None,
-    )
-    if cudart:  # the canary's toolkit: <root>/lib64/…, <root>/lib/…, <root>/targets/<triple>/lib*/…
-        lib_dir = os.path.dirname(os.path.realpath(cudart))
-        parent = os.path.dirname(lib_dir)
-        roots.append(os.path.dirname(os.path.dirname(parent)) if os.path.basename(os.path.dirname(parent)) == "targets"
-                     else parent)  # fmt: skip
+    for s in ("libcudart.so.13", "libcudart.so.12"):  # the canary's toolkit, by its path and resolved
+        found = base.searcher.search(s, base.main).path
+        for cudart in {found, os.path.realpath(found)} if found else ():
+            lib_dir = os.path.dirname(cudart)
+            parent = os.path.dirname(lib_dir)
+            up = os.path.dirname(parent)
+            roots.append(os.path.dirname(up) if os.path.basename(up) == "targets" else parent)
     for root in filter(None, roots):
-        dirs = [os.path.join(root, d) for d in ("lib64", "lib", "nvvm/lib64")]
-        dirs += glob.glob(os.path.join(glob.escape(root), "targets", "*", "lib*"))
-        for d in dirs:
-            try:
-                names = os.listdir(d)
-            except OSError:
-                continue
-            if any(n.startswith(s) for n in names for s in sonames):
-                return None
+        if _holds_file(root, stems, depth=4):
+            return None
     py = load.where.rpartition(":")[0]
+    sonames = tuple(sorted(sonames, key=_soname_order, reverse=True))  # the newest named first
     said = " or ".join(sonames)
     msg = f"load_nvidia_dynamic_lib({load.soname!r}): cuda.pathfinder finds {said} nowhere (DynamicLibNotFoundError)"
     problem = LoadProblem("missing", py, sonames[0], msg, tried)
@@ -560,6 +555,30 @@ def _pathfinder_fails(
     )
     return FilePrediction(
         path=py, distribution=dist, kind="module", predicted="fails", problems=(problem,), context=why
+    )
+
+
+def _soname_order(name: str) -> tuple[int, ...]:
+    """``libnvrtc.so.12`` → (12,), ``libnvrtc.so.11.2`` → (11, 2): to name the newest first."""
+    tail = name.partition(".so")[2].strip(".")
+    return tuple(int(x) for x in tail.split(".") if x.isdigit())
+
+
+def _holds_file(root: str, stems: tuple[str, ...], depth: int, budget: list[int] | None = None) -> bool:
+    """Whether a file whose name starts with one of ``stems`` lies in ``root`` or below it, at most
+    ``depth`` directories down and 20,000 entries read in all (then: yes, as if it were there)."""
+    budget = [20_000] if budget is None else budget
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return False
+    budget[0] -= len(entries)
+    if budget[0] < 0:
+        return True
+    if any(e.name.startswith(stems) for e in entries):
+        return True
+    return depth > 0 and any(
+        _holds_file(e.path, stems, depth - 1, budget) for e in entries if e.is_dir(follow_symlinks=False)
     )
 
 
@@ -1075,6 +1094,16 @@ def _block_pure_imports(
             facts.append(_facts(inventory, target, failing_tops, set(broken), walks, imports))
         return facts[0]
 
+    predicted = {f.path: f for f in pred.files if f.predicted == "fails"}
+
+    def raises_import_error(failing: str) -> bool:
+        """Whether the failing file fails ``import`` with an ImportError: an extension module that
+        cannot load, not a package whose ``ctypes``/cffi/pathfinder load raises OSError or a
+        RuntimeError (a caught-submodule warning needs the ``try`` to catch it: the review of
+        session 43's ``gpu.py`` importing a package that ``CDLL``s libcuda.so.1)."""
+        f = predicted.get(failing)
+        return f is not None and f.kind == "module" and not f.context.startswith("loaded at import by")
+
     cause: dict[str, str] = {}  # a distribution blocked in a round -> the failing one it imports
     raises: dict[str, bool] = {}
     memo: dict[str, bool] = {}
@@ -1130,14 +1159,15 @@ def _block_pure_imports(
             for root in walk.roots if deps else ():
                 if not all(part.isidentifier() for part in root.split(".")):
                     continue  # (a namespace package's root is dotted: pyannote.audio)
-                if _inside_regular_package(walk.modules.get(root, ""), dist.site_dir):
+                if _inside_regular_package(walk.modules.get(root, ""), dist):
                     continue  # a submodule of another distribution's package: no import of its own
                 run = ImportTime(dist, roots=[root])  # one walk of the root, for each question
                 for dep in deps:
                     top, failing = own[dep]
                     if root == top:
                         continue
-                    guarded: list[tuple[str, str]] = []
+                    # a caught-submodule warning needs a try that catches the failure: an ImportError
+                    guarded: list[tuple[str, str]] | None = [] if raises_import_error(failing) else None
                     where = unguarded_import(run, top, max_files=MAX_FILES, guarded=guarded) or strictly(
                         dep, unguarded_import, run, top, max_files=MAX_FILES, guarded=guarded
                     )
@@ -1227,7 +1257,7 @@ def _undeclared_import(
         if where:
             name = module_name(where.rsplit(":", 1)[0], dist.site_dir) or dist.key
             root = next((r for r in outer.run.roots if name == r or name.startswith(r + ".")), name.partition(".")[0])
-            if _inside_regular_package(outer.run.modules.get(root, ""), dist.site_dir):
+            if _inside_regular_package(outer.run.modules.get(root, ""), dist):
                 return None  # a submodule of another distribution's package (see _inside_regular_package)
             return BlockedImport(
                 distribution=dist.key, root=root, where=where, top=top, dependency=dep, failing=failing
@@ -1235,22 +1265,34 @@ def _undeclared_import(
     return None
 
 
-def _inside_regular_package(path: str, site_dir: str) -> bool:
-    """Whether the module file ``path``, a root of its distribution's walk (no package of that
-    distribution above it), sits below a regular package (a directory with ``__init__.py``) of
-    another one: then no ``import`` runs it as a top-level import, only as a submodule, and its
-    failure does not fail that package's import. nvidia-cutlass-dsl-libs-base ships
-    ``cutlass/_mlir/runtime/`` into libs-core's ``cutlass`` (``_mlir`` has no ``__init__``); with
-    numpy's core failing, its ``np_to_memref.py`` fails, ``import cutlass`` works, and LDD009 said
-    ``import nvidia_cutlass_dsl.dsl_packages.cutlass._mlir.runtime fails``, an error (the s43
+def _inside_regular_package(path: str, dist: Distribution) -> bool:
+    """Whether the module file ``path``, a root of ``dist``'s walk (no package of ``dist`` above
+    it), sits below a regular package of *another* distribution (a directory whose ``__init__.py``
+    ``dist`` does not ship, and not a pkgutil or pkg_resources namespace's, which extends its
+    ``__path__``): then no ``import`` runs it as a top-level import, only as a submodule of that
+    package, and its failure does not fail that package's import. nvidia-cutlass-dsl-libs-base
+    ships ``cutlass/_mlir/runtime/`` into libs-core's ``cutlass`` (``_mlir`` has no ``__init__``);
+    with numpy's core failing its ``np_to_memref.py`` fails, ``import cutlass`` works, and LDD009
+    said ``import nvidia_cutlass_dsl.dsl_packages.cutlass._mlir.runtime fails``, an error (the s43
     hunt, once ``tools/false_alarms.py`` probed cutlass by its name)."""
     if not path:
         return False
     here = os.path.dirname(os.path.dirname(path) if path.endswith("/__init__.py") else path)
-    site = site_dir.rstrip("/")
+    site = dist.site_dir.rstrip("/")
+    own: set[str] | None = None
     while here.startswith(site + "/"):
-        if os.path.isfile(os.path.join(here, "__init__.py")):
-            return True
+        init = os.path.join(here, "__init__.py")
+        if os.path.isfile(init):
+            if own is None:
+                own = {e.path for e in dist.record or ()}
+            if os.path.relpath(init, site) in own:
+                return False
+            try:
+                head = read_bytes(init, 1 << 16).data
+            except OSError:
+                return False
+            if b"extend_path" not in head and b"declare_namespace" not in head:
+                return True
         here = os.path.dirname(here)
     return False
 
