@@ -126,3 +126,18 @@ def cached_wheel(requirement: str, pattern: str) -> Path:
         if err is not None or not found:
             raise UnavailableError(f"cannot download {requirement}: {err}")
     return found[0]
+
+
+def pathfinder_answer(version: str, oracle: str, into: Path) -> object:
+    """What ``oracle`` (Python that prints JSON) prints with cuda-pathfinder ``version``'s wheel
+    unpacked into ``into`` and first on ``sys.path``: the real module's own tables, for tests that
+    read them from the files instead."""
+    whl = cached_wheel(f"cuda-pathfinder=={version}", f"cuda_pathfinder-{version}-*.whl")
+    with zipfile.ZipFile(whl) as zf:
+        zf.extractall(into)
+    real = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(into)!r})\n{oracle}"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert real.returncode == 0, real.stderr[-1000:]
+    return json.loads(real.stdout)

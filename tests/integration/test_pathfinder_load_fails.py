@@ -18,14 +18,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from cudastack.cli import main
 from tests import scenario
-from tests.realwheels import cached_wheel
+from tests.realwheels import cached_wheel, pathfinder_answer
 from tests.venvs import make_venv, site_of
 
 pytestmark = pytest.mark.realwheels
@@ -143,15 +142,9 @@ print(json.dumps({k: v for k, v in out.items() if v}))
 def test_the_file_names_are_what_the_installed_pathfinder_looks_for(version: str, tmp_path: Path) -> None:
     from cudastack.env.libwheels import pathfinder_libraries
 
-    whl = cached_wheel(f"cuda-pathfinder=={version}", f"cuda_pathfinder-{version}-*.whl")
-    with zipfile.ZipFile(whl) as zf:
-        zf.extractall(tmp_path)
-    real = subprocess.run(
-        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{_ORACLE}"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert real.returncode == 0, real.stderr[-1000:]
-    expected = {k: tuple(v) for k, v in json.loads(real.stdout).items()}
+    answer = pathfinder_answer(version, _ORACLE, tmp_path)
+    assert isinstance(answer, dict)
+    expected = {k: tuple(v) for k, v in answer.items()}
     read = {k: v.sonames for k, v in pathfinder_libraries(str(tmp_path)).items()}
     assert read == expected
     assert "libnvrtc.so.12" in read["nvrtc"]

@@ -52,6 +52,7 @@ from __future__ import annotations
 import ast
 import glob
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cudastack.env.dists import Distribution
@@ -171,26 +172,39 @@ def pathfinder_dependencies(site_dir: str) -> dict[str, tuple[tuple[str, ...], t
     dependencies=(...), optional_dependencies=(...))`` of ``descriptor_catalog.py``; before,
     the dictionaries assigned to ``DIRECT_DEPENDENCIES*`` in ``supported_nvidia_libs.py``
     (1.0–1.3). Empty when cuda-pathfinder is not installed there."""
-    base = os.path.join(site_dir, "cuda", "pathfinder", "_dynamic_libs")
     out: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for lib, kw, table in _catalog(site_dir, "dependencies", "DIRECT_DEPENDENCIES"):
+        if kw is not None:
+            out.setdefault(lib, (_strings(kw.get("dependencies")), _strings(kw.get("optional_dependencies"))))
+        elif table is not None:
+            out.setdefault(lib, (_strings(table), ()))
+    return out
+
+
+def _catalog(
+    site_dir: str, keyword: str, table: str
+) -> Iterator[tuple[str, dict[str, ast.expr] | None, ast.expr | None]]:
+    """The installed cuda.pathfinder's entries about its libraries, in file order: ``(name, the
+    keywords of a DescriptorSpec call that has ``keyword``, None)`` from ``descriptor_catalog.py``
+    (1.4 on), and ``(name, None, value)`` for each key of the dictionaries assigned to a name
+    starting with ``table`` in ``supported_nvidia_libs.py`` (1.0-1.3)."""
+    base = os.path.join(site_dir, "cuda", "pathfinder", "_dynamic_libs")
     for name in ("descriptor_catalog.py", "supported_nvidia_libs.py"):
         raw = _read(os.path.join(base, name))
-        tree = _parse(raw) if b"ependencies" in raw or b"DEPENDENCIES" in raw else None
+        tree = _parse(raw) if keyword.encode() in raw or table.encode() in raw else None
         for node in ast.walk(tree) if tree is not None else ():
             if isinstance(node, ast.Call):
                 kw = {k.arg: k.value for k in node.keywords if k.arg}
                 lib = kw.get("name")
-                if isinstance(lib, ast.Constant) and isinstance(lib.value, str) and "dependencies" in kw:
-                    req, opt = _strings(kw.get("dependencies")), _strings(kw.get("optional_dependencies"))
-                    out.setdefault(lib.value, (req, opt))
+                if isinstance(lib, ast.Constant) and isinstance(lib.value, str) and keyword in kw:
+                    yield lib.value, kw, None
             elif isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id.startswith("DIRECT_DEPENDENCIES") for t in node.targets
+                isinstance(t, ast.Name) and t.id.startswith(table) for t in node.targets
             ):
                 for d in (n for n in ast.walk(node.value) if isinstance(n, ast.Dict)):
                     for k, v in zip(d.keys, d.values, strict=True):
                         if isinstance(k, ast.Constant) and isinstance(k.value, str):
-                            out.setdefault(k.value, (_strings(v), ()))
-    return out
+                            yield k.value, None, v
 
 
 @dataclass(frozen=True)
@@ -212,28 +226,13 @@ def pathfinder_libraries(site_dir: str) -> dict[str, PathfinderLib]:
     installed copy: each ``DescriptorSpec(name=..., linux_sonames=(...))`` of
     ``descriptor_catalog.py`` (1.4 on), or the dictionaries assigned to ``SUPPORTED_LINUX_SONAMES*``
     in ``supported_nvidia_libs.py`` (1.0-1.3). Empty when cuda-pathfinder is not installed there."""
-    base = os.path.join(site_dir, "cuda", "pathfinder", "_dynamic_libs")
     out: dict[str, PathfinderLib] = {}
-    for name in ("descriptor_catalog.py", "supported_nvidia_libs.py"):
-        raw = _read(os.path.join(base, name))
-        tree = _parse(raw) if b"linux_sonames" in raw or b"SUPPORTED_LINUX_SONAMES" in raw else None
-        for node in ast.walk(tree) if tree is not None else ():
-            if isinstance(node, ast.Call):
-                kw = {k.arg: k.value for k in node.keywords if k.arg}
-                lib = kw.get("name")
-                if isinstance(lib, ast.Constant) and isinstance(lib.value, str) and "linux_sonames" in kw:
-                    sonames = _strings(kw["linux_sonames"])
-                    if sonames:
-                        env = _strings(kw.get("install_root_env_vars_linux"))
-                        dirs = _strings(kw.get("install_root_env_rel_dirs_linux"))
-                        out.setdefault(lib.value, PathfinderLib(sonames, env, dirs))
-            elif isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id.startswith("SUPPORTED_LINUX_SONAMES") for t in node.targets
-            ):
-                for d in (n for n in ast.walk(node.value) if isinstance(n, ast.Dict)):
-                    for k, v in zip(d.keys, d.values, strict=True):
-                        if isinstance(k, ast.Constant) and isinstance(k.value, str) and _strings(v):
-                            out.setdefault(k.value, PathfinderLib(_strings(v)))
+    for lib, kw, table in _catalog(site_dir, "linux_sonames", "SUPPORTED_LINUX_SONAMES"):
+        sonames = _strings(kw["linux_sonames"] if kw is not None else table)
+        if sonames:
+            env = _strings(kw.get("install_root_env_vars_linux")) if kw is not None else ()
+            dirs = _strings(kw.get("install_root_env_rel_dirs_linux")) if kw is not None else ()
+            out.setdefault(lib, PathfinderLib(sonames, env, dirs))
     return out
 
 
