@@ -1162,6 +1162,7 @@ def _block_pure_imports(
                 if _inside_regular_package(walk.modules.get(root, ""), dist):
                     continue  # a submodule of another distribution's package: no import of its own
                 run = ImportTime(dist, roots=[root])  # one walk of the root, for each question
+                run.keep_importers = True  # (read by unguarded_import's guarded question)
                 for dep in deps:
                     top, failing = own[dep]
                     if root == top:
